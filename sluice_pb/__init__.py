@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC modules for the Sluice API (do not edit; run `make proto`)."""
