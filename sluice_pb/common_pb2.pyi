@@ -1,0 +1,104 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    JOB_SUBMITTED: _ClassVar[JobState]
+    JOB_STARTING: _ClassVar[JobState]
+    JOB_RUNNING: _ClassVar[JobState]
+    JOB_SUCCEEDED: _ClassVar[JobState]
+    JOB_FAILED: _ClassVar[JobState]
+    JOB_KILLED: _ClassVar[JobState]
+
+class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_STATE_UNSPECIFIED: _ClassVar[TaskState]
+    TASK_PENDING: _ClassVar[TaskState]
+    TASK_LAUNCHING: _ClassVar[TaskState]
+    TASK_RUNNING: _ClassVar[TaskState]
+    TASK_SUSPENDED: _ClassVar[TaskState]
+    TASK_SUCCEEDED: _ClassVar[TaskState]
+    TASK_FAILED: _ClassVar[TaskState]
+    TASK_KILLED: _ClassVar[TaskState]
+    TASK_LOST: _ClassVar[TaskState]
+JOB_STATE_UNSPECIFIED: JobState
+JOB_SUBMITTED: JobState
+JOB_STARTING: JobState
+JOB_RUNNING: JobState
+JOB_SUCCEEDED: JobState
+JOB_FAILED: JobState
+JOB_KILLED: JobState
+TASK_STATE_UNSPECIFIED: TaskState
+TASK_PENDING: TaskState
+TASK_LAUNCHING: TaskState
+TASK_RUNNING: TaskState
+TASK_SUSPENDED: TaskState
+TASK_SUCCEEDED: TaskState
+TASK_FAILED: TaskState
+TASK_KILLED: TaskState
+TASK_LOST: TaskState
+
+class Resources(_message.Message):
+    __slots__ = ("cpu", "memory_mb")
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    cpu: float
+    memory_mb: int
+    def __init__(self, cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
+
+class PhaseSpec(_message.Message):
+    __slots__ = ("name", "tasks", "command", "resources", "after", "image")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tasks: int
+    command: _containers.RepeatedScalarFieldContainer[str]
+    resources: Resources
+    after: _containers.RepeatedScalarFieldContainer[str]
+    image: str
+    def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., image: _Optional[str] = ...) -> None: ...
+
+class JobSpec(_message.Message):
+    __slots__ = ("name", "priority", "phases", "max_retries")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PHASES_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    priority: int
+    phases: _containers.RepeatedCompositeFieldContainer[PhaseSpec]
+    max_retries: int
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ...) -> None: ...
+
+class TaskEvent(_message.Message):
+    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "state", "exit_code", "message", "timestamp", "node_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    task_id: str
+    attempt: int
+    allocation_id: str
+    state: TaskState
+    exit_code: int
+    message: str
+    timestamp: float
+    node_id: str
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., timestamp: _Optional[float] = ..., node_id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,109 @@
+from sluice_pb import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StartTaskRequest(_message.Message):
+    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "command", "resources", "image", "env")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    task_id: str
+    attempt: int
+    allocation_id: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    resources: _common_pb2.Resources
+    image: str
+    env: _containers.ScalarMap[str, str]
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., image: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class StartTaskResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: TaskStatus
+    def __init__(self, status: _Optional[_Union[TaskStatus, _Mapping]] = ...) -> None: ...
+
+class TaskRef(_message.Message):
+    __slots__ = ("job_id", "task_id", "attempt")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    task_id: str
+    attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ResizeTaskRequest(_message.Message):
+    __slots__ = ("task", "resources", "cpuset")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    CPUSET_FIELD_NUMBER: _ClassVar[int]
+    task: TaskRef
+    resources: _common_pb2.Resources
+    cpuset: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., cpuset: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class TaskStatus(_message.Message):
+    __slots__ = ("task", "allocation_id", "state", "exit_code", "limits", "cpuset", "cpu_seconds", "memory_bytes")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    CPUSET_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    task: TaskRef
+    allocation_id: str
+    state: _common_pb2.TaskState
+    exit_code: int
+    limits: _common_pb2.Resources
+    cpuset: _containers.RepeatedScalarFieldContainer[int]
+    cpu_seconds: float
+    memory_bytes: int
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., cpuset: _Optional[_Iterable[int]] = ..., cpu_seconds: _Optional[float] = ..., memory_bytes: _Optional[int] = ...) -> None: ...
+
+class ListTasksRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTasksResponse(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskStatus]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ...) -> None: ...
+
+class LogChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class DrainRequest(_message.Message):
+    __slots__ = ("exit_after",)
+    EXIT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    exit_after: bool
+    def __init__(self, exit_after: _Optional[bool] = ...) -> None: ...
+
+class DrainResponse(_message.Message):
+    __slots__ = ("stopped_tasks",)
+    STOPPED_TASKS_FIELD_NUMBER: _ClassVar[int]
+    stopped_tasks: int
+    def __init__(self, stopped_tasks: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,336 @@
+from sluice_pb import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NODE_STATE_UNSPECIFIED: _ClassVar[NodeState]
+    NODE_READY: _ClassVar[NodeState]
+    NODE_LOST: _ClassVar[NodeState]
+NODE_STATE_UNSPECIFIED: NodeState
+NODE_READY: NodeState
+NODE_LOST: NodeState
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("spec", "spec_yaml", "client_mode")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SPEC_YAML_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_MODE_FIELD_NUMBER: _ClassVar[int]
+    spec: _common_pb2.JobSpec
+    spec_yaml: str
+    client_mode: bool
+    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., spec_yaml: _Optional[str] = ..., client_mode: _Optional[bool] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: JobSummary
+    def __init__(self, job: _Optional[_Union[JobSummary, _Mapping]] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class PhaseProgress(_message.Message):
+    __slots__ = ("name", "tasks", "pending", "running", "succeeded", "failed", "dropped")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tasks: int
+    pending: int
+    running: int
+    succeeded: int
+    failed: int
+    dropped: int
+    def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., dropped: _Optional[int] = ...) -> None: ...
+
+class JobSummary(_message.Message):
+    __slots__ = ("job_id", "name", "priority", "state", "kill_requested", "submit_time", "start_time", "finish_time", "message", "phases", "master_node", "client_mode")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_TIME_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    FINISH_TIME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PHASES_FIELD_NUMBER: _ClassVar[int]
+    MASTER_NODE_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_MODE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    name: str
+    priority: int
+    state: _common_pb2.JobState
+    kill_requested: bool
+    submit_time: float
+    start_time: float
+    finish_time: float
+    message: str
+    phases: _containers.RepeatedCompositeFieldContainer[PhaseProgress]
+    master_node: str
+    client_mode: bool
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ...) -> None: ...
+
+class TaskInfo(_message.Message):
+    __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    FINISH_TIME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    phase: str
+    attempt: int
+    state: _common_pb2.TaskState
+    node_id: str
+    allocation_id: str
+    exit_code: int
+    start_time: float
+    finish_time: float
+    message: str
+    node_address: str
+    def __init__(self, task_id: _Optional[str] = ..., phase: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., node_address: _Optional[str] = ...) -> None: ...
+
+class JobDetail(_message.Message):
+    __slots__ = ("summary", "spec", "tasks")
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    summary: JobSummary
+    spec: _common_pb2.JobSpec
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ...) -> None: ...
+
+class ListNodesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NodeInfo(_message.Message):
+    __slots__ = ("node_id", "address", "runtime", "capacity", "allocated", "used", "state", "last_heartbeat", "running_tasks")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    runtime: str
+    capacity: _common_pb2.Resources
+    allocated: _common_pb2.Resources
+    used: _common_pb2.Resources
+    state: NodeState
+    last_heartbeat: float
+    running_tasks: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., runtime: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., state: _Optional[_Union[NodeState, str]] = ..., last_heartbeat: _Optional[float] = ..., running_tasks: _Optional[int] = ...) -> None: ...
+
+class ListNodesResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
+
+class RegisterNodeRequest(_message.Message):
+    __slots__ = ("node_id", "address", "capacity", "runtime", "live_tasks")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    LIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    capacity: _common_pb2.Resources
+    runtime: str
+    live_tasks: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ...) -> None: ...
+
+class RegisterNodeResponse(_message.Message):
+    __slots__ = ("heartbeat_interval_s",)
+    HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    heartbeat_interval_s: float
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("node_id", "used", "live_tasks")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    LIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    used: _common_pb2.Resources
+    live_tasks: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
+    def __init__(self, node_id: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("reregister", "commands")
+    REREGISTER_FIELD_NUMBER: _ClassVar[int]
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    reregister: bool
+    commands: _containers.RepeatedCompositeFieldContainer[NodeCommand]
+    def __init__(self, reregister: _Optional[bool] = ..., commands: _Optional[_Iterable[_Union[NodeCommand, _Mapping]]] = ...) -> None: ...
+
+class NodeCommand(_message.Message):
+    __slots__ = ("launch_master", "stop_allocation")
+    LAUNCH_MASTER_FIELD_NUMBER: _ClassVar[int]
+    STOP_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    launch_master: LaunchMaster
+    stop_allocation: StopAllocation
+    def __init__(self, launch_master: _Optional[_Union[LaunchMaster, _Mapping]] = ..., stop_allocation: _Optional[_Union[StopAllocation, _Mapping]] = ...) -> None: ...
+
+class LaunchMaster(_message.Message):
+    __slots__ = ("job_id", "allocation_id", "resources", "rm_address")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    RM_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    allocation_id: str
+    resources: _common_pb2.Resources
+    rm_address: str
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., rm_address: _Optional[str] = ...) -> None: ...
+
+class StopAllocation(_message.Message):
+    __slots__ = ("job_id", "allocation_id", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    allocation_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReportTaskEventsRequest(_message.Message):
+    __slots__ = ("node_id", "events")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    events: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
+    def __init__(self, node_id: _Optional[str] = ..., events: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ...) -> None: ...
+
+class ReportTaskEventsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RegisterMasterRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class RegisterMasterResponse(_message.Message):
+    __slots__ = ("spec", "kill_requested", "allocations")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    spec: _common_pb2.JobSpec
+    kill_requested: bool
+    allocations: _containers.RepeatedCompositeFieldContainer[Allocation]
+    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ...) -> None: ...
+
+class Ask(_message.Message):
+    __slots__ = ("phase", "count", "resources")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    count: int
+    resources: _common_pb2.Resources
+    def __init__(self, phase: _Optional[str] = ..., count: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+
+class Allocation(_message.Message):
+    __slots__ = ("allocation_id", "job_id", "phase", "node_id", "node_address", "resources")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    job_id: str
+    phase: str
+    node_id: str
+    node_address: str
+    resources: _common_pb2.Resources
+    def __init__(self, allocation_id: _Optional[str] = ..., job_id: _Optional[str] = ..., phase: _Optional[str] = ..., node_id: _Optional[str] = ..., node_address: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+
+class AllocateRequest(_message.Message):
+    __slots__ = ("job_id", "asks", "releases", "progress", "events_after")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ASKS_FIELD_NUMBER: _ClassVar[int]
+    RELEASES_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    asks: _containers.RepeatedCompositeFieldContainer[Ask]
+    releases: _containers.RepeatedScalarFieldContainer[str]
+    progress: _containers.RepeatedCompositeFieldContainer[PhaseProgress]
+    events_after: int
+    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ...) -> None: ...
+
+class SequencedTaskEvent(_message.Message):
+    __slots__ = ("seq", "event")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    event: _common_pb2.TaskEvent
+    def __init__(self, seq: _Optional[int] = ..., event: _Optional[_Union[_common_pb2.TaskEvent, _Mapping]] = ...) -> None: ...
+
+class AllocateResponse(_message.Message):
+    __slots__ = ("granted", "events", "lost_allocations", "kill_requested")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    LOST_ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    granted: _containers.RepeatedCompositeFieldContainer[Allocation]
+    events: _containers.RepeatedCompositeFieldContainer[SequencedTaskEvent]
+    lost_allocations: _containers.RepeatedScalarFieldContainer[str]
+    kill_requested: bool
+    def __init__(self, granted: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., lost_allocations: _Optional[_Iterable[str]] = ..., kill_requested: _Optional[bool] = ...) -> None: ...
+
+class FinishJobRequest(_message.Message):
+    __slots__ = ("job_id", "state", "message", "progress")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    state: _common_pb2.JobState
+    message: str
+    progress: _containers.RepeatedCompositeFieldContainer[PhaseProgress]
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., message: _Optional[str] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ...) -> None: ...
+
+class FinishJobResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
