@@ -1,0 +1,208 @@
+"""Translation between protobuf messages and the RM's domain types — the service's edge."""
+
+from __future__ import annotations
+
+from policies.scheduling.jobspec import JobSpec
+from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.resources import Resources
+from resource_manager.records import (
+    AllocationRecord,
+    JobRecord,
+    NodeRecord,
+    NodeState,
+    PhaseProgress,
+    TaskObservation,
+    TaskRecord,
+)
+from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+
+JOB_STATE_TO_PB = {
+    JobState.SUBMITTED: pb.JOB_SUBMITTED,
+    JobState.STARTING: pb.JOB_STARTING,
+    JobState.RUNNING: pb.JOB_RUNNING,
+    JobState.SUCCEEDED: pb.JOB_SUCCEEDED,
+    JobState.FAILED: pb.JOB_FAILED,
+    JobState.KILLED: pb.JOB_KILLED,
+}
+JOB_STATE_FROM_PB = {v: k for k, v in JOB_STATE_TO_PB.items()}
+
+TASK_STATE_TO_PB = {
+    TaskState.PENDING: pb.TASK_PENDING,
+    TaskState.LAUNCHING: pb.TASK_LAUNCHING,
+    TaskState.RUNNING: pb.TASK_RUNNING,
+    TaskState.SUSPENDED: pb.TASK_SUSPENDED,
+    TaskState.SUCCEEDED: pb.TASK_SUCCEEDED,
+    TaskState.FAILED: pb.TASK_FAILED,
+    TaskState.KILLED: pb.TASK_KILLED,
+    TaskState.LOST: pb.TASK_LOST,
+}
+TASK_STATE_FROM_PB = {v: k for k, v in TASK_STATE_TO_PB.items()}
+
+
+def job_state_name(state: pb.JobState) -> str:
+    """'running' for JOB_RUNNING, and so on (for people and JSON output)."""
+    return JOB_STATE_FROM_PB[state].value if state in JOB_STATE_FROM_PB else "unknown"
+
+
+def task_state_name(state: pb.TaskState) -> str:
+    return TASK_STATE_FROM_PB[state].value if state in TASK_STATE_FROM_PB else "unknown"
+
+
+def resources_to_pb(resources: Resources) -> pb.Resources:
+    return pb.Resources(cpu=resources.cpu, memory_mb=resources.memory_mb)
+
+
+def resources_from_pb(message: pb.Resources) -> Resources:
+    return Resources(cpu=message.cpu, memory_mb=int(message.memory_mb))
+
+
+def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
+    return pb.JobSpec(
+        name=spec.name,
+        priority=spec.priority,
+        max_retries=spec.max_retries,
+        phases=[
+            pb.PhaseSpec(
+                name=p.name,
+                tasks=p.tasks,
+                command=list(p.command),
+                resources=resources_to_pb(p.resources),
+                after=list(p.after),
+                image=p.image or "",
+            )
+            for p in spec.phases
+        ],
+    )
+
+
+def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
+    """A structured spec as the document form the validator reads (proto3 has no 'unset':
+    an empty image means none, zero resources stay zero and are refused by validation)."""
+    phases: list[dict[str, object]] = []
+    for p in message.phases:
+        phase: dict[str, object] = {
+            "name": p.name,
+            "tasks": p.tasks,
+            "command": list(p.command),
+            "resources": {"cpu": p.resources.cpu, "memory_mb": p.resources.memory_mb},
+            "after": list(p.after),
+        }
+        if p.image:
+            phase["image"] = p.image
+        phases.append(phase)
+    return {
+        "name": message.name,
+        "priority": message.priority,
+        "phases": phases,
+        "max_retries": message.max_retries,
+    }
+
+
+def progress_to_pb(progress: PhaseProgress) -> rm_pb.PhaseProgress:
+    return rm_pb.PhaseProgress(
+        name=progress.name,
+        tasks=progress.tasks,
+        pending=progress.pending,
+        running=progress.running,
+        succeeded=progress.succeeded,
+        failed=progress.failed,
+        dropped=progress.dropped,
+    )
+
+
+def progress_from_pb(message: rm_pb.PhaseProgress) -> PhaseProgress:
+    return PhaseProgress(
+        name=message.name,
+        tasks=message.tasks,
+        pending=message.pending,
+        running=message.running,
+        succeeded=message.succeeded,
+        failed=message.failed,
+        dropped=message.dropped,
+    )
+
+
+def job_summary_to_pb(job: JobRecord) -> rm_pb.JobSummary:
+    return rm_pb.JobSummary(
+        job_id=job.job_id,
+        name=job.spec.name,
+        priority=job.spec.priority,
+        state=JOB_STATE_TO_PB[job.state],
+        kill_requested=job.kill_requested,
+        submit_time=job.submit_time,
+        start_time=job.start_time,
+        finish_time=job.finish_time,
+        message=job.message,
+        phases=[progress_to_pb(p) for p in job.progress],
+        master_node=job.master_node,
+        client_mode=job.client_mode,
+    )
+
+
+def task_to_pb(task: TaskRecord, node_address: str) -> rm_pb.TaskInfo:
+    return rm_pb.TaskInfo(
+        task_id=task.task_id,
+        phase=task.phase,
+        attempt=task.attempt,
+        state=TASK_STATE_TO_PB[task.state],
+        node_id=task.node_id,
+        allocation_id=task.allocation_id,
+        exit_code=task.exit_code,
+        start_time=task.start_time,
+        finish_time=task.finish_time,
+        message=task.message,
+        node_address=node_address,
+    )
+
+
+def task_event_to_pb(task: TaskRecord) -> pb.TaskEvent:
+    return pb.TaskEvent(
+        job_id=task.job_id,
+        task_id=task.task_id,
+        attempt=task.attempt,
+        allocation_id=task.allocation_id,
+        state=TASK_STATE_TO_PB[task.state],
+        exit_code=task.exit_code,
+        message=task.message,
+        timestamp=task.finish_time or task.start_time,
+        node_id=task.node_id,
+    )
+
+
+def observation_from_pb(message: pb.TaskEvent) -> TaskObservation:
+    return TaskObservation(
+        job_id=message.job_id,
+        task_id=message.task_id,
+        attempt=message.attempt,
+        allocation_id=message.allocation_id,
+        state=TASK_STATE_FROM_PB.get(message.state, TaskState.LOST),
+        exit_code=message.exit_code,
+        message=message.message,
+        timestamp=message.timestamp,
+    )
+
+
+def allocation_to_pb(allocation: AllocationRecord, node_address: str) -> rm_pb.Allocation:
+    return rm_pb.Allocation(
+        allocation_id=allocation.allocation_id,
+        job_id=allocation.job_id,
+        phase=allocation.phase,
+        node_id=allocation.node_id,
+        node_address=node_address,
+        resources=resources_to_pb(allocation.resources),
+    )
+
+
+def node_to_pb(node: NodeRecord, allocated: Resources) -> rm_pb.NodeInfo:
+    return rm_pb.NodeInfo(
+        node_id=node.node_id,
+        address=node.address,
+        runtime=node.runtime,
+        capacity=resources_to_pb(node.capacity),
+        allocated=resources_to_pb(allocated),
+        used=resources_to_pb(node.used),
+        state=rm_pb.NODE_READY if node.state is NodeState.READY else rm_pb.NODE_LOST,
+        last_heartbeat=node.last_heartbeat,
+        running_tasks=node.running_tasks,
+    )

@@ -1,0 +1,98 @@
+"""The resource manager process: ``sluice rm``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from pathlib import Path
+
+from resource_manager.core import ResourceManagerCore
+from resource_manager.service import (
+    JobServicer,
+    MasterServicer,
+    NodeServicer,
+    RMState,
+    housekeeping_loop,
+    wall_clock,
+)
+from resource_manager.store import Store
+from sluice.rpc import start_server
+from sluice_pb import resource_manager_pb2 as rm_pb
+from sluice_pb import resource_manager_pb2_grpc as rm_grpc
+
+log = logging.getLogger("sluice.rm")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--listen", default="127.0.0.1:7070", help="host:port (port 0 = any free)")
+    parser.add_argument(
+        "--advertise", help="address job masters use to reach the RM (default: the bound one)"
+    )
+    parser.add_argument("--state-dir", type=Path, default=Path(".sluice/rm"))
+    parser.add_argument(
+        "--node-timeout", type=float, default=10.0, help="seconds of silence before a node is lost"
+    )
+    parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
+
+
+def run(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir
+    state_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(state_dir / "rm.sqlite3")
+    core = ResourceManagerCore(store, node_timeout=args.node_timeout)
+    host = args.listen.rsplit(":", 1)[0]
+    # The advertised address is only known once bound (port 0); servicers read it lazily.
+    state = RMState(core, wall_clock, advertise_address="")
+    names = rm_pb.DESCRIPTOR.services_by_name
+    server, port, health = start_server(
+        [
+            (
+                rm_grpc.add_JobServiceServicer_to_server,
+                JobServicer(state),
+                names["JobService"].full_name,
+            ),
+            (
+                rm_grpc.add_NodeServiceServicer_to_server,
+                NodeServicer(state),
+                names["NodeService"].full_name,
+            ),
+            (
+                rm_grpc.add_MasterServiceServicer_to_server,
+                MasterServicer(state),
+                names["MasterService"].full_name,
+            ),
+        ],
+        args.listen,
+    )
+    address = f"{host}:{port}"
+    state.advertise_address = args.advertise or address
+    log.info(
+        "resource manager listening on %s (state in %s, %d jobs recovered)",
+        address,
+        state_dir,
+        len(core.jobs),
+    )
+    if args.address_file:
+        tmp = args.address_file.with_suffix(".tmp")
+        tmp.write_text(address)
+        tmp.replace(args.address_file)
+    stop = threading.Event()
+    housekeeping = threading.Thread(
+        target=housekeeping_loop, args=(state, stop), name="housekeeping", daemon=True
+    )
+    housekeeping.start()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+    health.enter_graceful_shutdown()
+    server.stop(grace=2).wait()
+    store.close()
+    log.info("resource manager stopped")
+    return 0

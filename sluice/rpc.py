@@ -1,0 +1,79 @@
+"""gRPC plumbing shared by every Sluice server and client.
+
+Every server also serves the standard health-checking and server-reflection services, so
+generic probes (grpc_health_probe, grpcurl) work against the RM and the agents alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from concurrent import futures
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+log = logging.getLogger(__name__)
+
+# Keepalives let a client notice a vanished server (and a server a vanished client) within
+# seconds instead of waiting for TCP timeouts.
+CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+]
+
+
+def start_server(
+    registrations: Iterable[tuple[Callable[[Any, grpc.Server], None], object, str]],
+    address: str,
+    *,
+    max_workers: int = 32,
+) -> tuple[grpc.Server, int, health.HealthServicer]:
+    """Start a server with the given (add_X_to_server, servicer, full service name) triples.
+
+    ``address`` is host:port; port 0 picks a free port.  Returns the server, the bound port and
+    the health servicer (already SERVING for every service and for "")."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        options=CHANNEL_OPTIONS,
+    )
+    names = []
+    for add, servicer, name in registrations:
+        add(servicer, server)
+        names.append(name)
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in [*names, ""]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection(
+        [
+            *names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ],
+        server,
+    )
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    server.start()
+    return server, port, health_servicer
+
+
+def channel(address: str) -> grpc.Channel:
+    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def describe_rpc_error(error: grpc.RpcError, target: str) -> str:
+    """One line for a user: what failed and why, without a traceback."""
+    code = error.code() if isinstance(error, grpc.Call) else None
+    details = error.details() if isinstance(error, grpc.Call) else str(error)
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return f"cannot reach {target}: is it running? ({details})"
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"{target} did not answer in time"
+    return str(details)
