@@ -1,0 +1,11 @@
+"""Container-based preemption (BIG-C, Chen, Rao, Zhou, ATC 2017; papers/001_ce8672239b618288.txt).
+
+Modules, one decision each:
+
+- :mod:`.resources` — resource vectors, their names and the preemption settings.
+- :mod:`.amounts` — how much to reclaim from each over-provisioned queue (Algorithm 1).
+- :mod:`.victims` — which containers give it back, and how: kill, graceful or immediate
+  (Algorithm 2, Sec. 3.2-3.3).
+- :mod:`.plan` — one round for the whole cluster: Algorithm 1 per queue, then Algorithm 2.
+- :mod:`.resumption` — delayed resumption of a preempted container after D offers (Sec. 4.3).
+"""

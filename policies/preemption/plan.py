@@ -1,0 +1,64 @@
+"""One preemption round for the whole cluster: Algorithm 1 per queue, then Algorithm 2.
+
+The resource monitor (every 3 s in the paper, Sec. 4.2) calls :func:`plan_preemption` with an
+immutable snapshot of queues and containers and sends the resulting actions to the node agents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from policies.preemption.amounts import QueueAmount, QueueState, preemption_amounts
+from policies.preemption.resources import EPSILON, Mode, PreemptionSettings, Resources
+from policies.preemption.victims import (
+    Container,
+    ContainerAction,
+    PreemptionPlan,
+    choose_victims,
+)
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """Amounts per queue and, for each queue with something to reclaim, its plan."""
+
+    amounts: tuple[QueueAmount, ...]
+    plans: tuple[tuple[str, PreemptionPlan], ...]
+
+    @property
+    def actions(self) -> tuple[ContainerAction, ...]:
+        """Every container action, queue by queue."""
+        return tuple(action for _, plan in self.plans for action in plan.actions)
+
+
+def plan_preemption(
+    capacity: Resources,
+    queues: Sequence[QueueState],
+    containers: Sequence[Container],
+    mode: Mode,
+    settings: PreemptionSettings,
+) -> ClusterPlan:
+    """Decide what to reclaim from which queue and which of its containers give it back."""
+    if len(capacity) != settings.dimensions:
+        raise ValueError(f"capacity: expected {settings.dimensions} values, got {len(capacity)}")
+    known = {q.name for q in queues}
+    for c in containers:
+        if c.queue not in known:
+            raise ValueError(f"containers[{c.container_id}].queue: unknown queue {c.queue!r}")
+    amounts = preemption_amounts(capacity, queues)
+    plans = tuple(
+        (
+            amount.queue,
+            choose_victims(
+                [c for c in containers if c.queue == amount.queue],
+                amount.preempt,
+                amount.over_provisioned,
+                mode,
+                settings,
+            ),
+        )
+        for amount in amounts
+        if any(v > EPSILON for v in amount.preempt)
+    )
+    return ClusterPlan(amounts=amounts, plans=plans)

@@ -1,0 +1,265 @@
+"""Which containers give back the amount to reclaim, and how (Algorithm 2, Sec. 3.2-3.3).
+
+Jobs are visited by longest remaining time first (line 3; a job's remaining time is that of its
+longest-running container), and inside a job its containers by longest remaining time, ties
+broken by id so plans are reproducible. Suspended containers are never candidates.
+
+- Kill: whole containers are added until the dominant resource of the target is reached (the
+  paper: "as long as the over-provisioned dominant resource is fully reclaimed, p is considered
+  satisfied"). A container whose resources would take the total past the limit a is skipped, so a
+  queue is never pushed below its fair allocation.
+- Immediate: the same walk, but each container is suspended to the minimal footprint and gives
+  back what it holds above it.
+- Graceful: each visited job is shrunk in rounds; each round takes min(r_GP, what the container
+  holds above the footprint, what is still needed) from every active container of the job
+  (line 7). A container leaves the round when it is down to the footprint (empty) or swapping;
+  a swapping container is frozen instead (line 8). The job is left when it has no active
+  container, and the walk goes on with the next job (lines 9-10) until the target is met.
+
+Every plan's total is at most ``min(target, limit)`` in graceful mode and at most ``limit`` in
+the whole-container modes, resource by resource. New limits are listed in the settings' apply
+order (CPU first by default), the order in which the node agent must apply them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import groupby
+
+import numpy as np
+from numpy.typing import NDArray
+
+from policies.preemption.resources import (
+    EPSILON,
+    Mode,
+    PreemptionSettings,
+    Resources,
+    as_resources,
+    as_vector,
+    check_resources,
+)
+
+
+@dataclass(frozen=True)
+class Container:
+    """A running container of an over-provisioned queue.
+
+    Attributes:
+        container_id: unique id.
+        job_id: the job it belongs to.
+        queue: the queue of that job.
+        resources: what it holds now.
+        remaining_time: estimated time until it finishes (seconds).
+        swapping: whether its memory is swapping (graceful mode freezes it).
+        suspended: whether it is already suspended (never chosen again).
+    """
+
+    container_id: str
+    job_id: str
+    queue: str
+    resources: Resources
+    remaining_time: float
+    swapping: bool = False
+    suspended: bool = False
+
+
+class ActionKind(enum.Enum):
+    """What the node agent does to a container."""
+
+    KILL = "kill"
+    SHRINK = "shrink"
+    SUSPEND = "suspend"
+    FREEZE = "freeze"
+
+
+@dataclass(frozen=True)
+class ContainerAction:
+    """One container's part of a plan.
+
+    Attributes:
+        container_id: the container.
+        job_id: its job.
+        kind: kill, shrink, suspend or freeze.
+        reclaimed: what this action gives back (a freeze gives back nothing: it only stops a
+            swapping container from making its memory shortage worse).
+        limits: the new (resource name, limit) pairs in the order to apply them; empty for kill.
+    """
+
+    container_id: str
+    job_id: str
+    kind: ActionKind
+    reclaimed: Resources
+    limits: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """The containers chosen for one target amount.
+
+    Attributes:
+        mode: the preemption mode.
+        target: p, what should be reclaimed.
+        limit: a, what may be reclaimed at most.
+        reclaimed: the sum of the actions' ``reclaimed``.
+        actions: per-container actions, in the order they were chosen.
+        satisfied: whether the target's dominant resource is reached.
+    """
+
+    mode: Mode
+    target: Resources
+    limit: Resources
+    reclaimed: Resources
+    actions: tuple[ContainerAction, ...]
+    satisfied: bool
+
+
+def _visit_order(containers: Sequence[Container]) -> list[list[Container]]:
+    """Candidate containers grouped by job, longest remaining time first."""
+    live = sorted(
+        (c for c in containers if not c.suspended), key=lambda c: (c.job_id, -c.remaining_time)
+    )
+    jobs = [
+        sorted(group, key=lambda c: (-c.remaining_time, c.container_id))
+        for _, group in groupby(live, key=lambda c: c.job_id)
+    ]
+    jobs.sort(key=lambda job: (-job[0].remaining_time, job[0].job_id))
+    return jobs
+
+
+def _dominant(target: NDArray[np.float64], limit: NDArray[np.float64]) -> int | None:
+    """The resource of the target closest to its limit, or None when nothing is to be reclaimed."""
+    asked = target > EPSILON
+    if not asked.any():
+        return None
+    ratios = np.where(asked, target / np.maximum(limit, EPSILON), -1.0)
+    return int(np.argmax(ratios))
+
+
+def _limits(
+    settings: PreemptionSettings, before: NDArray[np.float64], after: NDArray[np.float64]
+) -> tuple[tuple[str, float], ...]:
+    # Rounded so that float residue (0.010000000000000009) does not reach the cgroup limits.
+    return tuple(
+        (settings.resource_names[i], round(float(after[i]), 9))
+        for i in settings.apply_order
+        if after[i] < before[i] - EPSILON
+    )
+
+
+def choose_victims(
+    containers: Sequence[Container],
+    target: Resources,
+    limit: Resources,
+    mode: Mode,
+    settings: PreemptionSettings,
+) -> PreemptionPlan:
+    """Choose containers to give back ``target`` without exceeding ``limit`` (Algorithm 2)."""
+    dims = settings.dimensions
+    check_resources("target", target, dims)
+    check_resources("limit", limit, dims)
+    for c in containers:
+        check_resources(f"containers[{c.container_id}].resources", c.resources, dims)
+    cap = as_vector(limit)
+    goal = np.minimum(as_vector(target), cap)
+    jobs = _visit_order(containers)
+    if mode is Mode.GRACEFUL:
+        actions, total = _graceful(jobs, goal, settings)
+    else:
+        actions, total = _whole_containers(jobs, goal, cap, mode, settings)
+    dominant = _dominant(goal, cap)
+    satisfied = dominant is None or bool(total[dominant] >= goal[dominant] - EPSILON)
+    return PreemptionPlan(
+        mode=mode,
+        target=as_resources(goal),
+        limit=limit,
+        reclaimed=as_resources(total),
+        actions=tuple(actions),
+        satisfied=satisfied,
+    )
+
+
+def _whole_containers(
+    jobs: list[list[Container]],
+    goal: NDArray[np.float64],
+    cap: NDArray[np.float64],
+    mode: Mode,
+    settings: PreemptionSettings,
+) -> tuple[list[ContainerAction], NDArray[np.float64]]:
+    footprint = as_vector(settings.minimal_footprint)
+    total = np.zeros_like(goal)
+    actions: list[ContainerAction] = []
+    dominant = _dominant(goal, cap)
+    if dominant is None:
+        return actions, total
+    for container in (c for job in jobs for c in job):
+        if total[dominant] >= goal[dominant] - EPSILON:
+            break
+        held = as_vector(container.resources)
+        kept = np.zeros_like(held) if mode is Mode.KILL else np.minimum(held, footprint)
+        gain = held - kept
+        if not (gain > EPSILON).any() or (total + gain > cap + EPSILON).any():
+            continue
+        total += gain
+        kind = ActionKind.KILL if mode is Mode.KILL else ActionKind.SUSPEND
+        limits = () if mode is Mode.KILL else _limits(settings, held, kept)
+        actions.append(
+            ContainerAction(
+                container.container_id, container.job_id, kind, as_resources(gain), limits
+            )
+        )
+    return actions, total
+
+
+def _graceful(
+    jobs: list[list[Container]], goal: NDArray[np.float64], settings: PreemptionSettings
+) -> tuple[list[ContainerAction], NDArray[np.float64]]:
+    footprint = as_vector(settings.minimal_footprint)
+    step = as_vector(settings.graceful_step)
+    need = goal.copy()
+    actions: list[ContainerAction] = []
+    throttled = settings.apply_order[0]
+    for job in jobs:
+        if not (need > EPSILON).any():
+            break
+        held = {c.container_id: as_vector(c.resources) for c in job}
+        left = {key: value.copy() for key, value in held.items()}
+        active = []
+        for c in job:
+            if c.swapping:
+                frozen = held[c.container_id].copy()
+                frozen[throttled] = min(frozen[throttled], footprint[throttled])
+                actions.append(
+                    ContainerAction(
+                        c.container_id,
+                        c.job_id,
+                        ActionKind.FREEZE,
+                        as_resources(np.zeros_like(need)),
+                        _limits(settings, held[c.container_id], frozen),
+                    )
+                )
+            else:
+                active.append(c.container_id)
+        while active and (need > EPSILON).any():
+            for key in list(active):
+                take = np.clip(np.minimum(np.minimum(step, left[key] - footprint), need), 0, None)
+                left[key] -= take
+                need -= take
+                if not (take > EPSILON).any() or not (left[key] - footprint > EPSILON).any():
+                    active.remove(key)
+        for c in job:
+            if c.swapping:
+                continue
+            gain = held[c.container_id] - left[c.container_id]
+            if (gain > EPSILON).any():
+                actions.append(
+                    ContainerAction(
+                        c.container_id,
+                        c.job_id,
+                        ActionKind.SHRINK,
+                        as_resources(gain),
+                        _limits(settings, held[c.container_id], left[c.container_id]),
+                    )
+                )
+    return actions, goal - need
