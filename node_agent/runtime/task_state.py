@@ -116,8 +116,17 @@ class TaskDir:
         launch, started_at = self.read_launch()
         self.write_launch(replace(launch, limits=limits), started_at)
 
-    def write_exit(self, code: int) -> None:
+    def write_exit(self, code: int, finished_at: float | None = None) -> None:
+        """Record the exit status; ``finished_at`` (default: now) becomes the file's mtime."""
         atomic_write(self.exit_file, f"{code}\n")
+        if finished_at is not None:
+            os.utime(self.exit_file, (finished_at, finished_at))
+
+    def save_log(self, data: bytes) -> None:
+        """Replace the log by ``data`` (the docker runtime saves a container's logs here)."""
+        tmp = self.log_file.with_name(LOG_FILE + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(self.log_file)
 
     def read_exit(self) -> tuple[int, float] | None:
         """``(exit_code, finished_at)`` once the task has ended, else ``None``."""
