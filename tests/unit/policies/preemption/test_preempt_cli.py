@@ -1,0 +1,129 @@
+"""`sluice model preempt SNAPSHOT.json`, through a tiny parser, on the documented example."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.errors import UserError
+from sluice.model import preempt
+
+EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "model" / "preempt_snapshot.json"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    parser = argparse.ArgumentParser()
+    preempt.register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    assert args.handler(args) == 0
+    return capsys.readouterr().out
+
+
+def example() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(EXAMPLE.read_text())
+    return doc
+
+
+def write(tmp_path: Path, doc: Any) -> str:
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_example_graceful_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    report = json.loads(run(["preempt", str(EXAMPLE), "--json"], capsys))
+    long_ = report["queues"][0]
+    assert report["mode"] == "graceful"
+    assert long_["over_provisioned"] == {"cpu": 10.0, "memory_mb": 15360.0}
+    # the worked example's proportions: CPU dominant, memory as 10 CPU x 10240/20 MB per CPU
+    assert long_["preempt"] == {"cpu": 10.0, "memory_mb": 5120.0}
+    assert long_["reclaimed"] == pytest.approx({"cpu": 10.0, "memory_mb": 5120.0})
+    actions = {a["container"]: a["action"] for a in long_["actions"]}
+    assert actions == {"spark-exec-1": "shrink", "spark-exec-2": "freeze", "spark-exec-3": "shrink"}
+    assert report["queues"][1]["actions"] == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind"), [("kill", "kill"), ("immediate", "suspend"), ("graceful", "shrink")]
+)
+def test_mode_flag_overrides_the_snapshot(
+    mode: str, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run(["preempt", str(EXAMPLE), "--mode", mode], capsys)
+    assert out.startswith(f"mode: {mode}\n")
+    assert f"  {kind} " in out
+
+
+def mutate(path: str, value: Any) -> dict[str, Any]:
+    doc = example()
+    *parents, last = path.split(".")
+    node: Any = doc
+    for key in parents:
+        node = node[int(key)] if key.isdigit() else node[key]
+    if value is KeyError:
+        del node[last]
+    elif last.isdigit():
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("capacity", [40], "capacity: expected 2 numbers (one per resource), got 1"),
+        ("capacity", KeyError, "capacity: expected a list"),
+        ("capacity.1", "lots", 'capacity[1]: expected a number, got "lots"'),
+        ("mode", "gentle", 'mode: expected one of kill, graceful, immediate, got "gentle"'),
+        ("queues.0.fair_share", 1.5, "queues[0].fair_share: must be a fraction in [0, 1]"),
+        ("queues.1.name", "long", "queues[1].name: duplicate queue 'long'"),
+        ("queues.0.allocation", [1, 2, 3], "queues[0].allocation: expected 2 numbers"),
+        ("queues.0.demand.0", -1, "queues[0].demand[0]: must be >= 0"),
+        ("queues.0.weight", 2, "queues[0].weight: unknown field"),
+        ("containers.2.queue", "batch", "containers[2].queue: unknown queue 'batch'"),
+        ("containers.1.id", "spark-exec-1", "containers[1].id: duplicate container 'spark-exec-1'"),
+        ("containers.0.swapping", "yes", "containers[0].swapping: expected true or false"),
+        ("containers.0.remaining_time", None, "containers[0].remaining_time: expected a number"),
+        ("containers.0.job", "", "containers[0].job: expected a non-empty string"),
+        ("settings.graceful_step", [0, 0], "settings.graceful_step: at least one value"),
+        ("settings.throttle_first", "gpu", "settings.throttle_first: 'gpu' is not one"),
+        ("settings.resume_after_offers", -1, "settings.resume_after_offers: expected an integer"),
+        ("resources", ["cpu", "cpu"], "resources: need at least one resource name, all distinct"),
+        ("extra", 1, "snapshot.extra: unknown field"),
+    ],
+)
+def test_bad_snapshot_gives_one_line_naming_the_field(
+    path: str, value: Any, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = write(tmp_path, mutate(path, value))
+    with pytest.raises(UserError) as caught:
+        run(["preempt", snapshot], capsys)
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+def test_other_resources_need_explicit_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = copy.deepcopy(example())
+    doc["resources"] = ["cores", "ram_gb"]
+    del doc["settings"]
+    with pytest.raises(UserError, match=r"^settings.minimal_footprint: required"):
+        run(["preempt", write(tmp_path, doc)], capsys)
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(UserError, match="cannot read"):
+        run(["preempt", str(tmp_path / "missing.json")], capsys)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{ not json")
+    with pytest.raises(UserError, match="not JSON"):
+        run(["preempt", str(broken)], capsys)
+    with pytest.raises(UserError, match=r"^snapshot: expected an object"):
+        run(["preempt", write(tmp_path, [1, 2])], capsys)
