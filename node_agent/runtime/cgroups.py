@@ -78,8 +78,8 @@ def parse_cpuset(text: str) -> tuple[int, ...]:
     for part in text.strip().split(","):
         if not part:
             continue
-        low, _, high = part.partition("-")
-        first, last = int(low), int(high or low)
+        low, dash, high = part.partition("-")
+        first, last = int(low), int(high if dash else low)
         if first < 0 or last < first:
             raise ValueError(f"bad cpu range {part!r}")
         cpus.update(range(first, last + 1))

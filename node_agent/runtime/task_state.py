@@ -39,8 +39,9 @@ def encode_name(text: str) -> str:
     """
     if not text:
         raise RuntimeError_("task key: must not be empty")
-    # quote() leaves "." unescaped; escaping it rules out "." and ".." and hidden names.
-    return quote(text, safe="-_").replace(".", "%2E")
+    # quote() always leaves "." and "~" alone; escaping "." rules out "." and ".." and hidden
+    # names, escaping "~" keeps the alphabet to [A-Za-z0-9_%-].
+    return quote(text, safe="-_").replace(".", "%2E").replace("~", "%7E")
 
 
 def decode_name(name: str) -> str:
