@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policies.preemption.amounts import QueueState
 from policies.preemption.plan import plan_preemption
@@ -87,3 +89,41 @@ def test_paper_defaults() -> None:
     assert settings.minimal_footprint == (0.01, 64.0)
     assert settings.resume_after_offers == 3
     assert settings.apply_order == (0, 1)
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list[QueueState], list[Container], Mode]:
+    queues = []
+    containers = []
+    for i in range(draw(st.integers(1, 4))):
+        held = [
+            (draw(st.floats(0.0, 8.0)), draw(st.floats(0.0, 12.0)))
+            for _ in range(draw(st.integers(0, 5)))
+        ]
+        allocation = (sum(h[0] for h in held), sum(h[1] for h in held))
+        demand = (draw(st.floats(0.0, 40.0)), draw(st.floats(0.0, 60.0)))
+        queues.append(QueueState(f"q{i}", draw(st.floats(0.0, 0.5)), allocation, demand))
+        containers += [
+            Container(
+                f"q{i}c{k}",
+                f"q{i}j{k % 2}",
+                f"q{i}",
+                h,
+                draw(st.floats(0.0, 100.0)),
+                draw(st.booleans()),
+            )
+            for k, h in enumerate(held)
+        ]
+    return queues, containers, draw(st.sampled_from(list(Mode)))
+
+
+@given(clusters())
+def test_no_queue_ever_gives_back_more_than_its_over_provisioned_share(
+    cluster: tuple[list[QueueState], list[Container], Mode],
+) -> None:
+    queues, containers, mode = cluster
+    plan = plan_preemption((80.0, 120.0), queues, containers, mode, STEP)
+    over = {a.queue: a.over_provisioned for a in plan.amounts}
+    for name, queue_plan in plan.plans:
+        assert all(r <= a + 1e-6 for r, a in zip(queue_plan.reclaimed, over[name], strict=True))
+        assert all(a.container_id.startswith(f"{name}c") for a in queue_plan.actions)
