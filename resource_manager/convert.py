@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policies.scheduling.jobspec import JobSpec
-from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.records import (
     AllocationRecord,
@@ -14,47 +14,14 @@ from resource_manager.records import (
     TaskObservation,
     TaskRecord,
 )
+from sluice.wire import (
+    JOB_STATE_TO_PB,
+    TASK_STATE_FROM_PB,
+    TASK_STATE_TO_PB,
+    resources_to_pb,
+)
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
-
-JOB_STATE_TO_PB = {
-    JobState.SUBMITTED: pb.JOB_SUBMITTED,
-    JobState.STARTING: pb.JOB_STARTING,
-    JobState.RUNNING: pb.JOB_RUNNING,
-    JobState.SUCCEEDED: pb.JOB_SUCCEEDED,
-    JobState.FAILED: pb.JOB_FAILED,
-    JobState.KILLED: pb.JOB_KILLED,
-}
-JOB_STATE_FROM_PB = {v: k for k, v in JOB_STATE_TO_PB.items()}
-
-TASK_STATE_TO_PB = {
-    TaskState.PENDING: pb.TASK_PENDING,
-    TaskState.LAUNCHING: pb.TASK_LAUNCHING,
-    TaskState.RUNNING: pb.TASK_RUNNING,
-    TaskState.SUSPENDED: pb.TASK_SUSPENDED,
-    TaskState.SUCCEEDED: pb.TASK_SUCCEEDED,
-    TaskState.FAILED: pb.TASK_FAILED,
-    TaskState.KILLED: pb.TASK_KILLED,
-    TaskState.LOST: pb.TASK_LOST,
-}
-TASK_STATE_FROM_PB = {v: k for k, v in TASK_STATE_TO_PB.items()}
-
-
-def job_state_name(state: pb.JobState) -> str:
-    """'running' for JOB_RUNNING, and so on (for people and JSON output)."""
-    return JOB_STATE_FROM_PB[state].value if state in JOB_STATE_FROM_PB else "unknown"
-
-
-def task_state_name(state: pb.TaskState) -> str:
-    return TASK_STATE_FROM_PB[state].value if state in TASK_STATE_FROM_PB else "unknown"
-
-
-def resources_to_pb(resources: Resources) -> pb.Resources:
-    return pb.Resources(cpu=resources.cpu, memory_mb=resources.memory_mb)
-
-
-def resources_from_pb(message: pb.Resources) -> Resources:
-    return Resources(cpu=message.cpu, memory_mb=int(message.memory_mb))
 
 
 def spec_to_pb(spec: JobSpec) -> pb.JobSpec:

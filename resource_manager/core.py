@@ -131,6 +131,7 @@ class ResourceManagerCore:
             client_mode=client_mode,
             progress=tuple(PhaseProgress(p.name, p.tasks, pending=p.tasks) for p in spec.phases),
         )
+        self.jobs[job.job_id] = job
         self._save_job(job)
         log.info("job %s (%s, priority %d) submitted", job.job_id, spec.name, spec.priority)
         self._schedule(now)

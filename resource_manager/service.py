@@ -25,6 +25,7 @@ from resource_manager.core import (
     ResourceManagerCore,
     StopAllocation,
 )
+from sluice.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 
@@ -126,7 +127,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
                     continue
             last = summary
             yield summary
-            if convert.JOB_STATE_FROM_PB[summary.state].is_final:
+            if JOB_STATE_FROM_PB[summary.state].is_final:
                 return
 
     def KillJob(
@@ -179,7 +180,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                 request.node_id,
                 request.address,
                 request.runtime,
-                convert.resources_from_pb(request.capacity),
+                resources_from_pb(request.capacity),
                 live,
                 now=now,
             )
@@ -192,7 +193,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
         live = [convert.observation_from_pb(e) for e in request.live_tasks]
         reregister, commands = self._state.run(
             lambda core, now: core.heartbeat(
-                request.node_id, convert.resources_from_pb(request.used), live, now=now
+                request.node_id, resources_from_pb(request.used), live, now=now
             )
         )
         response = rm_pb.HeartbeatResponse(reregister=reregister)
@@ -202,7 +203,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     rm_pb.LaunchMaster(
                         job_id=command.job_id,
                         allocation_id=command.allocation_id,
-                        resources=convert.resources_to_pb(command.resources),
+                        resources=resources_to_pb(command.resources),
                         rm_address=self._state.advertise_address,
                     )
                 )
@@ -246,9 +247,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     def Allocate(
         self, request: rm_pb.AllocateRequest, context: grpc.ServicerContext
     ) -> rm_pb.AllocateResponse:
-        asks = [
-            PhaseAsk(a.phase, a.count, convert.resources_from_pb(a.resources)) for a in request.asks
-        ]
+        asks = [PhaseAsk(a.phase, a.count, resources_from_pb(a.resources)) for a in request.asks]
         progress = [convert.progress_from_pb(p) for p in request.progress]
 
         def allocate(core: ResourceManagerCore, now: float) -> rm_pb.AllocateResponse:
@@ -278,7 +277,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     def FinishJob(
         self, request: rm_pb.FinishJobRequest, context: grpc.ServicerContext
     ) -> rm_pb.FinishJobResponse:
-        state = convert.JOB_STATE_FROM_PB.get(request.state)
+        state = JOB_STATE_FROM_PB.get(request.state)
         if state is None:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "state: must be a job state")
         progress = [convert.progress_from_pb(p) for p in request.progress]

@@ -1,0 +1,295 @@
+"""The job master process: drives one job's :class:`JobPlan` against the RM and the agents.
+
+Started by a node agent (``python -m job_master --rm ADDR --job ID``) or in-process by
+``sluice run`` (client mode).  Each round it carries out the plan's decisions, calls the RM's
+Allocate (asks, releases and progress out; grants and task events in), and feeds the answers back
+to the plan.  A lost RM or agent is retried with backoff; the plan's state lives here, so an RM
+restart costs nothing but a pause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import grpc
+
+from job_master.plan import Container, JobPlan, Launch, PhaseCounts
+from policies.scheduling.jobspec import parse_job_spec
+from policies.scheduling.lifecycle import JobState
+from resource_manager.convert import spec_document_from_pb
+from sluice.rpc import channel
+from sluice.wire import JOB_STATE_TO_PB, TASK_STATE_FROM_PB, resources_from_pb, resources_to_pb
+from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import node_agent_pb2_grpc as agent_grpc
+from sluice_pb import resource_manager_pb2 as rm_pb
+from sluice_pb import resource_manager_pb2_grpc as rm_grpc
+
+log = logging.getLogger("sluice.jm")
+
+RPC_TIMEOUT = 10.0
+ROUND_INTERVAL = 0.2
+RM_PATIENCE = 300.0  # seconds without the RM before the job master gives up
+
+ProgressCallback = Callable[[list[PhaseCounts]], None]
+R = TypeVar("R")
+
+
+def _progress_to_pb(counts: list[PhaseCounts]) -> list[rm_pb.PhaseProgress]:
+    return [
+        rm_pb.PhaseProgress(
+            name=c.name,
+            tasks=c.tasks,
+            pending=c.pending,
+            running=c.running,
+            succeeded=c.succeeded,
+            failed=c.failed,
+            dropped=c.dropped,
+        )
+        for c in counts
+    ]
+
+
+class RMUnreachableError(Exception):
+    pass
+
+
+class JobMaster:
+    def __init__(
+        self,
+        rm_address: str,
+        job_id: str,
+        *,
+        on_progress: ProgressCallback | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self._rm_address = rm_address
+        self._channel = channel(rm_address)
+        self._rm = rm_grpc.MasterServiceStub(self._channel)
+        self._agents: dict[str, agent_grpc.AgentServiceStub] = {}
+        self._agent_channels: list[grpc.Channel] = []
+        self._launcher = ThreadPoolExecutor(max_workers=8, thread_name_prefix="launch")
+        self._lock = threading.Lock()  # guards the plan against launch callbacks
+        self._on_progress = on_progress
+        self._stop = stop or threading.Event()
+        self._events_after = 0
+        self._last_progress: list[PhaseCounts] = []
+
+    # ------------------------------------------------------------------ RM calls with patience
+
+    def _call_rm(self, what: str, call: Callable[[], R]) -> R:
+        deadline = time.monotonic() + RM_PATIENCE
+        backoff = 0.2
+        warned = False
+        while True:
+            try:
+                result = call()
+                if warned:
+                    log.info("resource manager reachable again")
+                return result
+            except grpc.RpcError as error:
+                code = error.code() if isinstance(error, grpc.Call) else None
+                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                if time.monotonic() > deadline:
+                    raise RMUnreachableError(
+                        f"{what}: resource manager unreachable for {RM_PATIENCE:.0f} s"
+                    ) from error
+                if not warned:
+                    log.warning("%s: resource manager unreachable, retrying", what)
+                    warned = True
+                if self._stop.wait(backoff):
+                    raise RMUnreachableError(
+                        "stopped while waiting for the resource manager"
+                    ) from error
+                backoff = min(backoff * 2, 5.0)
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self) -> JobState:
+        """Drive the job to its end; return the final state."""
+        registration = self._call_rm(
+            "register",
+            lambda: self._rm.RegisterMaster(
+                rm_pb.RegisterMasterRequest(job_id=self.job_id), timeout=RPC_TIMEOUT
+            ),
+        )
+        spec = parse_job_spec(spec_document_from_pb(registration.spec))
+        plan = JobPlan(spec)
+        for allocation in registration.allocations:
+            plan.on_granted(_container(allocation))
+        if registration.kill_requested:
+            plan.kill("killed before the job master started")
+        log.info(
+            "job %s (%s): %d phases, %d tasks",
+            self.job_id,
+            spec.name,
+            len(spec.phases),
+            spec.total_tasks(),
+        )
+        try:
+            while True:
+                with self._lock:
+                    decisions = plan.decide()
+                    progress = plan.progress()
+                    outcome = plan.outcome
+                for launch in decisions.launches:
+                    self._launcher.submit(self._launch, plan, launch)
+                if outcome is not None:
+                    return self._finish(plan, outcome, progress, decisions.releases)
+                request = rm_pb.AllocateRequest(
+                    job_id=self.job_id,
+                    asks=[
+                        rm_pb.Ask(
+                            phase=a.phase, count=a.count, resources=resources_to_pb(a.resources)
+                        )
+                        for a in decisions.asks
+                    ],
+                    releases=list(decisions.releases),
+                    progress=_progress_to_pb(progress),
+                    events_after=self._events_after,
+                )
+                response = self._call_rm(
+                    "allocate", functools.partial(self._rm.Allocate, request, timeout=RPC_TIMEOUT)
+                )
+                self._absorb(plan, response)
+                self._report_progress(progress)
+                if self._stop.wait(ROUND_INTERVAL):
+                    with self._lock:
+                        plan.kill("job master stopped")
+        finally:
+            self._launcher.shutdown(wait=True)
+            for agent_channel in self._agent_channels:
+                agent_channel.close()
+            self._channel.close()
+
+    def _absorb(self, plan: JobPlan, response: rm_pb.AllocateResponse) -> None:
+        with self._lock:
+            for allocation in response.granted:
+                plan.on_granted(_container(allocation))
+            for sequenced in response.events:
+                event = sequenced.event
+                self._events_after = max(self._events_after, sequenced.seq)
+                state = TASK_STATE_FROM_PB.get(event.state)
+                if state is not None:
+                    plan.on_task_event(
+                        event.task_id, event.attempt, state, event.exit_code, event.message
+                    )
+            for allocation_id in response.lost_allocations:
+                plan.on_allocation_lost(allocation_id)
+            if response.kill_requested:
+                plan.kill("killed")
+
+    def _report_progress(self, progress: list[PhaseCounts]) -> None:
+        if self._on_progress is not None and progress != self._last_progress:
+            self._on_progress(progress)
+        self._last_progress = progress
+
+    def _finish(
+        self,
+        plan: JobPlan,
+        outcome: tuple[JobState, str],
+        progress: list[PhaseCounts],
+        releases: tuple[str, ...],
+    ) -> JobState:
+        state, message = outcome
+        with self._lock:
+            running = list(plan.running_tasks())
+        for task in running:  # stop what still runs: a failed or killed job leaves nothing behind
+            container = plan.containers.get(task.allocation_id or "")
+            if container is not None:
+                self._stop_task(container, task.task_id, task.attempt)
+        self._call_rm(
+            "finish",
+            lambda: self._rm.FinishJob(
+                rm_pb.FinishJobRequest(
+                    job_id=self.job_id,
+                    state=JOB_STATE_TO_PB[state],
+                    message=message,
+                    progress=_progress_to_pb(progress),
+                ),
+                timeout=RPC_TIMEOUT,
+            ),
+        )
+        self._report_progress(progress)
+        log.info("job %s %s%s", self.job_id, state.value, f": {message}" if message else "")
+        return state
+
+    # ------------------------------------------------------------------ agents
+
+    def _agent(self, address: str) -> agent_grpc.AgentServiceStub:
+        stub = self._agents.get(address)
+        if stub is None:
+            agent_channel = channel(address)
+            self._agent_channels.append(agent_channel)
+            stub = self._agents[address] = agent_grpc.AgentServiceStub(agent_channel)
+        return stub
+
+    def _launch(self, plan: JobPlan, launch: Launch) -> None:
+        container = launch.container
+        request = agent_pb.StartTaskRequest(
+            job_id=self.job_id,
+            task_id=launch.task_id,
+            attempt=launch.attempt,
+            allocation_id=container.allocation_id,
+            command=list(launch.phase.command),
+            resources=resources_to_pb(container.resources),
+            image=launch.phase.image or "",
+            env={
+                "SLUICE_JOB_ID": self.job_id,
+                "SLUICE_TASK_ID": launch.task_id,
+                "SLUICE_ATTEMPT": str(launch.attempt),
+            },
+        )
+        try:
+            self._agent(container.node_address).StartTask(request, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as error:
+            code = error.code() if isinstance(error, grpc.Call) else None
+            if code is grpc.StatusCode.ALREADY_EXISTS:
+                return  # a retried launch that had reached the agent: it runs
+            problem = error.details() if isinstance(error, grpc.Call) else str(error)
+            log.warning("launching %s on %s failed: %s", launch.task_id, container.node_id, problem)
+            with self._lock:
+                plan.on_launch_failed(launch.task_id, launch.attempt, str(problem))
+
+    def _stop_task(self, container: Container, task_id: str, attempt: int) -> None:
+        try:
+            self._agent(container.node_address).StopTask(
+                agent_pb.TaskRef(job_id=self.job_id, task_id=task_id, attempt=attempt),
+                timeout=RPC_TIMEOUT,
+            )
+        except grpc.RpcError as error:
+            log.warning("stopping %s failed (the RM will stop it): %s", task_id, error)
+
+
+def _container(allocation: rm_pb.Allocation) -> Container:
+    return Container(
+        allocation_id=allocation.allocation_id,
+        phase=allocation.phase,
+        node_id=allocation.node_id,
+        node_address=allocation.node_address,
+        resources=resources_from_pb(allocation.resources),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="job_master", description="Sluice job master")
+    parser.add_argument("--rm", required=True)
+    parser.add_argument("--job", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        state = JobMaster(args.rm, args.job).run()
+    except RMUnreachableError as error:
+        log.error("%s", error)
+        return 3
+    return 0 if state is JobState.SUCCEEDED else 1

@@ -1,0 +1,341 @@
+"""The node agent's state and actions, independent of gRPC.
+
+The agent runs tasks through a :class:`TaskRuntime`, turns what the runtime observes into task
+events for the RM (RUNNING, SUSPENDED, SUCCEEDED, FAILED, KILLED), and carries out the RM's
+commands.  Job masters always run as plain processes (like YARN's application masters), even on
+a node whose tasks run in Docker.
+
+Threads: gRPC handlers call the public methods; :meth:`NodeAgent.monitor_once` runs on a monitor
+thread.  One lock guards the agent's own tables; runtime calls happen outside it where they may
+block (stop grace periods, freezes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from node_agent.runtime.base import (
+    ResourceLimits,
+    TaskExistsError,
+    TaskLaunch,
+    TaskObservation,
+    TaskRuntime,
+    TaskState,
+    UnknownTaskError,
+)
+from policies.scheduling.cpu_sets import choose_cpuset
+from policies.scheduling.lifecycle import TaskState as LifecycleState
+from policies.scheduling.resources import Resources
+
+log = logging.getLogger(__name__)
+
+MASTER_TASK_ID = "master"
+
+
+def task_key(job_id: str, task_id: str, attempt: int) -> str:
+    """The name of a task attempt on this node (also its cgroup / container name suffix)."""
+    return f"{job_id}.{task_id}.{attempt}"
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """A task attempt's new state, to be reported to the RM."""
+
+    job_id: str
+    task_id: str
+    attempt: int
+    allocation_id: str
+    state: LifecycleState
+    exit_code: int
+    message: str
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    node_id: str
+    cpu_ids: tuple[int, ...]
+    capacity: Resources
+    exited_retention_s: float = 24 * 3600.0
+
+
+class NodeAgent:
+    """Runs and observes this node's tasks.  See the module docstring."""
+
+    def __init__(
+        self, config: AgentConfig, tasks: TaskRuntime, masters: TaskRuntime | None = None
+    ) -> None:
+        self.config = config
+        self.tasks = tasks
+        self.masters = masters or tasks
+        self._lock = threading.Lock()
+        self._reported: dict[str, LifecycleState] = {}
+        self._stop_requested: set[str] = set()
+        self._outbox: list[TaskEvent] = []
+        self._observed: dict[str, TaskObservation] = {}
+        self._usage_prev: dict[str, tuple[float, float]] = {}
+        self.used = Resources()
+        for runtime in self._runtimes():
+            for observation in runtime.observe():
+                self._observed[observation.task_key] = observation
+
+    def _runtimes(self) -> list[TaskRuntime]:
+        return [self.tasks] if self.masters is self.tasks else [self.tasks, self.masters]
+
+    def _runtime_of(self, key: str) -> TaskRuntime:
+        with self._lock:
+            observation = self._observed.get(key)
+        if observation is not None and observation.task_id == MASTER_TASK_ID:
+            return self.masters
+        return self.tasks
+
+    # ------------------------------------------------------------------ commands
+
+    def start_task(
+        self,
+        job_id: str,
+        task_id: str,
+        attempt: int,
+        allocation_id: str,
+        argv: Sequence[str],
+        resources: Resources,
+        image: str | None,
+        env: dict[str, str] | None = None,
+    ) -> TaskObservation:
+        """Start a task attempt; TaskExistsError when that attempt is already known here."""
+        key = task_key(job_id, task_id, attempt)
+        runtime = self.masters if task_id == MASTER_TASK_ID else self.tasks
+        with self._lock:
+            if key in self._observed:
+                raise TaskExistsError(f"task {key} already exists on this node")
+            assigned = {
+                k: o.limits.cpuset
+                for k, o in self._observed.items()
+                if o.state is not TaskState.EXITED
+            }
+            cpuset = choose_cpuset(self.config.cpu_ids, assigned, resources.cpu)
+        launch = TaskLaunch(
+            task_key=key,
+            job_id=job_id,
+            task_id=task_id,
+            attempt=attempt,
+            allocation_id=allocation_id,
+            argv=tuple(argv),
+            limits=ResourceLimits(resources.cpu, resources.memory_mb, cpuset),
+            image=image or None,
+            env=dict(env or {}),
+        )
+        runtime.start(launch)
+        observation = TaskObservation(
+            task_key=key,
+            job_id=job_id,
+            task_id=task_id,
+            attempt=attempt,
+            allocation_id=allocation_id,
+            state=TaskState.RUNNING,
+            limits=launch.limits,
+            started_at=time.time(),
+        )
+        with self._lock:
+            self._observed[key] = observation
+        log.info(
+            "started %s (allocation %s, %g cpu on cpus %s, %d MiB)",
+            key,
+            allocation_id,
+            resources.cpu,
+            ",".join(map(str, cpuset)),
+            resources.memory_mb,
+        )
+        return observation
+
+    def launch_master(
+        self, job_id: str, allocation_id: str, resources: Resources, rm_address: str
+    ) -> None:
+        argv = [sys.executable, "-m", "job_master", "--rm", rm_address, "--job", job_id]
+        try:
+            self.start_task(job_id, MASTER_TASK_ID, 1, allocation_id, argv, resources, None)
+        except TaskExistsError:
+            log.info("job master of %s already runs here", job_id)
+
+    def stop(self, key: str, grace_seconds: float = 5.0) -> None:
+        with self._lock:
+            self._stop_requested.add(key)
+        self._runtime_of(key).stop(key, grace_seconds)
+        log.info("stopped %s", key)
+
+    def stop_allocation(self, job_id: str, allocation_id: str, reason: str) -> int:
+        """Stop every live task of the allocation (or of the job, if allocation_id is empty)."""
+        with self._lock:
+            keys = [
+                key
+                for key, o in self._observed.items()
+                if o.job_id == job_id
+                and (not allocation_id or o.allocation_id == allocation_id)
+                and o.state is not TaskState.EXITED
+            ]
+        for key in keys:
+            log.info("stopping %s: %s", key, reason)
+            with contextlib.suppress(UnknownTaskError):
+                self.stop(key)
+        return len(keys)
+
+    def suspend(self, key: str) -> None:
+        self._runtime_of(key).suspend(key)
+        log.info("suspended %s", key)
+
+    def resume(self, key: str) -> None:
+        self._runtime_of(key).resume(key)
+        log.info("resumed %s", key)
+
+    def resize(self, key: str, resources: Resources, cpuset: Sequence[int]) -> ResourceLimits:
+        with self._lock:
+            current = self._observed.get(key)
+            if current is None:
+                raise UnknownTaskError(f"no task {key} on this node")
+            others = {
+                k: o.limits.cpuset
+                for k, o in self._observed.items()
+                if k != key and o.state is not TaskState.EXITED
+            }
+        chosen = tuple(cpuset) or choose_cpuset(self.config.cpu_ids, others, resources.cpu)
+        limits = ResourceLimits(resources.cpu, resources.memory_mb, chosen)
+        self._runtime_of(key).resize(key, limits)
+        log.info(
+            "resized %s to %g cpu on cpus %s, %d MiB", key, limits.cpu, chosen, limits.memory_mb
+        )
+        return limits
+
+    def logs(self, key: str) -> bytes:
+        return self._runtime_of(key).logs(key)
+
+    def drain(self) -> int:
+        """Stop every task and remove every cgroup/container of this node."""
+        with self._lock:
+            live = sum(1 for o in self._observed.values() if o.state is not TaskState.EXITED)
+        for runtime in self._runtimes():
+            runtime.purge()  # type: ignore[attr-defined]
+        with self._lock:
+            self._observed.clear()
+            self._reported.clear()
+        log.info("drained: %d live tasks stopped, cgroups and containers removed", live)
+        return live
+
+    # ------------------------------------------------------------------ observation
+
+    def observations(self) -> list[TaskObservation]:
+        with self._lock:
+            return list(self._observed.values())
+
+    def live_events(self) -> list[TaskEvent]:
+        """The current state of every task not yet reported final (heartbeat reconciliation)."""
+        with self._lock:
+            return [
+                self.event_for(o)
+                for key, o in self._observed.items()
+                if not self._reported.get(key, LifecycleState.RUNNING).is_final
+            ]
+
+    def monitor_once(self, now: float) -> None:
+        """Observe the runtimes, queue events for changed tasks, refresh usage, prune old tasks."""
+        observed: dict[str, TaskObservation] = {}
+        for runtime in self._runtimes():
+            for observation in runtime.observe():
+                observed[observation.task_key] = observation
+        used = self._measure_usage(observed, now)
+        with self._lock:
+            self._observed = observed
+            self.used = used
+            for key, observation in observed.items():
+                event = self.event_for(observation)
+                if self._reported.get(key) != event.state:
+                    self._reported[key] = event.state
+                    self._outbox.append(event)
+        self._prune(observed, now)
+
+    def take_outbox(self) -> list[TaskEvent]:
+        with self._lock:
+            events, self._outbox = self._outbox, []
+            return events
+
+    def requeue(self, events: Sequence[TaskEvent]) -> None:
+        """Put back events the RM did not acknowledge, ahead of newer ones."""
+        with self._lock:
+            self._outbox[:0] = events
+
+    def acknowledged(self, events: Sequence[TaskEvent]) -> None:
+        """The RM has these; release the containers/cgroups of those that ended."""
+        for event in events:
+            if not event.state.is_final:
+                continue
+            key = task_key(event.job_id, event.task_id, event.attempt)
+            try:
+                self._runtime_of(key).cleanup(key)
+            except UnknownTaskError:
+                pass
+            except Exception:
+                log.exception("cleanup of %s failed; will retry at the next prune", key)
+
+    def event_for(self, observation: TaskObservation) -> TaskEvent:
+        state, message = self._lifecycle_state(observation)
+        return TaskEvent(
+            job_id=observation.job_id,
+            task_id=observation.task_id,
+            attempt=observation.attempt,
+            allocation_id=observation.allocation_id,
+            state=state,
+            exit_code=observation.exit_code or 0,
+            message=message,
+            timestamp=observation.finished_at or observation.started_at,
+        )
+
+    def _lifecycle_state(self, observation: TaskObservation) -> tuple[LifecycleState, str]:
+        if observation.state is TaskState.RUNNING:
+            return LifecycleState.RUNNING, ""
+        if observation.state is TaskState.SUSPENDED:
+            return LifecycleState.SUSPENDED, ""
+        code = observation.exit_code or 0
+        if observation.task_key in self._stop_requested:
+            return LifecycleState.KILLED, f"stopped (exit code {code})"
+        if code == 0:
+            return LifecycleState.SUCCEEDED, ""
+        if code > 128:
+            return LifecycleState.FAILED, f"killed by signal {code - 128}"
+        return LifecycleState.FAILED, f"exit code {code}"
+
+    def _measure_usage(self, observed: dict[str, TaskObservation], now: float) -> Resources:
+        cpu = 0.0
+        memory = 0
+        previous = self._usage_prev
+        current: dict[str, tuple[float, float]] = {}
+        for key, observation in observed.items():
+            if observation.state is TaskState.EXITED:
+                continue
+            runtime = self.masters if observation.task_id == MASTER_TASK_ID else self.tasks
+            try:
+                usage = runtime.usage(key)
+            except Exception:  # the task may exit between observe() and usage()
+                continue
+            current[key] = (now, usage.cpu_seconds)
+            if key in previous and now > previous[key][0]:
+                cpu += (usage.cpu_seconds - previous[key][1]) / (now - previous[key][0])
+            memory += usage.memory_bytes
+        self._usage_prev = current
+        return Resources(cpu=max(cpu, 0.0), memory_mb=memory // (1024 * 1024))
+
+    def _prune(self, observed: dict[str, TaskObservation], now: float) -> None:
+        """Forget tasks that ended longer ago than the retention period (logs included)."""
+        for key, observation in observed.items():
+            finished = observation.finished_at
+            expired = finished is not None and now - finished > self.config.exited_retention_s
+            if observation.state is TaskState.EXITED and expired:
+                runtime = self.masters if observation.task_id == MASTER_TASK_ID else self.tasks
+                runtime.forget(key)
+                with self._lock:
+                    self._reported.pop(key, None)
+                    self._stop_requested.discard(key)

@@ -1,0 +1,302 @@
+"""The node agent process: ``sluice agent``.
+
+Loops: a monitor (observes tasks every ``--monitor-interval``, sends task events to the RM as soon
+as they happen, re-sending what the RM did not acknowledge), and a heartbeat (usage and live tasks
+out, RM commands in).  A lost RM is retried with backoff; tasks keep running meanwhile.  SIGTERM
+stops the agent but not its tasks: a restarted agent adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+
+from node_agent.agent import AgentConfig, NodeAgent, TaskEvent
+from node_agent.runtime import make_runtime
+from node_agent.runtime.base import RuntimeUnavailableError
+from node_agent.service import AgentServicer
+from policies.scheduling.resources import Resources
+from sluice.errors import UserError
+from sluice.rpc import channel, start_server
+from sluice.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
+from sluice_pb import common_pb2 as pb
+from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import node_agent_pb2_grpc as agent_grpc
+from sluice_pb import resource_manager_pb2 as rm_pb
+from sluice_pb import resource_manager_pb2_grpc as rm_grpc
+
+log = logging.getLogger("sluice.agent")
+
+RPC_TIMEOUT = 5.0
+MAX_BACKOFF = 10.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rm", required=True, help="resource manager address host:port")
+    parser.add_argument("--node-id", default=socket.gethostname())
+    parser.add_argument("--listen", default="127.0.0.1:0", help="host:port (port 0 = any free)")
+    parser.add_argument("--advertise", help="address others use to reach this agent")
+    parser.add_argument("--runtime", choices=["process", "docker"], default="process")
+    parser.add_argument("--state-dir", type=Path, default=Path(".sluice/agent"))
+    parser.add_argument(
+        "--cpus", type=float, help="CPU capacity offered (default: all usable CPUs)"
+    )
+    parser.add_argument("--memory-mb", type=int, help="memory offered (default: all of it)")
+    parser.add_argument("--heartbeat-interval", type=float, default=1.0)
+    parser.add_argument("--monitor-interval", type=float, default=0.2)
+    parser.add_argument("--docker-url", help="Docker Engine URL (default: from the environment)")
+    parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
+
+
+def _total_memory_mb() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+
+
+def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
+    return pb.TaskEvent(
+        job_id=event.job_id,
+        task_id=event.task_id,
+        attempt=event.attempt,
+        allocation_id=event.allocation_id,
+        state=TASK_STATE_TO_PB[event.state],
+        exit_code=event.exit_code,
+        message=event.message,
+        timestamp=event.timestamp,
+        node_id=node_id,
+    )
+
+
+class AgentDaemon:
+    """Wires a NodeAgent to the RM and to its own gRPC server."""
+
+    def __init__(
+        self,
+        agent: NodeAgent,
+        rm_address: str,
+        address: str,
+        runtime: str,
+        stop_event: threading.Event,
+    ) -> None:
+        self.agent = agent
+        self.address = address
+        self.runtime = runtime
+        self._rm_address = rm_address
+        self._channel = channel(rm_address)
+        self._rm = rm_grpc.NodeServiceStub(self._channel)
+        self.stop_event = stop_event
+        self._registered = False
+        self._rm_reachable = True
+        self._commands = ThreadPoolExecutor(max_workers=4, thread_name_prefix="command")
+
+    # ------------------------------------------------------------------ RM link
+
+    def _rm_call_failed(self, what: str, error: grpc.RpcError) -> None:
+        if self._rm_reachable:
+            log.warning(
+                "%s failed, will retry: %s",
+                what,
+                error.details() if isinstance(error, grpc.Call) else error,
+            )
+        self._rm_reachable = False
+
+    def _rm_call_ok(self) -> None:
+        if not self._rm_reachable:
+            log.info("resource manager at %s reachable again", self._rm_address)
+        self._rm_reachable = True
+
+    def register(self) -> None:
+        config = self.agent.config
+        request = rm_pb.RegisterNodeRequest(
+            node_id=config.node_id,
+            address=self.address,
+            capacity=resources_to_pb(config.capacity),
+            runtime=self.runtime,
+            live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
+        )
+        self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
+        self._registered = True
+        log.info(
+            "registered with the resource manager at %s as %s", self._rm_address, config.node_id
+        )
+
+    def heartbeat_loop(self, interval: float) -> None:
+        backoff = interval
+        while not self.stop_event.is_set():
+            try:
+                if not self._registered:
+                    self.register()
+                self._heartbeat()
+                self._rm_call_ok()
+                backoff = interval
+            except grpc.RpcError as error:
+                self._rm_call_failed("heartbeat", error)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+            self.stop_event.wait(backoff)
+
+    def _heartbeat(self) -> None:
+        config = self.agent.config
+        response = self._rm.Heartbeat(
+            rm_pb.HeartbeatRequest(
+                node_id=config.node_id,
+                used=resources_to_pb(self.agent.used),
+                live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
+            ),
+            timeout=RPC_TIMEOUT,
+        )
+        if response.reregister:
+            log.info("the resource manager does not know this node: registering again")
+            self._registered = False
+            self.register()
+            return
+        for command in response.commands:
+            self._commands.submit(self._execute, command)
+
+    def _execute(self, command: rm_pb.NodeCommand) -> None:
+        try:
+            kind = command.WhichOneof("command")
+            if kind == "launch_master":
+                launch = command.launch_master
+                self.agent.launch_master(
+                    launch.job_id,
+                    launch.allocation_id,
+                    resources_from_pb(launch.resources),
+                    launch.rm_address,
+                )
+            elif kind == "stop_allocation":
+                stop = command.stop_allocation
+                self.agent.stop_allocation(stop.job_id, stop.allocation_id, stop.reason)
+            else:
+                log.warning("ignoring an unknown command from the resource manager: %s", command)
+        except Exception:
+            log.exception("command %s failed", command)
+
+    def monitor_loop(self, interval: float) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.agent.monitor_once(time.time())
+                self._report()
+            except Exception:  # keep observing: one bad read must not blind the agent
+                log.exception("monitor pass failed")
+            self.stop_event.wait(interval)
+
+    def _report(self) -> None:
+        events = self.agent.take_outbox()
+        if not events:
+            return
+        try:
+            self._rm.ReportTaskEvents(
+                rm_pb.ReportTaskEventsRequest(
+                    node_id=self.agent.config.node_id,
+                    events=[_event_to_pb(e, self.agent.config.node_id) for e in events],
+                ),
+                timeout=RPC_TIMEOUT,
+            )
+        except grpc.RpcError as error:
+            self.agent.requeue(events)
+            self._rm_call_failed("reporting task events", error)
+            return
+        self._rm_call_ok()
+        self.agent.acknowledged(events)
+
+    def close(self) -> None:
+        self._commands.shutdown(wait=False, cancel_futures=True)
+        self._channel.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir
+    state_dir.mkdir(parents=True, exist_ok=True)
+    node_id: str = args.node_id
+    try:
+        tasks = make_runtime(args.runtime, node_id, state_dir / "tasks", docker_url=args.docker_url)
+        masters = (
+            tasks
+            if args.runtime == "process"
+            else make_runtime("process", f"{node_id}-masters", state_dir / "masters")
+        )
+    except RuntimeUnavailableError as error:
+        raise UserError(f"--runtime {args.runtime}: {error}") from None
+    log.info("runtime %s: %s", args.runtime, tasks.describe())
+    cpu_ids = tuple(sorted(os.sched_getaffinity(0)))
+    capacity = Resources(
+        cpu=args.cpus if args.cpus is not None else float(len(cpu_ids)),
+        memory_mb=args.memory_mb if args.memory_mb is not None else _total_memory_mb(),
+    )
+    if capacity.cpu <= 0 or capacity.memory_mb <= 0:
+        raise UserError("--cpus and --memory-mb must be positive")
+    agent = NodeAgent(
+        AgentConfig(node_id=node_id, cpu_ids=cpu_ids, capacity=capacity), tasks, masters
+    )
+    adopted = [o for o in agent.observations() if o.state.value != "exited"]
+    if adopted:
+        log.info(
+            "adopted %d running tasks: %s", len(adopted), ", ".join(o.task_key for o in adopted)
+        )
+
+    stop = threading.Event()
+    servicer = AgentServicer(agent, on_drained=stop.set)
+    server, port, health = start_server(
+        [
+            (
+                agent_grpc.add_AgentServiceServicer_to_server,
+                servicer,
+                agent_pb.DESCRIPTOR.services_by_name["AgentService"].full_name,
+            )
+        ],
+        args.listen,
+    )
+    host = args.listen.rsplit(":", 1)[0]
+    address = args.advertise or f"{host}:{port}"
+    daemon = AgentDaemon(agent, args.rm, address, args.runtime, stop)
+    log.info(
+        "node agent %s listening on %s (%g cpu, %d MiB)",
+        node_id,
+        address,
+        capacity.cpu,
+        capacity.memory_mb,
+    )
+    if args.address_file:
+        tmp = args.address_file.with_suffix(".tmp")
+        tmp.write_text(address)
+        tmp.replace(args.address_file)
+
+    threads = [
+        threading.Thread(
+            target=daemon.monitor_loop, args=(args.monitor_interval,), name="monitor", daemon=True
+        ),
+        threading.Thread(
+            target=daemon.heartbeat_loop,
+            args=(args.heartbeat_interval,),
+            name="heartbeat",
+            daemon=True,
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s: stopping the agent; tasks keep running", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+    health.enter_graceful_shutdown()
+    server.stop(grace=1).wait()
+    for thread in threads:
+        thread.join(timeout=5)
+    daemon.close()
+    tasks.close()
+    if masters is not tasks:
+        masters.close()
+    log.info("node agent stopped")
+    return 0

@@ -1,0 +1,173 @@
+"""The node agent's gRPC servicer: translate requests, call the NodeAgent, map its errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import NoReturn, TypeVar
+
+import grpc
+
+from node_agent.agent import NodeAgent, task_key
+from node_agent.runtime.base import (
+    ResourceLimits,
+    RuntimeError_,
+    TaskExistsError,
+    TaskObservation,
+    UnknownTaskError,
+)
+from policies.scheduling.resources import Resources
+from sluice.wire import TASK_STATE_TO_PB
+from sluice_pb import common_pb2 as pb
+from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import node_agent_pb2_grpc as agent_grpc
+
+T = TypeVar("T")
+LOG_CHUNK = 64 * 1024
+
+
+def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+    context.abort(code, message)
+    raise AssertionError("unreachable")
+
+
+def _guard(context: grpc.ServicerContext, action: Callable[[], T]) -> T:
+    try:
+        return action()
+    except TaskExistsError as error:
+        _abort(context, grpc.StatusCode.ALREADY_EXISTS, str(error))
+    except UnknownTaskError as error:
+        _abort(context, grpc.StatusCode.NOT_FOUND, str(error))
+    except RuntimeError_ as error:
+        _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
+
+
+def _key(ref: agent_pb.TaskRef) -> str:
+    return task_key(ref.job_id, ref.task_id, ref.attempt or 1)
+
+
+def _status(agent: NodeAgent, key: str) -> agent_pb.TaskStatus:
+    for observation in agent.observations():
+        if observation.task_key == key:
+            return status_to_pb(agent, observation)
+    raise UnknownTaskError(f"no task {key} on this node")
+
+
+def status_to_pb(agent: NodeAgent, observation: TaskObservation) -> agent_pb.TaskStatus:
+    event = agent.event_for(observation)
+    return agent_pb.TaskStatus(
+        task=agent_pb.TaskRef(
+            job_id=observation.job_id, task_id=observation.task_id, attempt=observation.attempt
+        ),
+        allocation_id=observation.allocation_id,
+        state=TASK_STATE_TO_PB[event.state],
+        exit_code=observation.exit_code or 0,
+        limits=pb.Resources(cpu=observation.limits.cpu, memory_mb=observation.limits.memory_mb),
+        cpuset=list(observation.limits.cpuset),
+    )
+
+
+def _limits_to_status(status: agent_pb.TaskStatus, limits: ResourceLimits) -> agent_pb.TaskStatus:
+    status.limits.CopyFrom(pb.Resources(cpu=limits.cpu, memory_mb=limits.memory_mb))
+    del status.cpuset[:]
+    status.cpuset.extend(limits.cpuset)
+    return status
+
+
+class AgentServicer(agent_grpc.AgentServiceServicer):
+    def __init__(self, agent: NodeAgent, on_drained: Callable[[], None]) -> None:
+        self._agent = agent
+        self._on_drained = on_drained
+
+    def StartTask(
+        self, request: agent_pb.StartTaskRequest, context: grpc.ServicerContext
+    ) -> agent_pb.StartTaskResponse:
+        if not request.command:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "command: must not be empty")
+        if request.resources.cpu <= 0 or request.resources.memory_mb <= 0:
+            _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "resources: cpu and memory_mb must be positive",
+            )
+        observation = _guard(
+            context,
+            lambda: self._agent.start_task(
+                request.job_id,
+                request.task_id,
+                request.attempt or 1,
+                request.allocation_id,
+                list(request.command),
+                Resources(request.resources.cpu, int(request.resources.memory_mb)),
+                request.image or None,
+                dict(request.env),
+            ),
+        )
+        return agent_pb.StartTaskResponse(status=status_to_pb(self._agent, observation))
+
+    def StopTask(
+        self, request: agent_pb.TaskRef, context: grpc.ServicerContext
+    ) -> agent_pb.TaskStatus:
+        key = _key(request)
+        _guard(context, lambda: self._agent.stop(key))
+        self._agent.monitor_once(time.time())
+        return _guard(context, lambda: _status(self._agent, key))
+
+    def SuspendTask(
+        self, request: agent_pb.TaskRef, context: grpc.ServicerContext
+    ) -> agent_pb.TaskStatus:
+        key = _key(request)
+        _guard(context, lambda: self._agent.suspend(key))
+        self._agent.monitor_once(time.time())
+        return _guard(context, lambda: _status(self._agent, key))
+
+    def ResumeTask(
+        self, request: agent_pb.TaskRef, context: grpc.ServicerContext
+    ) -> agent_pb.TaskStatus:
+        key = _key(request)
+        _guard(context, lambda: self._agent.resume(key))
+        self._agent.monitor_once(time.time())
+        return _guard(context, lambda: _status(self._agent, key))
+
+    def ResizeTask(
+        self, request: agent_pb.ResizeTaskRequest, context: grpc.ServicerContext
+    ) -> agent_pb.TaskStatus:
+        key = _key(request.task)
+        if request.resources.cpu <= 0 or request.resources.memory_mb <= 0:
+            _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "resources: cpu and memory_mb must be positive",
+            )
+        limits = _guard(
+            context,
+            lambda: self._agent.resize(
+                key,
+                Resources(request.resources.cpu, int(request.resources.memory_mb)),
+                list(request.cpuset),
+            ),
+        )
+        self._agent.monitor_once(time.time())
+        return _limits_to_status(_guard(context, lambda: _status(self._agent, key)), limits)
+
+    def ListTasks(
+        self, request: agent_pb.ListTasksRequest, context: grpc.ServicerContext
+    ) -> agent_pb.ListTasksResponse:
+        return agent_pb.ListTasksResponse(
+            tasks=[status_to_pb(self._agent, o) for o in self._agent.observations()]
+        )
+
+    def GetTaskLogs(
+        self, request: agent_pb.TaskRef, context: grpc.ServicerContext
+    ) -> Iterator[agent_pb.LogChunk]:
+        data = _guard(context, lambda: self._agent.logs(_key(request)))
+        for offset in range(0, len(data), LOG_CHUNK):
+            yield agent_pb.LogChunk(data=data[offset : offset + LOG_CHUNK])
+
+    def Drain(
+        self, request: agent_pb.DrainRequest, context: grpc.ServicerContext
+    ) -> agent_pb.DrainResponse:
+        stopped = self._agent.drain()
+        if request.exit_after:
+            self._on_drained()
+        return agent_pb.DrainResponse(stopped_tasks=stopped)

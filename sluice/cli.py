@@ -1,0 +1,408 @@
+"""The ``sluice`` command: daemons, the local cluster, jobs, nodes, logs, models and the demo.
+
+User mistakes (bad files, unknown ids, an unreachable cluster) end as one line on stderr and a
+non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import yaml
+
+from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
+from sluice import local_cluster
+from sluice.client import RMClient, agent_stub, default_dir, resolve_rm
+from sluice.errors import UserError
+from sluice.render import as_json, job_detail, jobs_table, nodes_table, progress_line
+from sluice.rpc import describe_rpc_error
+from sluice.wire import JOB_STATE_FROM_PB
+from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+from sluice_pb.common_pb2 import JOB_SUCCEEDED
+
+EXIT_USER_ERROR = 2
+MODEL_TOPICS = ("reservation", "preempt", "dias", "filter")
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def load_spec_file(path: Path) -> tuple[str, JobSpec]:
+    """Read and validate a job file; UserError naming the file and the field on any problem."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise UserError(f"{path}: {error.strerror}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise UserError(f"{path}: not valid YAML{where}") from None
+    try:
+        return text, parse_job_spec(document)
+    except SpecError as error:
+        raise UserError(f"{path}: {error}") from None
+
+
+def _client(args: argparse.Namespace) -> RMClient:
+    return RMClient.connect(resolve_rm(args.rm, args.dir))
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+# ---------------------------------------------------------------------------- job commands
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    text, _ = load_spec_file(args.file)
+    client = _client(args)
+    try:
+        job = client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=text), timeout=30).job
+        if not args.wait:
+            if args.json:
+                _print_json(as_json(job))
+            else:
+                print(job.job_id)
+            return 0
+        if not args.json:
+            print(f"submitted {job.job_id}", file=sys.stderr)
+        final = watch(client, job.job_id, quiet=args.json)
+        if args.json:
+            _print_json(as_json(final))
+        return 0 if final.state == JOB_SUCCEEDED else 1
+    finally:
+        client.close()
+
+
+def watch(client: RMClient, job_id: str, *, quiet: bool = False) -> rm_pb.JobSummary:
+    """Follow a job until it ends, printing a line per change; return its final summary."""
+    last: rm_pb.JobSummary | None = None
+    for summary in client.jobs.WatchJob(rm_pb.GetJobRequest(job_id=job_id)):
+        last = summary
+        if not quiet:
+            print(progress_line(summary), file=sys.stderr, flush=True)
+    if last is None:
+        raise UserError(f"job {job_id}: no status received")
+    if not quiet and last.message:
+        print(f"{last.job_id}: {last.message}", file=sys.stderr)
+    return last
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from job_master.master import JobMaster, RMUnreachableError
+    from job_master.plan import PhaseCounts
+    from policies.scheduling.lifecycle import JobState
+
+    text, spec = load_spec_file(args.file)
+    client = _client(args)
+    try:
+        job = client.jobs.SubmitJob(
+            rm_pb.SubmitJobRequest(spec_yaml=text, client_mode=True), timeout=30
+        ).job
+    finally:
+        client.close()
+    print(
+        f"submitted {job.job_id}; running its job master here (Ctrl-C kills the job)",
+        file=sys.stderr,
+    )
+    stop = threading.Event()
+
+    def show(progress: list[PhaseCounts]) -> None:
+        parts = " ".join(f"{p.name}:{p.succeeded}/{p.tasks}" for p in progress)
+        print(f"{job.job_id} {spec.name}: {parts}", file=sys.stderr, flush=True)
+
+    master = JobMaster(client.address, job.job_id, on_progress=show, stop=stop)
+    try:
+        state = master.run()
+    except KeyboardInterrupt:
+        stop.set()
+        print("interrupted: killing the job", file=sys.stderr)
+        state = JobState.KILLED
+    except RMUnreachableError as error:
+        raise UserError(str(error)) from None
+    print(f"{job.job_id} {state.value}", file=sys.stderr)
+    return 0 if state is JobState.SUCCEEDED else 1
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        jobs = client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs
+    finally:
+        client.close()
+    if args.json:
+        _print_json([as_json(j) for j in jobs])
+    else:
+        print(jobs_table(jobs))
+    return 0
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        detail = client.jobs.GetJob(rm_pb.GetJobRequest(job_id=args.job_id), timeout=10)
+    finally:
+        client.close()
+    if args.json:
+        _print_json(as_json(detail))
+    else:
+        print(job_detail(detail))
+    return 0
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        job = client.jobs.KillJob(rm_pb.GetJobRequest(job_id=args.job_id), timeout=10)
+    finally:
+        client.close()
+    print(f"{job.job_id} {JOB_STATE_FROM_PB[job.state].value}")
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        detail = client.jobs.GetJob(rm_pb.GetJobRequest(job_id=args.job_id), timeout=10)
+    finally:
+        client.close()
+    attempts = [t for t in detail.tasks if t.task_id == args.task]
+    if args.attempt:
+        attempts = [t for t in attempts if t.attempt == args.attempt]
+    if not attempts:
+        known = sorted({t.task_id for t in detail.tasks})
+        hint = f" (known: {', '.join(known[:10])}{'…' if len(known) > 10 else ''})" if known else ""
+        raise UserError(f"task: {args.task!r} of {args.job_id} has not run{hint}")
+    task = max(attempts, key=lambda t: t.attempt)
+    channel, stub = agent_stub(task.node_address)
+    try:
+        for chunk in stub.GetTaskLogs(
+            agent_pb.TaskRef(job_id=args.job_id, task_id=task.task_id, attempt=task.attempt),
+            timeout=30,
+        ):
+            sys.stdout.buffer.write(chunk.data)
+        sys.stdout.flush()
+    finally:
+        channel.close()
+    return 0
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        nodes = client.jobs.ListNodes(rm_pb.ListNodesRequest(), timeout=10).nodes
+    finally:
+        client.close()
+    if args.json:
+        _print_json([as_json(n) for n in nodes])
+    else:
+        print(nodes_table(nodes))
+    return 0
+
+
+# ---------------------------------------------------------------------------- local cluster
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cmd_local_up(args: argparse.Namespace) -> int:
+    if args.nodes < 1:
+        raise UserError("--nodes: must be at least 1")
+    cluster = local_cluster.up(
+        local_cluster.LocalClusterSpec(
+            directory=args.dir,
+            nodes=args.nodes,
+            runtime=args.runtime,
+            cpus_per_node=args.cpus,
+            memory_mb_per_node=args.memory_mb,
+        ),
+        _say,
+    )
+    print(cluster["rm"])
+    return 0
+
+
+def cmd_local_down(args: argparse.Namespace) -> int:
+    local_cluster.down(args.dir, _say)
+    return 0
+
+
+def cmd_local_status(args: argparse.Namespace) -> int:
+    report = local_cluster.status(args.dir)
+    if args.json:
+        _print_json(report)
+        return 0
+    cluster = report["cluster"]
+    alive = report["alive"]
+    assert isinstance(cluster, dict) and isinstance(alive, dict)
+    print(f"resource manager {cluster['rm']} ({'up' if alive['rm'] else 'DOWN'})")
+    for node in cluster["nodes"]:
+        state = "up" if alive[node["node_id"]] else "DOWN"
+        print(f"{node['node_id']:<8} {node['address']} ({state}, {cluster['runtime']} runtime)")
+    return 0 if all(alive.values()) else 1
+
+
+# ---------------------------------------------------------------------------- daemons and demo
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    from resource_manager.server import run
+
+    _daemon_logging(args)
+    return run(args)
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from node_agent.daemon import run
+
+    _daemon_logging(args)
+    return run(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sluice.demo import run_demo
+
+    return run_demo(args)
+
+
+def _daemon_logging(args: argparse.Namespace) -> None:
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+# ---------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list reads best
+    parser = argparse.ArgumentParser(
+        prog="sluice", description="Sluice: a two-tier cluster scheduler for shared clusters."
+    )
+    parser.add_argument(
+        "--rm", help="resource manager address (default: $SLUICE_RM, then the local cluster)"
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=default_dir(),
+        help="local cluster directory (default: $SLUICE_DIR or ~/.sluice)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("submit", help="submit a job file")
+    p.add_argument("file", type=Path)
+    p.add_argument("--wait", action="store_true", help="follow the job until it ends")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_submit)
+
+    p = sub.add_parser("run", help="submit a job and run its job master here (client mode)")
+    p.add_argument("file", type=Path)
+    p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("jobs", help="list jobs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_jobs)
+
+    p = sub.add_parser("job", help="show one job with its phases and task attempts")
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_job)
+
+    p = sub.add_parser("kill", help="kill a job")
+    p.add_argument("job_id")
+    p.set_defaults(handler=cmd_kill)
+
+    p = sub.add_parser("logs", help="print a task's output (its latest attempt)")
+    p.add_argument("job_id")
+    p.add_argument("task", help="task id, e.g. map-3")
+    p.add_argument("--attempt", type=int, help="a specific attempt")
+    p.set_defaults(handler=cmd_logs)
+
+    p = sub.add_parser("nodes", help="list nodes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_nodes)
+
+    local = sub.add_parser("local", help="a cluster on this machine").add_subparsers(
+        dest="local_command", required=True, metavar="ACTION"
+    )
+    p = local.add_parser("up", help="start a resource manager and N agents")
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--runtime", choices=["process", "docker"], default="process")
+    p.add_argument("--cpus", type=float, help="CPU capacity per node (default: all usable CPUs)")
+    p.add_argument("--memory-mb", type=int, default=4096, help="memory per node (default: 4096)")
+    p.set_defaults(handler=cmd_local_up)
+    p = local.add_parser("down", help="stop everything `local up` started")
+    p.set_defaults(handler=cmd_local_down)
+    p = local.add_parser("status", help="is the local cluster up?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_local_status)
+
+    p = sub.add_parser("rm", help="run a resource manager (daemon)")
+    _add_log_level(p)
+    from resource_manager.server import add_arguments as rm_arguments
+
+    rm_arguments(p)
+    p.set_defaults(handler=cmd_rm)
+
+    p = sub.add_parser("agent", help="run a node agent (daemon)")
+    _add_log_level(p)
+    from node_agent.daemon import add_arguments as agent_arguments
+
+    agent_arguments(p)
+    p.set_defaults(handler=cmd_agent)
+
+    p = sub.add_parser("demo", help="run the bundled workload on a throw-away local cluster")
+    p.add_argument("--runtime", choices=["process", "docker"], default="process")
+    p.add_argument("--nodes", type=int, default=2)
+    p.set_defaults(handler=cmd_demo)
+
+    model = sub.add_parser("model", help="the policies' models, for choosing their knobs")
+    topics = model.add_subparsers(dest="model_command", required=True, metavar="MODEL")
+    for topic in MODEL_TOPICS:
+        try:
+            module = importlib.import_module(f"sluice.model.{topic}")
+        except ModuleNotFoundError:
+            continue
+        module.register(topics)
+    return parser
+
+
+def _add_log_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except UserError as error:
+        print(f"sluice: error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except grpc.RpcError as error:
+        target = args.rm or "the resource manager"
+        print(f"sluice: error: {describe_rpc_error(error, target)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("sluice: interrupted", file=sys.stderr)
+        return 130

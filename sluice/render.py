@@ -1,0 +1,158 @@
+"""How the CLI shows jobs, tasks and nodes to people (tables) and to programs (JSON)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+
+from sluice.wire import job_state_name, task_state_name
+from sluice_pb import resource_manager_pb2 as rm_pb
+
+
+def as_json(message: Message) -> dict[str, object]:
+    """A message as JSON-ready data, with enum states as lower-case words."""
+    data = MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    _lower_states(data)
+    return data
+
+
+def _lower_states(value: object) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "state" and isinstance(item, str):
+                value[key] = item.split("_", 1)[-1].lower()
+            else:
+                _lower_states(item)
+    elif isinstance(value, list):
+        for item in value:
+            _lower_states(item)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def fraction_done(job: rm_pb.JobSummary) -> tuple[int, int]:
+    done = sum(p.succeeded for p in job.phases)
+    total = sum(p.tasks for p in job.phases)
+    return done, total
+
+
+def duration(job: rm_pb.JobSummary, now: float | None = None) -> str:
+    end = job.finish_time or (now if now is not None else time.time())
+    return f"{end - job.submit_time:.1f}s"
+
+
+def jobs_table(jobs: Sequence[rm_pb.JobSummary]) -> str:
+    rows = []
+    for job in jobs:
+        done, total = fraction_done(job)
+        rows.append(
+            [
+                job.job_id,
+                job.name,
+                str(job.priority),
+                job_state_name(job.state),
+                f"{done}/{total}",
+                time.strftime("%H:%M:%S", time.localtime(job.submit_time)),
+                duration(job),
+            ]
+        )
+    return table(["JOB", "NAME", "PRIO", "STATE", "TASKS", "SUBMITTED", "ELAPSED"], rows)
+
+
+def progress_line(job: rm_pb.JobSummary) -> str:
+    phases = " ".join(
+        f"{p.name}:{p.succeeded}/{p.tasks}" + (f"({p.running} running)" if p.running else "")
+        for p in job.phases
+    )
+    return f"{job.job_id} {job.name:<12} {job_state_name(job.state):<9} {phases}"
+
+
+def job_detail(detail: rm_pb.JobDetail) -> str:
+    job = detail.summary
+    lines = [
+        f"job        {job.job_id} ({job.name})",
+        f"priority   {job.priority}",
+        f"state      {job_state_name(job.state)}" + (f": {job.message}" if job.message else ""),
+        f"elapsed    {duration(job)}",
+    ]
+    if job.master_node:
+        lines.append(f"master on  {job.master_node}")
+    lines.append("")
+    lines.append(
+        table(
+            ["PHASE", "TASKS", "PENDING", "RUNNING", "SUCCEEDED", "FAILED ATTEMPTS"],
+            [
+                [
+                    p.name,
+                    str(p.tasks),
+                    str(p.pending),
+                    str(p.running),
+                    str(p.succeeded),
+                    str(p.failed),
+                ]
+                for p in job.phases
+            ],
+        )
+    )
+    if detail.tasks:
+        lines.append("")
+        lines.append(
+            table(
+                ["TASK", "ATTEMPT", "STATE", "NODE", "EXIT", "MESSAGE"],
+                [
+                    [
+                        t.task_id,
+                        str(t.attempt),
+                        task_state_name(t.state),
+                        t.node_id,
+                        str(t.exit_code) if t.finish_time else "",
+                        t.message,
+                    ]
+                    for t in detail.tasks
+                ],
+            )
+        )
+    return "\n".join(lines)
+
+
+def nodes_table(nodes: Sequence[rm_pb.NodeInfo]) -> str:
+    rows = [
+        [
+            n.node_id,
+            "ready" if n.state == rm_pb.NODE_READY else "lost",
+            n.runtime,
+            n.address,
+            f"{n.allocated.cpu:g}/{n.capacity.cpu:g}",
+            f"{n.allocated.memory_mb}/{n.capacity.memory_mb}",
+            f"{n.used.cpu:.2f}",
+            str(n.running_tasks),
+        ]
+        for n in nodes
+    ]
+    return table(
+        [
+            "NODE",
+            "STATE",
+            "RUNTIME",
+            "ADDRESS",
+            "CPU ALLOC",
+            "MEM ALLOC (MiB)",
+            "CPU USED",
+            "TASKS",
+        ],
+        rows,
+    )
