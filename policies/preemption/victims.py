@@ -212,6 +212,25 @@ def _whole_containers(
     return actions, total
 
 
+def _freeze(container: Container, settings: PreemptionSettings) -> ContainerAction:
+    """Throttle a swapping container to the footprint of the first-throttled resource (CPU).
+
+    Nothing counts as reclaimed: the freeze stops the container from deepening its memory
+    shortage (Sec. 4.2, container monitor); it is not a grant to the short jobs.
+    """
+    held = as_vector(container.resources)
+    frozen = held.copy()
+    throttled = settings.apply_order[0]
+    frozen[throttled] = min(frozen[throttled], settings.minimal_footprint[throttled])
+    return ContainerAction(
+        container.container_id,
+        container.job_id,
+        ActionKind.FREEZE,
+        as_resources(np.zeros_like(held)),
+        _limits(settings, held, frozen),
+    )
+
+
 def _graceful(
     jobs: list[list[Container]], goal: NDArray[np.float64], settings: PreemptionSettings
 ) -> tuple[list[ContainerAction], NDArray[np.float64]]:
@@ -219,7 +238,6 @@ def _graceful(
     step = as_vector(settings.graceful_step)
     need = goal.copy()
     actions: list[ContainerAction] = []
-    throttled = settings.apply_order[0]
     for job in jobs:
         if not (need > EPSILON).any():
             break
@@ -228,17 +246,7 @@ def _graceful(
         active = []
         for c in job:
             if c.swapping:
-                frozen = held[c.container_id].copy()
-                frozen[throttled] = min(frozen[throttled], footprint[throttled])
-                actions.append(
-                    ContainerAction(
-                        c.container_id,
-                        c.job_id,
-                        ActionKind.FREEZE,
-                        as_resources(np.zeros_like(need)),
-                        _limits(settings, held[c.container_id], frozen),
-                    )
-                )
+                actions.append(_freeze(c, settings))
             else:
                 active.append(c.container_id)
         while active and (need > EPSILON).any():
