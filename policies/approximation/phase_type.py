@@ -11,7 +11,7 @@ Every function here is pure; a :class:`PhaseType` is immutable (its arrays are r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,19 +79,35 @@ def moments(ph: PhaseType, count: int) -> FloatArray:
     """The first ``count`` raw moments: ``E[X^i] = i! · α (−A)^{−i} 1`` for ``i = 1..count``."""
     if count < 1:
         raise ValueError("count must be at least 1")
-    negative_inverse = scipy.linalg.inv(-ph.A)
+    solve = _left_solver(ph.A)
     result = np.empty(count, dtype=np.float64)
     row = ph.alpha
     for i in range(1, count + 1):
-        row = row @ negative_inverse
+        row = solve(row)
         result[i - 1] = math.factorial(i) * row.sum()
     return result
 
 
 def mean(ph: PhaseType) -> float:
-    """``E[X] = α (−A)^{−1} 1``, computed with a linear solve rather than an inverse."""
-    expected_sojourn = scipy.linalg.solve(-ph.A.T, ph.alpha)
-    return float(np.sum(expected_sojourn))
+    """``E[X] = α (−A)^{−1} 1``: the expected time spent in each phase, summed."""
+    return float(moments(ph, 1)[0])
+
+
+def _left_solver(generator: FloatArray) -> Callable[[FloatArray], FloatArray]:
+    """``row ↦ row · (−A)^{−1}``, solving ``(−A)ᵀ x = row`` rather than inverting.
+
+    The job-time models only ever move forward through their phases, so their generators are
+    upper triangular; a triangular solve is O(v²) instead of O(v³), which keeps models with
+    thousands of phases cheap enough to search over.
+    """
+    negative = -generator
+    if not np.any(np.tril(negative, -1)):
+        return lambda row: np.asarray(
+            scipy.linalg.solve_triangular(negative, row, trans="T", lower=False),
+            dtype=np.float64,
+        )
+    factors = scipy.linalg.lu_factor(negative)
+    return lambda row: np.asarray(scipy.linalg.lu_solve(factors, row, trans=1), dtype=np.float64)
 
 
 def exponential(rate: float) -> PhaseType:

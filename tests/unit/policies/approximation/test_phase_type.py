@@ -117,3 +117,18 @@ def test_sample_matches_the_moments() -> None:
     m1, m2 = moments(ph, 2)
     assert draws.mean() == pytest.approx(m1, rel=0.02)
     assert (draws**2).mean() == pytest.approx(m2, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "generator",
+    [
+        [[-3.0, 1.0, 0.5], [0.0, -2.0, 1.0], [0.0, 0.0, -1.0]],  # forward only: triangular solve
+        [[-3.0, 1.0, 0.5], [0.7, -2.0, 1.0], [0.2, 0.3, -1.0]],  # feedback: general solve
+    ],
+)
+def test_moments_agree_with_the_explicit_inverse(generator: list[list[float]]) -> None:
+    A = np.array(generator)
+    alpha = np.array([0.5, 0.3, 0.2])
+    inverse = np.linalg.inv(-A)
+    expected = [alpha @ inverse @ np.ones(3), 2 * alpha @ inverse @ inverse @ np.ones(3)]
+    assert moments(PhaseType(alpha, A), 2) == pytest.approx(expected, rel=1e-12)
