@@ -1,0 +1,250 @@
+"""Job specifications: every refusal names the field and the problem; documents round-trip."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from policies.scheduling.jobspec import (
+    DEFAULT_MAX_RETRIES,
+    MAX_TASKS_PER_PHASE,
+    JobSpec,
+    PhaseSpec,
+    SpecError,
+    check_fits_cluster,
+    job_spec_to_document,
+    parse_job_spec,
+)
+from policies.scheduling.resources import Resources
+from tests.builders import job_doc, job_spec, phase_doc, res
+
+
+def test_minimal_document_gets_the_defaults():
+    spec = parse_job_spec(job_doc(phase_doc("map", 3, cpu=0.5, memory_mb=128)))
+    assert spec == JobSpec(
+        name="job",
+        priority=0,
+        phases=(PhaseSpec("map", 3, ("true",), res(0.5, 128)),),
+        max_retries=DEFAULT_MAX_RETRIES,
+    )
+    assert spec.total_tasks() == 3
+
+
+def test_every_field_is_kept_in_the_order_written():
+    spec = parse_job_spec(
+        job_doc(
+            phase_doc("b", 2, cpu=2, memory_mb=64, image="busybox:1.36"),
+            phase_doc("a", 1, after=["b"], command=["sh", "-c", "exit 0"]),
+            name="etl.v2",
+            priority=-3,
+            max_retries=0,
+        )
+    )
+    assert [p.name for p in spec.phases] == ["b", "a"]
+    assert spec.priority == -3
+    assert spec.max_retries == 0
+    assert spec.phase("b").image == "busybox:1.36"
+    assert spec.phase("b").resources == res(2.0, 64)
+    assert isinstance(spec.phase("b").resources.cpu, float)
+    assert spec.phase("a").after == ("b",)
+    assert spec.phase("a").command == ("sh", "-c", "exit 0")
+    with pytest.raises(KeyError):
+        spec.phase("c")
+
+
+def _without(doc: dict[str, object], key: str) -> dict[str, object]:
+    return {k: v for k, v in doc.items() if k != key}
+
+
+# (document, the exact one-line message the user sees)
+REFUSALS: list[tuple[object, str]] = [
+    # the document and its keys
+    ([1, 2], ": must be a mapping, not a list"),
+    ({1: "x", "name": "j", "phases": []}, ": keys must be strings, not an integer"),
+    (
+        job_doc(owner="me"),
+        "owner: unknown field (allowed: name, priority, phases, max_retries)",
+    ),
+    (_without(job_doc(), "name"), "name: is required"),
+    (_without(job_doc(), "phases"), "phases: is required"),
+    # job fields
+    (job_doc(name=""), "name: must be a non-empty string"),
+    (job_doc(name=7), "name: must be a non-empty string"),
+    (job_doc(name="a b"), "name: must be at most 63 letters, digits, '-', '_' or '.'"),
+    (job_doc(name="x" * 64), "name: must be at most 63 letters, digits, '-', '_' or '.'"),
+    (job_doc(priority="high"), "priority: must be an integer, not a string"),
+    (job_doc(priority=True), "priority: must be an integer, not a boolean"),
+    (job_doc(priority=1.5), "priority: must be an integer, not a number"),
+    (job_doc(max_retries=-1), "max_retries: must be at least 0, got -1"),
+    (job_doc(max_retries=None), "max_retries: must be an integer, not null"),
+    ({"name": "j", "phases": []}, "phases: must be a non-empty list of phases"),
+    ({"name": "j", "phases": {"a": 1}}, "phases: must be a non-empty list of phases"),
+    # phase fields
+    (job_doc("map"), "phases[0]: must be a mapping, not a string"),
+    (
+        job_doc(phase_doc(retries=3)),
+        "phases[0].retries: unknown field (allowed: name, tasks, command, resources, after, image)",
+    ),
+    (
+        job_doc(phase_doc("a"), _without(phase_doc("b"), "command")),
+        "phases[1].command: is required",
+    ),
+    (job_doc(_without(phase_doc(), "tasks")), "phases[0].tasks: is required"),
+    (job_doc(_without(phase_doc(), "resources")), "phases[0].resources: is required"),
+    (job_doc(phase_doc(tasks=0)), "phases[0].tasks: must be positive, got 0"),
+    (job_doc(phase_doc(tasks=-2)), "phases[0].tasks: must be positive, got -2"),
+    (job_doc(phase_doc(tasks="4")), "phases[0].tasks: must be an integer, not a string"),
+    (
+        job_doc(phase_doc(tasks=MAX_TASKS_PER_PHASE + 1)),
+        f"phases[0].tasks: must be at most {MAX_TASKS_PER_PHASE}, got {MAX_TASKS_PER_PHASE + 1}",
+    ),
+    (job_doc(phase_doc(name="")), "phases[0].name: must be a non-empty string"),
+    (job_doc(phase_doc(command=[])), "phases[0].command: must not be empty"),
+    (
+        job_doc({**phase_doc(), "command": "echo hi"}),
+        "phases[0].command: must be a list of strings, not a string",
+    ),
+    (
+        job_doc(phase_doc(command=["echo", 1])),
+        "phases[0].command[1]: must be a string, not an integer",
+    ),
+    (
+        job_doc({**phase_doc(), "after": "a"}),
+        "phases[0].after: must be a list of strings, not a string",
+    ),
+    (job_doc(phase_doc(image="  ")), "phases[0].image: must be a non-empty image reference"),
+    (job_doc(phase_doc(image=3)), "phases[0].image: must be a non-empty image reference"),
+    # resources
+    (job_doc(phase_doc(resources=2)), "phases[0].resources: must be a mapping, not an integer"),
+    (
+        job_doc(phase_doc(resources={"cpu": 1, "memory_mb": 1, "gpu": 1})),
+        "phases[0].resources.gpu: unknown field (allowed: cpu, memory_mb)",
+    ),
+    (job_doc(phase_doc(resources={"cpu": 1})), "phases[0].resources.memory_mb: is required"),
+    (job_doc(phase_doc(cpu=0)), "phases[0].resources.cpu: must be positive, got 0"),
+    (job_doc(phase_doc(cpu=-0.5)), "phases[0].resources.cpu: must be positive, got -0.5"),
+    (job_doc(phase_doc(cpu=math.inf)), "phases[0].resources.cpu: must be positive, got inf"),
+    (job_doc(phase_doc(cpu=math.nan)), "phases[0].resources.cpu: must be positive, got nan"),
+    (job_doc(phase_doc(cpu="1")), "phases[0].resources.cpu: must be a number, not a string"),
+    (job_doc(phase_doc(cpu=True)), "phases[0].resources.cpu: must be a number, not a boolean"),
+    (job_doc(phase_doc(memory_mb=0)), "phases[0].resources.memory_mb: must be positive, got 0"),
+    (
+        job_doc(phase_doc(memory_mb=0.5)),
+        "phases[0].resources.memory_mb: must be an integer, not a number",
+    ),
+    # the DAG
+    (
+        job_doc(phase_doc("a"), phase_doc("b"), phase_doc("a")),
+        "phases[2].name: duplicate phase name 'a' (also phases[0])",
+    ),
+    (
+        job_doc(phase_doc("map"), phase_doc("sum", after=["map", "reduce"])),
+        "phases[1].after: unknown phase 'reduce'",
+    ),
+    (job_doc(phase_doc("a", after=["a"])), "phases: dependency cycle a -> a"),
+    (
+        job_doc(
+            phase_doc("a", after=["c"]), phase_doc("b", after=["a"]), phase_doc("c", after=["b"])
+        ),
+        "phases: dependency cycle a -> c -> b -> a",
+    ),
+    (
+        # the cycle is found behind an acyclic prefix and named without it
+        job_doc(phase_doc("x"), phase_doc("y", after=["x", "z"]), phase_doc("z", after=["y"])),
+        "phases: dependency cycle y -> z -> y",
+    ),
+]
+
+
+@pytest.mark.parametrize(("document", "message"), REFUSALS)
+def test_refusal_names_field_and_problem(document: object, message: str):
+    with pytest.raises(SpecError) as caught:
+        parse_job_spec(document)
+    assert str(caught.value) == message
+    assert "\n" not in str(caught.value)
+    field, problem = message.split(": ", 1)
+    assert (caught.value.field, caught.value.problem) == (field, problem)
+
+
+def test_diamond_dag_is_accepted():
+    spec = parse_job_spec(
+        job_doc(
+            phase_doc("a"),
+            phase_doc("b", after=["a"]),
+            phase_doc("c", after=["a"]),
+            phase_doc("d", after=["b", "c"]),
+        )
+    )
+    assert spec.phase("d").after == ("b", "c")
+
+
+# --------------------------------------------------------------------------- check_fits_cluster
+
+
+@pytest.mark.parametrize(
+    ("capacities", "message"),
+    [
+        ([], None),  # nodes may register later
+        ([res(4.0, 4096)], None),
+        ([res(2.0, 1024), res(1.0, 8192)], None),  # exactly the size of the first node
+        (
+            [res(1.0, 8192), res(8.0, 512)],  # each dimension fits somewhere, never both at once
+            "phases[1].resources: 2 cpu / 1024 MiB per task fits on no node "
+            "(largest: 8 cpu, 8192 MiB)",
+        ),
+        (
+            [res(1.5, 4096)],
+            "phases[1].resources: 2 cpu / 1024 MiB per task fits on no node "
+            "(largest: 1.5 cpu, 4096 MiB)",
+        ),
+    ],
+)
+def test_check_fits_cluster(capacities: list[Resources], message: str | None):
+    spec = job_spec(
+        phase_doc("small", cpu=0.5, memory_mb=64), phase_doc("big", cpu=2, memory_mb=1024)
+    )
+    if message is None:
+        check_fits_cluster(spec, capacities)
+        return
+    with pytest.raises(SpecError) as caught:
+        check_fits_cluster(spec, capacities)
+    assert str(caught.value) == message
+
+
+# --------------------------------------------------------------------------- round trip
+
+names = st.text("abcxyz-_.019", min_size=1, max_size=8)
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> JobSpec:
+    phase_names = draw(st.lists(names, min_size=1, max_size=4, unique=True))
+    phases = []
+    for index, name in enumerate(phase_names):
+        after = draw(st.lists(st.sampled_from(phase_names[:index]), unique=True)) if index else []
+        extra = {"image": draw(names)} if draw(st.booleans()) else {}
+        phases.append(
+            phase_doc(
+                name,
+                draw(st.integers(1, MAX_TASKS_PER_PHASE)),
+                cpu=draw(st.floats(0.001, 512.0)),
+                memory_mb=draw(st.integers(1, 1 << 20)),
+                after=after,
+                command=draw(st.lists(st.text(max_size=5), min_size=1, max_size=3)),
+                **extra,
+            )
+        )
+    return job_spec(
+        *phases,
+        name=draw(names),
+        priority=draw(st.integers(-100, 100)),
+        max_retries=draw(st.integers(0, 5)),
+    )
+
+
+@given(specs())
+def test_document_round_trip(spec: JobSpec):
+    assert parse_job_spec(job_spec_to_document(spec)) == spec
