@@ -27,6 +27,7 @@ from node_agent.runtime.base import (
     TaskObservation,
     TaskRuntime,
     TaskState,
+    TaskUsage,
     UnknownTaskError,
 )
 from policies.scheduling.cpu_sets import choose_cpuset
@@ -55,6 +56,7 @@ class TaskEvent:
     exit_code: int
     message: str
     timestamp: float
+    start_time: float
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,15 @@ class NodeAgent:
         )
         return limits
 
+    def usage(self, observation: TaskObservation) -> TaskUsage | None:
+        """Current usage of a live task; None once it exited (or vanished meanwhile)."""
+        if observation.state is TaskState.EXITED:
+            return None
+        try:
+            return self._runtime_of(observation.task_key).usage(observation.task_key)
+        except Exception:  # it may exit between observation and measurement
+            return None
+
     def logs(self, key: str) -> bytes:
         return self._runtime_of(key).logs(key)
 
@@ -292,6 +303,7 @@ class NodeAgent:
             exit_code=observation.exit_code or 0,
             message=message,
             timestamp=observation.finished_at or observation.started_at,
+            start_time=observation.started_at,
         )
 
     def _lifecycle_state(self, observation: TaskObservation) -> tuple[LifecycleState, str]:

@@ -72,6 +72,7 @@ def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
         message=event.message,
         timestamp=event.timestamp,
         node_id=node_id,
+        start_time=event.start_time,
     )
 
 

@@ -55,6 +55,7 @@ def _status(agent: NodeAgent, key: str) -> agent_pb.TaskStatus:
 
 def status_to_pb(agent: NodeAgent, observation: TaskObservation) -> agent_pb.TaskStatus:
     event = agent.event_for(observation)
+    usage = agent.usage(observation)
     return agent_pb.TaskStatus(
         task=agent_pb.TaskRef(
             job_id=observation.job_id, task_id=observation.task_id, attempt=observation.attempt
@@ -64,6 +65,8 @@ def status_to_pb(agent: NodeAgent, observation: TaskObservation) -> agent_pb.Tas
         exit_code=observation.exit_code or 0,
         limits=pb.Resources(cpu=observation.limits.cpu, memory_mb=observation.limits.memory_mb),
         cpuset=list(observation.limits.cpuset),
+        cpu_seconds=usage.cpu_seconds if usage else 0.0,
+        memory_bytes=usage.memory_bytes if usage else 0,
     )
 
 

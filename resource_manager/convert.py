@@ -134,6 +134,7 @@ def task_event_to_pb(task: TaskRecord) -> pb.TaskEvent:
         message=task.message,
         timestamp=task.finish_time or task.start_time,
         node_id=task.node_id,
+        start_time=task.start_time,
     )
 
 
@@ -147,6 +148,7 @@ def observation_from_pb(message: pb.TaskEvent) -> TaskObservation:
         exit_code=message.exit_code,
         message=message.message,
         timestamp=message.timestamp,
+        start_time=message.start_time,
     )
 
 

@@ -456,7 +456,7 @@ class ResourceManagerCore:
                 node_id=node_id,
                 allocation_id=event.allocation_id,
                 seq=0,
-                start_time=event.timestamp or now,
+                start_time=event.start_time or event.timestamp or now,
             )
         if task.state == event.state:
             return

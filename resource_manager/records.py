@@ -116,3 +116,4 @@ class TaskObservation:
     exit_code: int = 0
     message: str = ""
     timestamp: float = 0.0
+    start_time: float = 0.0

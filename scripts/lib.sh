@@ -1,0 +1,51 @@
+# Shared steps of scripts/test.sh and scripts/demo.sh (sourced, not run).
+
+# Debian packages the runtimes need: Docker Engine and a static busybox for the task image.
+# Installed only when running as root on a machine that lacks them.
+SYSTEM_PACKAGES=(docker.io busybox-static)
+
+install_system_packages() {
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    return 0
+  fi
+  local missing=()
+  for package in "${SYSTEM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+      || missing+=("$package")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "== installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+# Start dockerd if it is installed but not answering (no systemd on these machines).
+start_docker() {
+  if ! command -v dockerd >/dev/null || docker info >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "docker is installed but not running, and only root can start it here" >&2
+    return 0
+  fi
+  echo "== starting dockerd"
+  (setsid dockerd >/tmp/sluice-dockerd.log 2>&1 &)
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "dockerd did not start; see /tmp/sluice-dockerd.log" >&2
+  return 1
+}
+
+# Create .venv (once) and install the project into it, editable, with the given extras spec.
+ensure_venv() {
+  local target="$1"
+  if [ ! -x .venv/bin/python ]; then
+    echo "== creating .venv"
+    python3 -m venv .venv
+  fi
+  echo "== installing Python packages"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e "$target"
+}

@@ -1,0 +1,188 @@
+"""A real cluster for integration tests: an RM and agents as separate processes.
+
+Built on ``sluice.local_cluster`` (the same code as ``sluice local up``), plus what the tests need
+to break things: SIGKILL a process and start it again with the same arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from sluice import local_cluster
+from sluice.client import RMClient, agent_stub
+from sluice_pb import common_pb2 as pb
+from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import node_agent_pb2_grpc as agent_grpc
+from sluice_pb import resource_manager_pb2 as rm_pb
+
+FINAL = {pb.JOB_SUCCEEDED, pb.JOB_FAILED, pb.JOB_KILLED}
+
+
+def unavailable(reason: str) -> None:
+    """Skip, or fail under CI, when the machine lacks what the test needs."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout} s")
+        time.sleep(0.1)
+
+
+def job_spec(name: str, phases: list[dict[str, Any]], priority: int = 5, retries: int = 0) -> str:
+    import yaml
+
+    return yaml.safe_dump(
+        {"name": name, "priority": priority, "max_retries": retries, "phases": phases}
+    )
+
+
+def phase(
+    name: str, tasks: int, script: str, after: list[str] | None = None, cpu: float = 0.5, mem: int = 64
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": name,
+        "tasks": tasks,
+        "command": ["sh", "-c", script],
+        "resources": {"cpu": cpu, "memory_mb": mem},
+    }
+    if after:
+        doc["after"] = after
+    return doc
+
+
+@dataclass
+class Cluster:
+    directory: Path
+    runtime: str
+    info: dict[str, Any]
+    client: RMClient
+
+    # ------------------------------------------------------------------ jobs
+
+    def submit(self, spec_yaml: str) -> str:
+        return str(self.client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=spec_yaml), timeout=30).job.job_id)
+
+    def job(self, job_id: str) -> rm_pb.JobDetail:
+        return self.client.jobs.GetJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
+
+    def wait_final(self, job_id: str, timeout: float = 60.0) -> rm_pb.JobDetail:
+        def final() -> rm_pb.JobDetail | None:
+            with contextlib.suppress(grpc.RpcError):
+                detail = self.job(job_id)
+                if detail.summary.state in FINAL:
+                    return detail
+            return None
+
+        return wait_until(final, timeout, f"job {job_id} final")
+
+    def wait_task_running(self, job_id: str, task_id: str, timeout: float = 30.0) -> rm_pb.TaskInfo:
+        def running() -> rm_pb.TaskInfo | None:
+            for task in self.job(job_id).tasks:
+                if task.task_id == task_id and task.state == pb.TASK_RUNNING:
+                    return task
+            return None
+
+        return wait_until(running, timeout, f"{task_id} running")
+
+    # ------------------------------------------------------------------ agents
+
+    def agent(self, address: str) -> agent_grpc.AgentServiceStub:
+        channel, stub = agent_stub(address)
+        self._channels.append(channel)
+        return stub
+
+    def agent_tasks(self, address: str) -> list[agent_pb.TaskStatus]:
+        return list(self.agent(address).ListTasks(agent_pb.ListTasksRequest(), timeout=10).tasks)
+
+    def node(self, node_id: str) -> dict[str, Any]:
+        return next(n for n in self.info["nodes"] if n["node_id"] == node_id)
+
+    # ------------------------------------------------------------------ failures
+
+    def kill_process(self, pid: int) -> None:
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not _alive(pid), 10, f"pid {pid} gone")
+
+    def restart_agent(self, node_id: str) -> None:
+        node = self.node(node_id)
+        self.kill_process(int(node["pid"]))
+        argv = [
+            sys.executable, "-m", "sluice", "agent",
+            "--rm", self.info["rm"],
+            "--node-id", node_id,
+            "--runtime", self.runtime,
+            "--state-dir", str(self.directory / node_id),
+            "--listen", node["address"],
+            "--heartbeat-interval", "0.5",
+        ]
+        node["pid"] = _spawn(argv, self.directory / "logs" / f"{node_id}.log").pid
+        self._rewrite()
+
+    def restart_rm(self) -> None:
+        self.kill_process(int(self.info["rm_pid"]))
+        argv = [
+            sys.executable, "-m", "sluice", "rm",
+            "--listen", self.info["rm"],
+            "--state-dir", str(self.directory / "rm"),
+            "--node-timeout", "5",
+        ]
+        self.info["rm_pid"] = _spawn(argv, self.directory / "logs" / "rm.log").pid
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        import json
+
+        (self.directory / "cluster.json").write_text(json.dumps(self.info))
+
+    def __post_init__(self) -> None:
+        self._channels: list[grpc.Channel] = []
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
+        self.client.close()
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def start_cluster(directory: Path, runtime: str, nodes: int = 2) -> Cluster:
+    info = local_cluster.up(
+        local_cluster.LocalClusterSpec(
+            directory=directory, nodes=nodes, runtime=runtime, cpus_per_node=2.0, memory_mb_per_node=2048
+        ),
+        lambda _: None,
+    )
+    return Cluster(directory, runtime, dict(info), RMClient.connect(str(info["rm"])))

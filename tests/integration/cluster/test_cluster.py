@@ -1,0 +1,227 @@
+"""End to end: an RM and two agents as separate processes, jobs run under each runtime, checked
+from the outside (cgroup files, the Docker Engine, /proc), and broken on purpose (SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from node_agent.runtime.task_state import encode_name
+from sluice import local_cluster
+from sluice_pb import common_pb2 as pb
+from sluice_pb import node_agent_pb2 as agent_pb
+from tests.integration.cluster.harness import (
+    Cluster,
+    job_spec,
+    phase,
+    start_cluster,
+    unavailable,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+CGROUP = Path("/sys/fs/cgroup")
+BURN = "while :; do :; done"
+
+
+def _docker_client():  # type: ignore[no-untyped-def]
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as error:  # any failure to reach the engine means: no docker here
+        unavailable(f"the Docker Engine is not reachable ({error})")
+    return client
+
+
+def _require(runtime: str) -> None:
+    if runtime == "docker":
+        _docker_client()
+    elif not os.access(CGROUP / "cpu", os.W_OK) and not os.access(CGROUP / "cgroup.procs", os.W_OK):
+        unavailable("cgroups are not writable here")
+
+
+@pytest.fixture(scope="module", params=["process", "docker"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    runtime = request.param
+    _require(runtime)
+    directory = tmp_path_factory.mktemp(f"cluster-{runtime}")
+    cluster = start_cluster(directory, runtime)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        local_cluster.down(directory, lambda _: None)
+        _assert_nothing_left(cluster)
+
+
+def _assert_nothing_left(cluster: Cluster) -> None:
+    for node in cluster.info["nodes"]:
+        leftovers = list(CGROUP.glob(f"*/sluice/{node['node_id']}/*"))
+        assert not leftovers, f"cgroups left behind: {leftovers}"
+    pids = [n["pid"] for n in cluster.info["nodes"]] + [cluster.info["rm_pid"]]
+    assert not [p for p in pids if Path(f"/proc/{p}").exists() and _not_zombie(p)]
+    if cluster.runtime == "docker":
+        containers = _docker_client().containers.list(all=True, filters={"label": "sluice.node"})
+        ours = [c for c in containers if c.labels.get("sluice.node", "").startswith("node-")]
+        assert not ours, f"containers left behind: {[c.name for c in ours]}"
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# ---------------------------------------------------------------------------- limits, seen outside
+
+
+def _limits_seen_outside(cluster: Cluster, node_id: str, key: str) -> tuple[int, str, int]:
+    """(CFS quota in µs, cpuset, memory limit in bytes) as the kernel / Docker Engine has them."""
+    if cluster.runtime == "docker":
+        client = _docker_client()
+        (container,) = client.containers.list(all=True, filters={"label": f"sluice.task_key={key}"})
+        host = container.attrs["HostConfig"]
+        return host["CpuQuota"], host["CpusetCpus"], host["Memory"]
+    (cpu_dir,) = CGROUP.glob(f"cpu/sluice/{node_id}/{encode_name(key)}")
+    (cpuset_dir,) = CGROUP.glob(f"cpuset/sluice/{node_id}/{encode_name(key)}")
+    (memory_dir,) = CGROUP.glob(f"memory/sluice/{node_id}/{encode_name(key)}")
+    return (
+        int((cpu_dir / "cpu.cfs_quota_us").read_text()),
+        (cpuset_dir / "cpuset.cpus").read_text().strip(),
+        int((memory_dir / "memory.limit_in_bytes").read_text()),
+    )
+
+
+def _cpu_seconds(cluster: Cluster, node_id: str, key: str) -> float:
+    if cluster.runtime == "docker":
+        (container,) = _docker_client().containers.list(all=True, filters={"label": f"sluice.task_key={key}"})
+        usage = CGROUP / "cpuacct" / "docker" / container.id / "cpuacct.usage"
+    else:
+        (usage_dir,) = CGROUP.glob(f"cpuacct/sluice/{node_id}/{encode_name(key)}")
+        usage = usage_dir / "cpuacct.usage"
+    return int(usage.read_text()) / 1e9
+
+
+# ---------------------------------------------------------------------------- tests
+
+
+def test_two_phase_job_runs_with_granted_limits_and_a_held_barrier(cluster: Cluster) -> None:
+    spec = job_spec(
+        "two-phase",
+        [
+            phase("first", 3, "echo first $SLUICE_TASK_ID; sleep 1", cpu=0.5, mem=96),
+            phase("second", 2, "echo second $SLUICE_TASK_ID; sleep 3", after=["first"], cpu=1.0, mem=128),
+        ],
+    )
+    job_id = cluster.submit(spec)
+    running = cluster.wait_task_running(job_id, "second-0")
+    key = f"{job_id}.second-0.{running.attempt}"
+    quota, cpuset, memory = _limits_seen_outside(cluster, running.node_id, key)
+    assert quota == 100_000  # 1.0 cpu over the 100 ms CFS period
+    assert cpuset and len(cpuset.replace("-", ",").split(",")) >= 1
+    assert memory == 128 * 1024 * 1024
+
+    detail = cluster.wait_final(job_id)
+    assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
+    first = [t for t in detail.tasks if t.phase == "first" and t.state == pb.TASK_SUCCEEDED]
+    second = [t for t in detail.tasks if t.phase == "second" and t.state == pb.TASK_SUCCEEDED]
+    assert len(first) == 3 and len(second) == 2
+    assert min(t.start_time for t in second) >= max(t.finish_time for t in first) - 0.05
+
+    from sluice.cli import main
+
+    assert main(["--rm", cluster.info["rm"], "logs", job_id, "first-1"]) == 0
+
+
+def test_suspended_task_uses_no_cpu_until_resumed_and_can_be_resized(cluster: Cluster) -> None:
+    job_id = cluster.submit(job_spec("burner", [phase("burn", 1, BURN, cpu=1.0, mem=64)]))
+    task = cluster.wait_task_running(job_id, "burn-0")
+    key = f"{job_id}.burn-0.{task.attempt}"
+    agent = cluster.agent(task.node_address)
+    ref = agent_pb.TaskRef(job_id=job_id, task_id="burn-0", attempt=task.attempt)
+
+    def burned_over(seconds: float) -> float:
+        before = _cpu_seconds(cluster, task.node_id, key)
+        time.sleep(seconds)
+        return _cpu_seconds(cluster, task.node_id, key) - before
+
+    assert burned_over(0.5) > 0.2
+    status = agent.SuspendTask(ref, timeout=30)
+    assert status.state == pb.TASK_SUSPENDED
+    assert burned_over(1.0) < 0.02
+    agent.ResumeTask(ref, timeout=30)
+    assert burned_over(0.5) > 0.2
+
+    agent.ResizeTask(
+        agent_pb.ResizeTaskRequest(task=ref, resources=pb.Resources(cpu=0.5, memory_mb=96), cpuset=[0]),
+        timeout=30,
+    )
+    quota, cpuset, memory = _limits_seen_outside(cluster, task.node_id, key)
+    assert (quota, cpuset, memory) == (50_000, "0", 96 * 1024 * 1024)
+
+    cluster.client.jobs.KillJob(pb_get(job_id), timeout=10)
+    assert cluster.wait_final(job_id).summary.state == pb.JOB_KILLED
+    wait_until(
+        lambda: all(t.state != pb.TASK_RUNNING for t in cluster.agent_tasks(task.node_address) if t.task.job_id == job_id),
+        20,
+        "the killed job's task stopped",
+    )
+
+
+def test_agent_killed_and_restarted_adopts_its_running_task(cluster: Cluster) -> None:
+    job_id = cluster.submit(job_spec("survivor", [phase("long", 1, "sleep 6; echo done")]))
+    task = cluster.wait_task_running(job_id, "long-0")
+    cluster.restart_agent(task.node_id)
+    node = cluster.node(task.node_id)
+
+    def adopted() -> list[agent_pb.TaskStatus]:
+        try:
+            tasks = cluster.agent_tasks(node["address"])
+        except Exception:
+            return []
+        return [t for t in tasks if t.task.job_id == job_id and t.task.task_id == "long-0"]
+
+    statuses = wait_until(adopted, 20, "the restarted agent lists the task")
+    assert len(statuses) == 1 and statuses[0].state == pb.TASK_RUNNING
+    detail = cluster.wait_final(job_id)
+    assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
+    attempts = [t for t in detail.tasks if t.task_id == "long-0"]
+    assert [t.attempt for t in attempts] == [1], "the task ran once: adopted, not restarted"
+
+
+def test_rm_killed_and_restarted_still_lists_every_job(cluster: Cluster) -> None:
+    running = cluster.submit(job_spec("across-restart", [phase("work", 2, "sleep 4")]))
+    cluster.wait_task_running(running, "work-0")
+    before = {j.job_id for j in cluster.client.jobs.ListJobs(pb_list(), timeout=10).jobs}
+    cluster.restart_rm()
+
+    def listed() -> set[str]:
+        try:
+            return {j.job_id for j in cluster.client.jobs.ListJobs(pb_list(), timeout=2).jobs}
+        except Exception:
+            return set()
+
+    after = wait_until(listed, 20, "the restarted RM answers")
+    assert before <= after
+    detail = cluster.wait_final(running, timeout=60)
+    assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
+
+
+def pb_get(job_id: str):  # type: ignore[no-untyped-def]
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
+    return rm_pb.GetJobRequest(job_id=job_id)
+
+
+def pb_list():  # type: ignore[no-untyped-def]
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
+    return rm_pb.ListJobsRequest()
