@@ -1,0 +1,190 @@
+"""The docker runtime against the real Docker Engine, checked through ``docker inspect``/stats."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+
+from node_agent.runtime.base import ResourceLimits, TaskExistsError, TaskState, UnknownTaskError
+from node_agent.runtime.cgroups import format_cpuset
+from node_agent.runtime.docker_runtime import DockerRuntime
+from node_agent.runtime.task_image import DEFAULT_IMAGE, RECIPE_LABEL
+from tests.integration.node_agent.conftest import BURN, exited, launch, state_of
+
+pytestmark = pytest.mark.integration
+MiB = 1024 * 1024
+SLEEP = ("sleep", "30")
+
+
+@pytest.fixture
+def runtime(docker_client: Any, node_id: str, state_dir: Path) -> Iterator[DockerRuntime]:
+    rt = DockerRuntime(node_id, state_dir, docker_client)
+    yield rt
+    rt.purge(grace_seconds=0)
+
+
+def container_of(client: Any, node_id: str, key: str) -> Any:
+    (container,) = client.containers.list(
+        all=True, filters={"label": [f"sluice.node={node_id}", f"sluice.task_key={key}"]}
+    )
+    return container
+
+
+def cpu_over_about_one_second(container: Any) -> float:
+    """CPU seconds between the two samples one non-streaming ``docker stats`` call takes."""
+    stats = container.stats(stream=False)
+    now = stats["cpu_stats"]["cpu_usage"]["total_usage"]
+    before = stats["precpu_stats"]["cpu_usage"]["total_usage"]
+    return float(now - before) / 1e9
+
+
+def test_container_has_labels_and_granted_limits(
+    runtime: DockerRuntime, docker_client: Any, node_id: str
+) -> None:
+    runtime.start(launch("t1", SLEEP, cpu=0.5, memory_mb=48, cpuset=(0,)))
+    attrs = container_of(docker_client, node_id, "t1").attrs
+    host = attrs["HostConfig"]
+    assert (host["CpuPeriod"], host["CpuQuota"], host["CpusetCpus"]) == (100_000, 50_000, "0")
+    assert (host["Memory"], host["MemorySwap"]) == (48 * MiB, 48 * MiB)
+    assert host["AutoRemove"] is False
+    labels = attrs["Config"]["Labels"]
+    # The image's recipe label is inherited; the runtime's own labels are these.
+    assert {k: v for k, v in labels.items() if k.startswith("sluice.")} == {
+        "sluice.node": node_id,
+        "sluice.job": "job",
+        "sluice.task": "t1",
+        "sluice.attempt": "1",
+        "sluice.allocation": "alloc",
+        "sluice.task_key": "t1",
+    }
+    assert attrs["Config"]["Image"] == DEFAULT_IMAGE
+    assert state_of(runtime, "t1").state is TaskState.RUNNING
+
+
+def test_default_image_is_built_locally_with_recipe_label(
+    runtime: DockerRuntime, docker_client: Any
+) -> None:
+    runtime.start(launch("t1", "echo hi; seq 3; yes | head -n 2; dd if=/dev/zero bs=1 count=0"))
+    assert exited(runtime, "t1").exit_code == 0
+    assert b"hi\n1\n2\n3\ny\ny\n" in runtime.logs("t1")
+    assert RECIPE_LABEL in docker_client.images.get(DEFAULT_IMAGE).labels
+
+
+def test_paused_task_burns_no_cpu_and_burns_again_after_resume(
+    runtime: DockerRuntime, docker_client: Any, node_id: str
+) -> None:
+    runtime.start(launch("burn", BURN, cpu=1.0))
+    container = container_of(docker_client, node_id, "burn")
+    runtime.suspend("burn")
+    container.reload()
+    assert container.status == "paused"
+    assert state_of(runtime, "burn").state is TaskState.SUSPENDED
+    assert cpu_over_about_one_second(container) < 0.02
+    runtime.resume("burn")
+    container.reload()
+    assert container.status == "running"
+    assert cpu_over_about_one_second(container) > 0.1  # loose: the cores are shared
+
+
+def test_resize_updates_quota_cpuset_and_memory(
+    runtime: DockerRuntime, docker_client: Any, node_id: str
+) -> None:
+    runtime.start(launch("t1", SLEEP, cpu=0.5, memory_mb=64, cpuset=(0,)))
+    runtime.resize("t1", ResourceLimits(cpu=1.5, memory_mb=32, cpuset=()))
+    host = container_of(docker_client, node_id, "t1").attrs["HostConfig"]
+    assert (host["CpuQuota"], host["Memory"], host["MemorySwap"]) == (150_000, 32 * MiB, 32 * MiB)
+    # An empty cpuset is spelled out as all of the node's CPUs, so the resize widens it.
+    assert host["CpusetCpus"] == format_cpuset(os.sched_getaffinity(0))
+    assert state_of(runtime, "t1").limits.memory_mb == 32
+
+
+def test_usage_grows_while_burning(runtime: DockerRuntime) -> None:
+    runtime.start(launch("burn", BURN))
+    first = runtime.usage("burn")
+    time.sleep(0.3)
+    second = runtime.usage("burn")
+    assert second.cpu_seconds > first.cpu_seconds
+    assert second.memory_bytes > 0
+
+
+@pytest.mark.parametrize(("script", "code"), [("exit 0", 0), ("exit 3", 3), ("kill -KILL $$", 137)])
+def test_exit_codes(runtime: DockerRuntime, script: str, code: int) -> None:
+    runtime.start(launch("t1", script))
+    observation = exited(runtime, "t1")
+    assert observation.exit_code == code
+    assert observation.finished_at is not None and observation.finished_at >= time.time() - 60
+
+
+def test_stop_is_sigterm_then_sigkill_after_grace(runtime: DockerRuntime) -> None:
+    runtime.start(launch("polite", SLEEP))
+    runtime.start(launch("stubborn", "trap '' TERM; while :; do sleep 0.05; done"))
+    runtime.suspend("polite")
+    runtime.stop("polite", grace_seconds=2)  # unpauses first
+    runtime.stop("stubborn", grace_seconds=0.5)
+    observed = {o.task_key: o.exit_code for o in runtime.observe()}
+    assert observed == {"polite": 143, "stubborn": 137}
+    runtime.stop("polite")  # stopping an exited task does nothing
+
+
+def test_logs_survive_cleanup_until_forget(
+    runtime: DockerRuntime, docker_client: Any, node_id: str
+) -> None:
+    runtime.start(launch("t1", "echo to-out; exit 5"))
+    exited(runtime, "t1")
+    container_id = container_of(docker_client, node_id, "t1").id
+    runtime.cleanup("t1")
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(container_id)
+    assert runtime.logs("t1") == b"to-out\n"
+    assert state_of(runtime, "t1").exit_code == 5
+    runtime.forget("t1")
+    with pytest.raises(UnknownTaskError):
+        runtime.logs("t1")
+
+
+def test_new_runtime_adopts_containers_without_duplicating(
+    docker_client: Any, node_id: str, state_dir: Path
+) -> None:
+    first = DockerRuntime(node_id, state_dir, docker_client)
+    first.start(launch("t1", SLEEP))
+    first.start(launch("t2", SLEEP))
+    first.suspend("t2")
+    first.start(launch("t3", "sleep 0.3; exit 7"))
+    del first  # the agent is SIGKILLed: nothing stopped, nothing cleaned up
+    time.sleep(0.6)  # t3 ends while no runtime exists
+
+    second = DockerRuntime(node_id, state_dir, docker_client)
+    try:
+        observed = {o.task_key: o for o in second.observe()}
+        assert observed["t1"].state is TaskState.RUNNING
+        assert observed["t2"].state is TaskState.SUSPENDED
+        assert (observed["t3"].state, observed["t3"].exit_code) == (TaskState.EXITED, 7)
+        with pytest.raises(TaskExistsError):
+            second.start(launch("t1", SLEEP))
+        container_of(docker_client, node_id, "t1")  # still exactly one
+        second.stop("t1", grace_seconds=2)
+        assert state_of(second, "t1").exit_code == 143
+    finally:
+        second.purge(grace_seconds=0)
+
+
+def test_purge_leaves_no_container_and_no_state(
+    runtime: DockerRuntime, docker_client: Any, node_id: str, state_dir: Path
+) -> None:
+    runtime.start(launch("running", SLEEP))
+    runtime.start(launch("paused", SLEEP))
+    runtime.suspend("paused")
+    runtime.start(launch("done", "true"))
+    exited(runtime, "done")
+    runtime.purge(grace_seconds=0)
+    assert (
+        docker_client.containers.list(all=True, filters={"label": f"sluice.node={node_id}"}) == []
+    )
+    assert not (state_dir / "tasks").exists()
+    assert runtime.observe() == []
