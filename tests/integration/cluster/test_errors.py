@@ -1,0 +1,137 @@
+"""Bad input against a real RM: INVALID_ARGUMENT / NOT_FOUND over gRPC, one clear line from the
+CLI, and nothing created."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from sluice import local_cluster
+from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+from tests.integration.cluster.harness import Cluster, job_spec, phase, start_cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("cluster-errors")
+    cluster = start_cluster(directory, "process", nodes=1)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        local_cluster.down(directory, lambda _: None)
+
+
+BAD_SPECS = [
+    ("name: x\nphases: []\n", "phases: must be a non-empty list"),
+    ("name: x\nbogus: 1\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n", "bogus: unknown field"),
+    ("name: x\nphases: [{name: a, tasks: 0, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n", "phases[0].tasks: must be positive"),
+    ("name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}, after: [b]}]\n", "phases[0].after: unknown phase 'b'"),
+    (
+        "name: x\nphases:\n"
+        "  - {name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}, after: [b]}\n"
+        "  - {name: b, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}, after: [a]}\n",
+        "phases: dependency cycle",
+    ),
+    ("name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 64, memory_mb: 1}}]\n", "phases[0].resources: 64 cpu"),
+    ("name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 999999}}]\n", "fits on no node"),
+    ("name: [unclosed\n", "not valid YAML"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), BAD_SPECS)
+def test_invalid_spec_is_refused_over_grpc_and_nothing_is_created(
+    cluster: Cluster, spec: str, message: str
+) -> None:
+    before = len(cluster.client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs)
+    with pytest.raises(grpc.RpcError) as raised:
+        cluster.client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=spec), timeout=10)
+    assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert message in raised.value.details()
+    assert len(cluster.client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs) == before
+
+
+def test_structured_spec_is_validated_like_yaml(cluster: Cluster) -> None:
+    spec = pb.JobSpec(name="s", phases=[pb.PhaseSpec(name="a", tasks=1, command=["true"])])
+    with pytest.raises(grpc.RpcError) as raised:
+        cluster.client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec=spec), timeout=10)
+    assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "phases[0].resources.cpu: must be positive" in raised.value.details()
+
+
+@pytest.mark.parametrize("rpc", ["GetJob", "KillJob"])
+def test_unknown_job_is_not_found(cluster: Cluster, rpc: str) -> None:
+    with pytest.raises(grpc.RpcError) as raised:
+        getattr(cluster.client.jobs, rpc)(rm_pb.GetJobRequest(job_id="job-999999"), timeout=10)
+    assert raised.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+def _sluice(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sluice", "--rm", cluster.info["rm"], *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["job", "job-999999"], "job 'job-999999' not found"),
+        (["kill", "job-999999"], "job 'job-999999' not found"),
+        (["submit", "/nonexistent.yaml"], "/nonexistent.yaml: No such file or directory"),
+    ],
+)
+def test_cli_prints_one_line_and_fails(cluster: Cluster, args: list[str], message: str) -> None:
+    result = _sluice(cluster, *args)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [f"sluice: error: {message}"]
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_submit_of_bad_file_names_file_and_field(cluster: Cluster, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nphases: [{name: a, tasks: -1, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n")
+    result = _sluice(cluster, "submit", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"sluice: error: {bad}: phases[0].tasks: must be positive, got -1"
+
+
+def test_cli_submit_wait_json_and_listing(cluster: Cluster, tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(job_spec("cli-ok", [phase("only", 1, "echo hello from sluice")]))
+    result = _sluice(cluster, "submit", str(good), "--wait", "--json")
+    assert result.returncode == 0, result.stderr
+    import json
+
+    summary = json.loads(result.stdout)
+    assert summary["state"] == "succeeded"
+    logs = _sluice(cluster, "logs", summary["job_id"], "only-0")
+    assert logs.stdout == "hello from sluice\n"
+    listing = json.loads(_sluice(cluster, "jobs", "--json").stdout)
+    assert summary["job_id"] in {job["job_id"] for job in listing}
+    nodes = json.loads(_sluice(cluster, "nodes", "--json").stdout)
+    assert [n["state"] for n in nodes] == ["ready"]
+
+
+def test_unreachable_cluster_is_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sluice", "--rm", "127.0.0.1:1", "jobs"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("sluice: error: cannot reach 127.0.0.1:1")
+    assert len(result.stderr.strip().splitlines()) == 1
