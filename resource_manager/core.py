@@ -9,7 +9,7 @@ thread-safe: the gRPC layer serialises calls with one lock.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -256,7 +256,18 @@ class ResourceManagerCore:
             job.progress = tuple(progress)
             self._save_job(job)
         if job.state is JobState.RUNNING and not job.kill_requested:
-            self._asks[job_id] = _JobAsks({a.phase: a for a in asks if a.count > 0})
+            # The master counts only containers it has been told of; grants made since its last
+            # call (not yet delivered) already serve part of its absolute ask.
+            undelivered = Counter(
+                a.phase for a in self.allocations.values() if a.job_id == job_id and not a.delivered
+            )
+            self._asks[job_id] = _JobAsks(
+                {
+                    a.phase: replace(a, count=a.count - undelivered[a.phase])
+                    for a in asks
+                    if a.count > undelivered[a.phase]
+                }
+            )
             self._schedule(now)
         else:
             self._asks.pop(job_id, None)
