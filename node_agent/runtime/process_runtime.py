@@ -117,6 +117,13 @@ def group_members(pgid: int) -> set[int]:
     return members
 
 
+def _environment(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
 def _signal(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
@@ -279,7 +286,7 @@ class ProcessRuntime:
             task = self._get(task_key)
             if self._cgroups is not None and self._cgroups.exists(task.cgroup):
                 return self._cgroups.usage(task.cgroup)
-            pids = self._members(task) | ({task.pid} if task.pid is not None else set())
+            pids = self._members(task)  # the wrapper only if it still is the wrapper
             stats = [s for s in map(proc_stat, pids) if s is not None]
             ticks = sum(s.cpu_ticks for s in stats)
             return TaskUsage(
@@ -456,7 +463,13 @@ class ProcessRuntime:
             return self._cgroups.pids(task.cgroup) if self._cgroups.exists(task.cgroup) else set()
         if task.pid is None:
             return set()
-        return group_members(task.pid)
+        members = group_members(task.pid)
+        if self._wrapper_alive(task):
+            return members
+        # The wrapper is gone, so its PID -- the group id -- may have been reused by an unrelated
+        # process: keep only processes that carry this task's marker in their environment.
+        marker = f"SLUICE_TASK_DIR={task.dir.path}".encode()
+        return {pid for pid in members if marker in _environment(pid)}
 
     def _finished(self, task: _Task) -> bool:
         """The wrapper recorded a status, or nothing of the task is left to record one."""
@@ -530,10 +543,9 @@ class ProcessRuntime:
         if self._cgroups is not None:
             self._kill_cgroup(task.cgroup)
             return
-        if task.pid is not None:
-            for pid in group_members(task.pid):
-                _signal(pid, signal.SIGKILL)
-        self._wrapper_alive(task)
+        for pid in self._members(task):
+            _signal(pid, signal.SIGKILL)
+        self._wrapper_alive(task)  # reap
 
     def _kill_cgroup(self, name: str) -> None:
         """SIGKILL every process in a task cgroup and wait until it is empty."""

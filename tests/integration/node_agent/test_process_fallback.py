@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,3 +100,26 @@ def test_fallback_adoption_and_purge(tmp_path: Path, node_id: str, state_dir: Pa
     assert not any(pid_alive(p) for p in pids)
     assert second.observe() == []
     assert not (state_dir / "tasks").exists()
+
+
+def test_reused_wrapper_pid_never_gets_an_unrelated_group_killed(
+    tmp_path: Path, node_id: str, state_dir: Path
+) -> None:
+    root = tmp_path / "no-cgroups"
+    first = ProcessRuntime(node_id, state_dir, cgroup_root=root)
+    first.start(launch("t1", "exit 0"))
+    exited(first, "t1")
+    del first
+    # Pretend the finished wrapper's PID now belongs to an unrelated session leader.
+    unrelated = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        pid_file = state_dir / "tasks" / "t1" / "pid.json"
+        pid_file.write_text(json.dumps({"pid": unrelated.pid, "starttime": 1}))
+        second = ProcessRuntime(node_id, state_dir, cgroup_root=root)
+        second.stop("t1")
+        second.cleanup("t1")
+        second.purge(grace_seconds=0.2)
+        assert unrelated.poll() is None
+    finally:
+        unrelated.kill()
+        unrelated.wait()
