@@ -65,9 +65,11 @@ class SyncAction(Enum):
     NEED_CANDIDATES = "need_candidates"  # delta against a version the replica does not hold
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LocalReplica:
-    """A job master's replica: the machine list and the latest candidate bit vector."""
+    """A job master's replica: the machine list and the latest candidate bit vector.
+
+    Compared by identity: an unchanged replica is returned as the same object."""
 
     machines: MachineList = MachineList(version=0, names=())
     candidate_version: int = 0

@@ -14,8 +14,9 @@ samples (non-finite samples — NaN for "missing" — are dropped first, order k
 * A series with no finite sample approximates to NaN.
 
 Alg. 2 keeps the samples inside ``[Q1 - p*IQR, Q3 + p*IQR]`` where Q1 and Q3 are the lower and
-upper quartiles with linear interpolation (numpy's default percentile method). The kept set is
-never empty because Q1 <= median <= Q3 always contains a sample.
+upper quartiles with linear interpolation (numpy's default percentile method). With three or
+more samples ``[Q1, Q3]`` always holds one; with two and ``p < 0.5`` the fences can exclude both,
+and then nothing is eliminated (a mean needs a sample).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def eliminate_outliers(values: ArrayLike, *, fence: float = DEFAULT_FENCE) -> Fl
     q1, q3 = np.percentile(series, [25.0, 75.0])
     iqr = q3 - q1
     keep = (series >= q1 - fence * iqr) & (series <= q3 + fence * iqr)
-    kept: FloatArray = series[keep]
+    kept: FloatArray = series[keep] if keep.any() else series
     return kept
 
 
@@ -120,7 +121,7 @@ def _approximate_rows(rows: FloatArray, segments: int, fence: float) -> FloatArr
     whole = n // width
     # positions[j, s] holds sample j of segment s of every series: one transposing copy, after
     # which every step is elementwise over contiguous vectors.
-    positions = np.ascontiguousarray(rows.reshape(count, whole, width).transpose(2, 1, 0))
+    positions = rows.reshape(count, whole, width).transpose(2, 1, 0).copy()
     monotonous = _positions_monotonous(positions)
     last = positions[-1, -1].copy()
     sums = positions.sum(axis=0)
@@ -170,7 +171,7 @@ def _segmented_estimate(columns: FloatArray, segments: int, fence: float) -> Flo
     sums = blocks.sum(axis=1)
     # Position j of every whole segment as one contiguous (whole x series) array: a cheap copy
     # of whole contiguous rows that makes every compare-exchange of the sort stream memory.
-    positions = np.ascontiguousarray(blocks.transpose(1, 0, 2))
+    positions = blocks.transpose(1, 0, 2).copy()
     means = _tukey_means(_sort_rows(list(positions), scratch=True), sums, fence)
     if remainder:
         tail = columns[whole * width :]
@@ -204,6 +205,7 @@ def _tukey_means(sorted_rows: list[FloatArray], sums: FloatArray, fence: float) 
         samples = np.stack([row.take(flagged) for row in sorted_rows])
         low, high = lower.take(flagged), upper.take(flagged)
         keep = (samples >= low) & (samples <= high)
+        keep[:, ~keep.any(axis=0)] = True
         means.flat[flagged] = np.where(keep, samples, 0.0).sum(axis=0) / keep.sum(axis=0)
     return means
 

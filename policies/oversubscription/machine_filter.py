@@ -56,7 +56,7 @@ class FilterPhase(IntEnum):
     NOT_SHORTEST_QUEUE = 7  # line 25
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FilterResult:
     """Outcome of one Alg. 4 round over ``n`` machines.
 
@@ -94,22 +94,8 @@ def filter_machines(
 ) -> FilterResult:
     """Alg. 4 lines 5-31 on approximated loads and machine ratings (higher is better)."""
     machines = loads.machine_count
-    ratings = np.asarray(scores, dtype=np.float64)
-    if ratings.shape != (machines,):
-        raise ValueError(f"scores: expected {machines} machine ratings")
-    if np.isnan(ratings).any():
-        raise ValueError("scores: ratings must not be NaN")
-    if loads.load.shape[1] != len(config.load_metrics):
-        raise ValueError(f"loads.load: expected {len(config.load_metrics)} load metrics")
-    if loads.queue.shape[1] != len(config.queue_metrics):
-        raise ValueError(f"loads.queue: expected {len(config.queue_metrics)} queue metrics")
-
-    # Lines 1-4: normalise every dimension to a cluster-uniform range.
-    load_scale = loads.load_capacity.max(axis=0)
-    queue_scale = np.nanmax(np.abs(loads.queue), axis=0, initial=0.0)
-    queue_scale[queue_scale == 0] = 1.0
-    load_index = (loads.load / load_scale) @ np.asarray(config.load_weights)
-    queue_index = (loads.queue / queue_scale) @ np.asarray(config.queue_weights)
+    ratings = _checked_ratings(loads, scores, config)
+    load_index, queue_index, overloaded = _indices_and_overload(loads, config)
 
     # Lines 7-13: the blacklists.
     high_cpi = np.zeros(machines, dtype=np.bool_)
@@ -120,17 +106,8 @@ def filter_machines(
     low_rating = np.zeros(machines, dtype=np.bool_)
     penalised = np.flatnonzero(ratings < 0)
     low_rating[penalised[smallest_k(ratings[penalised], config.rating_blacklist_size)]] = True
-    missing = np.isnan(loads.load).any(axis=1) | np.isnan(loads.queue).any(axis=1)
-    disconnected = ~loads.connected | missing
-    over = np.concatenate(
-        [
-            loads.load > loads.load_capacity * np.asarray(config.load_thresholds),
-            loads.queue > np.asarray(config.queue_thresholds),
-        ],
-        axis=1,
-    )
-    overloaded: BoolArray = np.any(over, axis=1)
-    overloaded_dimension = np.where(overloaded, over.argmax(axis=1), -1).astype(np.int16)
+    # A NaN reading makes its index NaN (NaN * w is NaN even for w = 0).
+    disconnected = ~loads.connected | np.isnan(load_index) | np.isnan(queue_index)
 
     # Line 14 and 17-25: the rest, least loaded first, then shortest queues.
     remaining = np.flatnonzero(~(high_cpi | high_mpki | low_rating | disconnected | overloaded))
@@ -153,7 +130,7 @@ def filter_machines(
     return FilterResult(
         candidates=candidates,
         phase=phase,
-        overloaded_dimension=overloaded_dimension,
+        overloaded_dimension=_first_overloaded_dimension(loads, overloaded, config),
         load_index=load_index,
         queue_index=queue_index,
         high_cpi=high_cpi,
@@ -162,6 +139,71 @@ def filter_machines(
         disconnected=disconnected,
         overloaded=overloaded,
     )
+
+
+def _checked_ratings(
+    loads: MachineLoads, scores: ArrayLike, config: OversubscriptionConfig
+) -> FloatArray:
+    machines = loads.machine_count
+    ratings = np.asarray(scores, dtype=np.float64)
+    if ratings.shape != (machines,):
+        raise ValueError(f"scores: expected {machines} machine ratings")
+    if np.isnan(ratings).any():
+        raise ValueError("scores: ratings must not be NaN")
+    if loads.load.shape[1] != len(config.load_metrics):
+        raise ValueError(f"loads.load: expected {len(config.load_metrics)} load metrics")
+    if loads.queue.shape[1] != len(config.queue_metrics):
+        raise ValueError(f"loads.queue: expected {len(config.queue_metrics)} queue metrics")
+    return ratings
+
+
+def _indices_and_overload(
+    loads: MachineLoads, config: OversubscriptionConfig
+) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """Lines 1-4, 13 and 19-20: lIndex, qIndex over normalised dimensions, and B3.
+
+    Everything runs column by column: with the column-major arrays ``approximate_machines``
+    produces, each step streams one contiguous vector (a per-row reduction over (n, dims)
+    would cost a call per machine).
+    """
+    machines = loads.machine_count
+    load_index = np.zeros(machines)
+    overloaded = np.zeros(machines, dtype=np.bool_)
+    for j, (weight, threshold) in enumerate(
+        zip(config.load_weights, config.load_thresholds, strict=True)
+    ):
+        reading, capacity = loads.load[:, j], loads.load_capacity[:, j]
+        load_index += reading * (weight / capacity.max())
+        overloaded |= reading > capacity * threshold
+    queue_index = np.zeros(machines)
+    for j, (weight, threshold) in enumerate(
+        zip(config.queue_weights, config.queue_thresholds, strict=True)
+    ):
+        reading = loads.queue[:, j]
+        largest = np.nanmax(np.abs(reading), initial=0.0)
+        queue_index += reading * (weight / (largest if largest > 0 else 1.0))
+        overloaded |= reading > threshold
+    return load_index, queue_index, overloaded
+
+
+def _first_overloaded_dimension(
+    loads: MachineLoads, overloaded: BoolArray, config: OversubscriptionConfig
+) -> NDArray[np.int16]:
+    """For each B3 machine, the first dimension (load, then queue) over its threshold."""
+    result = np.full(loads.machine_count, -1, dtype=np.int16)
+    flagged = np.flatnonzero(overloaded)
+    if flagged.size:
+        queue_limits = np.asarray(config.queue_thresholds)
+        limits = np.concatenate(
+            [
+                loads.load_capacity[flagged] * np.asarray(config.load_thresholds),
+                np.broadcast_to(queue_limits, (flagged.size, queue_limits.size)),
+            ],
+            axis=1,
+        )
+        readings = np.concatenate([loads.load[flagged], loads.queue[flagged]], axis=1)
+        result[flagged] = np.argmax(readings > limits, axis=1)
+    return result
 
 
 def _top_counter(values: FloatArray, k: int) -> BoolArray:

@@ -47,7 +47,7 @@ NEGATIVE_OUTCOMES: frozenset[TaskOutcome] = frozenset(
 _NEGATIVE_CODES = np.array(sorted(int(o) for o in NEGATIVE_OUTCOMES), dtype=np.int64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class JobReport:
     """One terminated job master's execution report: the host and outcome of each task."""
 

@@ -21,7 +21,7 @@ BoolArray = NDArray[np.bool_]
 _T = TypeVar("_T", bound=np.generic)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MachineWindows:
     """Sliding metric windows of ``n`` machines. NaN marks a missing sample.
 
@@ -83,7 +83,7 @@ class MachineWindows:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MachineLoads:
     """Approximated state of ``n`` machines (the output of Alg. 1, input of Alg. 4).
 

@@ -1,0 +1,150 @@
+"""Alg. 1 (load level approximation) and Alg. 2 (Tukey outlier elimination)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from policies.oversubscription.load_approximation import approximate_load, eliminate_outliers
+
+
+def _monotonous(values: list[float]) -> bool:
+    steps = np.diff(values)
+    return bool((steps >= 0).all() or (steps <= 0).all())
+
+
+def _tukey_mean(values: list[float], p: float) -> float:
+    q1, q3 = np.percentile(values, [25, 75])
+    iqr = q3 - q1
+    kept = [v for v in values if q1 - p * iqr <= v <= q3 + p * iqr]
+    return float(np.mean(kept or values))
+
+
+def reference(series: list[float], k: int = 5, p: float = 1.5) -> float:
+    """Alg. 1 transcribed line by line for one series, the oracle for the vectorised code."""
+    data = [v for v in series if math.isfinite(v)]
+    if not data:
+        return math.nan
+    if _monotonous(data):  # lines 1-2
+        return data[-1]
+    if len(data) < k:  # lines 3-5
+        return _tukey_mean(data, p)
+    subsets: list[list[float]] = [[] for _ in range(k)]  # lines 8-16
+    i = 0
+    for d in data:
+        subsets[i].append(d)
+        if len(subsets[i]) >= math.ceil(len(data) / k):
+            i += 1
+    means = [_tukey_mean(s, p) for s in subsets if s]  # lines 18-22
+    if _monotonous(means):  # lines 24-25
+        return means[-1]
+    return _tukey_mean(means, p)  # lines 26-28
+
+
+@pytest.mark.parametrize(
+    ("series", "expected"),
+    [
+        pytest.param([3.0], 3.0, id="single sample"),
+        pytest.param([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 6.0, id="increasing: last"),
+        pytest.param([9.0, 9.0, 7.0, 1.0], 1.0, id="non-increasing: last"),
+        pytest.param([5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0], 5.0, id="constant"),
+        pytest.param([1.0, 3.0, 2.0], 2.0, id="shorter than k: Tukey mean"),
+        pytest.param([1.0, 3.0, 2.0, math.nan], 2.0, id="missing sample dropped"),
+        pytest.param([math.nan, math.nan], math.nan, id="no sample"),
+        # Segments of 2: (1,3)->2, (2,4)->3, (3,9)->6: D' increasing, so its last element.
+        pytest.param([1.0, 3.0, 2.0, 4.0, 3.0, 9.0], 6.0, id="D' monotonous: last segment mean"),
+        # Segments of 2: (4,6)->5, (1,3)->2, (5,5)->5, (2,2)->2, (4,4)->4; D' = 5,2,5,2,4 -> 3.6.
+        pytest.param(
+            [4.0, 6.0, 1.0, 3.0, 5.0, 5.0, 2.0, 2.0, 4.0, 4.0], 3.6, id="D' wiggles: Tukey mean"
+        ),
+    ],
+)
+def test_approximate_load_matches_the_algorithm_by_hand(
+    series: list[float], expected: float
+) -> None:
+    assert approximate_load(np.array([series]))[0] == pytest.approx(expected, nan_ok=True)
+
+
+def test_a_spike_is_removed_before_averaging() -> None:
+    # A flat-but-noisy series with one spike in the middle: Tukey removes the spike.
+    series = np.array([[0.50, 0.52, 0.49, 0.51, 0.50, 0.98, 0.51, 0.49, 0.50, 0.52]])
+    spikeless = np.delete(series, 5, axis=1)
+    assert approximate_load(series)[0] == pytest.approx(reference(list(spikeless[0])), abs=0.02)
+    assert approximate_load(series)[0] < 0.55
+
+
+@pytest.mark.parametrize("samples", [1, 2, 4, 5, 6, 7, 12, 13, 59, 60, 61, 90])
+def test_vectorised_matches_reference_for_every_window_length(samples: int) -> None:
+    rng = np.random.default_rng(samples)
+    windows = rng.standard_normal((40, 3, samples))
+    windows[rng.random(windows.shape) < 0.1] = np.nan
+    windows[::5, 0] = np.sort(windows[::5, 0], axis=-1)  # some monotonous series
+    windows[::7, 1, : samples // 2] = np.nan  # long gaps
+    got = approximate_load(windows)
+    assert got.shape == (40, 3)
+    expected = np.array([[reference(list(series)) for series in machine] for machine in windows])
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(1, 6), st.integers(1, 30)),
+        elements=st.one_of(
+            st.floats(-1e3, 1e3, allow_nan=False), st.just(math.nan), st.sampled_from([0.0, 1.0])
+        ),
+    ),
+    st.integers(1, 7),
+    st.sampled_from([0.0, 1.5, 3.0]),
+)
+def test_vectorised_equals_line_by_line_algorithm(
+    windows: np.ndarray, segments: int, fence: float
+) -> None:
+    got = approximate_load(windows, segments=segments, fence=fence)
+    expected = [reference(list(row), segments, fence) for row in windows]
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(hnp.arrays(np.float64, st.integers(1, 40), elements=st.floats(0, 100)))
+def test_estimate_lies_within_the_samples(series: np.ndarray) -> None:
+    value = approximate_load(series[None, :])[0]
+    assert series.min() - 1e-9 <= value <= series.max() + 1e-9
+
+
+def test_eliminate_outliers_keeps_inside_the_fences() -> None:
+    kept = eliminate_outliers([1.0, 2.0, 2.0, 3.0, 2.0, 50.0])
+    assert sorted(kept) == [1.0, 2.0, 2.0, 2.0, 3.0]
+
+
+def test_fences_that_exclude_everything_eliminate_nothing() -> None:
+    # Two samples with p = 0: Q1 = 0.25 and Q3 = 0.75 enclose neither sample.
+    assert sorted(eliminate_outliers([0.0, 1.0], fence=0.0)) == [0.0, 1.0]
+    # Segments (0, 1) -> 0.5 and (0,) -> 0: D' decreasing, so 0.
+    assert approximate_load(np.array([[0.0, 1.0, 0.0]]), segments=2, fence=0.0)[0] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"segments": 0}, "segments"),
+        ({"fence": -1.0}, "fence"),
+    ],
+)
+def test_bad_parameters_are_named(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        approximate_load(np.ones((1, 3)), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("shape", [(1, 2), (1, 12), (3, 60), (2, 7)])
+def test_input_is_not_modified(shape: tuple[int, int]) -> None:
+    windows = np.random.default_rng(0).random(shape)
+    before = windows.copy()
+    approximate_load(windows)
+    np.testing.assert_array_equal(windows, before)
