@@ -57,7 +57,12 @@ def job_spec(name: str, phases: list[dict[str, Any]], priority: int = 5, retries
 
 
 def phase(
-    name: str, tasks: int, script: str, after: list[str] | None = None, cpu: float = 0.5, mem: int = 64
+    name: str,
+    tasks: int,
+    script: str,
+    after: list[str] | None = None,
+    cpu: float = 0.5,
+    mem: int = 64,
 ) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "name": name,
@@ -80,7 +85,11 @@ class Cluster:
     # ------------------------------------------------------------------ jobs
 
     def submit(self, spec_yaml: str) -> str:
-        return str(self.client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=spec_yaml), timeout=30).job.job_id)
+        return str(
+            self.client.jobs.SubmitJob(
+                rm_pb.SubmitJobRequest(spec_yaml=spec_yaml), timeout=30
+            ).job.job_id
+        )
 
     def job(self, job_id: str) -> rm_pb.JobDetail:
         return self.client.jobs.GetJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
@@ -127,13 +136,22 @@ class Cluster:
         node = self.node(node_id)
         self.kill_process(int(node["pid"]))
         argv = [
-            sys.executable, "-m", "sluice", "agent",
-            "--rm", self.info["rm"],
-            "--node-id", node_id,
-            "--runtime", self.runtime,
-            "--state-dir", str(self.directory / node_id),
-            "--listen", node["address"],
-            "--heartbeat-interval", "0.5",
+            sys.executable,
+            "-m",
+            "sluice",
+            "agent",
+            "--rm",
+            self.info["rm"],
+            "--node-id",
+            node_id,
+            "--runtime",
+            self.runtime,
+            "--state-dir",
+            str(self.directory / node_id),
+            "--listen",
+            node["address"],
+            "--heartbeat-interval",
+            "0.5",
         ]
         node["pid"] = _spawn(argv, self.directory / "logs" / f"{node_id}.log").pid
         self._rewrite()
@@ -141,10 +159,16 @@ class Cluster:
     def restart_rm(self) -> None:
         self.kill_process(int(self.info["rm_pid"]))
         argv = [
-            sys.executable, "-m", "sluice", "rm",
-            "--listen", self.info["rm"],
-            "--state-dir", str(self.directory / "rm"),
-            "--node-timeout", "5",
+            sys.executable,
+            "-m",
+            "sluice",
+            "rm",
+            "--listen",
+            self.info["rm"],
+            "--state-dir",
+            str(self.directory / "rm"),
+            "--node-timeout",
+            "5",
         ]
         self.info["rm_pid"] = _spawn(argv, self.directory / "logs" / "rm.log").pid
         self._rewrite()
@@ -181,7 +205,11 @@ def _alive(pid: int) -> bool:
 def start_cluster(directory: Path, runtime: str, nodes: int = 2) -> Cluster:
     info = local_cluster.up(
         local_cluster.LocalClusterSpec(
-            directory=directory, nodes=nodes, runtime=runtime, cpus_per_node=2.0, memory_mb_per_node=2048
+            directory=directory,
+            nodes=nodes,
+            runtime=runtime,
+            cpus_per_node=2.0,
+            memory_mb_per_node=2048,
         ),
         lambda _: None,
     )

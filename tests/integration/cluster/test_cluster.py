@@ -14,6 +14,7 @@ from node_agent.runtime.task_state import encode_name
 from sluice import local_cluster
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import (
     Cluster,
     job_spec,
@@ -29,7 +30,7 @@ CGROUP = Path("/sys/fs/cgroup")
 BURN = "while :; do :; done"
 
 
-def _docker_client():  # type: ignore[no-untyped-def]
+def _docker_client():
     import docker
 
     try:
@@ -48,7 +49,9 @@ def _require(runtime: str) -> None:
 
 
 @pytest.fixture(scope="module", params=["process", "docker"])
-def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     runtime = request.param
     _require(runtime)
     directory = tmp_path_factory.mktemp(f"cluster-{runtime}")
@@ -102,7 +105,9 @@ def _limits_seen_outside(cluster: Cluster, node_id: str, key: str) -> tuple[int,
 
 def _cpu_seconds(cluster: Cluster, node_id: str, key: str) -> float:
     if cluster.runtime == "docker":
-        (container,) = _docker_client().containers.list(all=True, filters={"label": f"sluice.task_key={key}"})
+        (container,) = _docker_client().containers.list(
+            all=True, filters={"label": f"sluice.task_key={key}"}
+        )
         usage = CGROUP / "cpuacct" / "docker" / container.id / "cpuacct.usage"
     else:
         (usage_dir,) = CGROUP.glob(f"cpuacct/sluice/{node_id}/{encode_name(key)}")
@@ -118,7 +123,14 @@ def test_two_phase_job_runs_with_granted_limits_and_a_held_barrier(cluster: Clus
         "two-phase",
         [
             phase("first", 3, "echo first $SLUICE_TASK_ID; sleep 1", cpu=0.5, mem=96),
-            phase("second", 2, "echo second $SLUICE_TASK_ID; sleep 3", after=["first"], cpu=1.0, mem=128),
+            phase(
+                "second",
+                2,
+                "echo second $SLUICE_TASK_ID; sleep 3",
+                after=["first"],
+                cpu=1.0,
+                mem=128,
+            ),
         ],
     )
     job_id = cluster.submit(spec)
@@ -161,16 +173,22 @@ def test_suspended_task_uses_no_cpu_until_resumed_and_can_be_resized(cluster: Cl
     assert burned_over(0.5) > 0.2
 
     agent.ResizeTask(
-        agent_pb.ResizeTaskRequest(task=ref, resources=pb.Resources(cpu=0.5, memory_mb=96), cpuset=[0]),
+        agent_pb.ResizeTaskRequest(
+            task=ref, resources=pb.Resources(cpu=0.5, memory_mb=96), cpuset=[0]
+        ),
         timeout=30,
     )
     quota, cpuset, memory = _limits_seen_outside(cluster, task.node_id, key)
     assert (quota, cpuset, memory) == (50_000, "0", 96 * 1024 * 1024)
 
-    cluster.client.jobs.KillJob(pb_get(job_id), timeout=10)
+    cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
     assert cluster.wait_final(job_id).summary.state == pb.JOB_KILLED
     wait_until(
-        lambda: all(t.state != pb.TASK_RUNNING for t in cluster.agent_tasks(task.node_address) if t.task.job_id == job_id),
+        lambda: all(
+            t.state != pb.TASK_RUNNING
+            for t in cluster.agent_tasks(task.node_address)
+            if t.task.job_id == job_id
+        ),
         20,
         "the killed job's task stopped",
     )
@@ -200,12 +218,17 @@ def test_agent_killed_and_restarted_adopts_its_running_task(cluster: Cluster) ->
 def test_rm_killed_and_restarted_still_lists_every_job(cluster: Cluster) -> None:
     running = cluster.submit(job_spec("across-restart", [phase("work", 2, "sleep 4")]))
     cluster.wait_task_running(running, "work-0")
-    before = {j.job_id for j in cluster.client.jobs.ListJobs(pb_list(), timeout=10).jobs}
+    before = {
+        j.job_id for j in cluster.client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs
+    }
     cluster.restart_rm()
 
     def listed() -> set[str]:
         try:
-            return {j.job_id for j in cluster.client.jobs.ListJobs(pb_list(), timeout=2).jobs}
+            return {
+                j.job_id
+                for j in cluster.client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=2).jobs
+            }
         except Exception:
             return set()
 
@@ -213,15 +236,3 @@ def test_rm_killed_and_restarted_still_lists_every_job(cluster: Cluster) -> None
     assert before <= after
     detail = cluster.wait_final(running, timeout=60)
     assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
-
-
-def pb_get(job_id: str):  # type: ignore[no-untyped-def]
-    from sluice_pb import resource_manager_pb2 as rm_pb
-
-    return rm_pb.GetJobRequest(job_id=job_id)
-
-
-def pb_list():  # type: ignore[no-untyped-def]
-    from sluice_pb import resource_manager_pb2 as rm_pb
-
-    return rm_pb.ListJobsRequest()

@@ -32,17 +32,32 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 BAD_SPECS = [
     ("name: x\nphases: []\n", "phases: must be a non-empty list"),
-    ("name: x\nbogus: 1\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n", "bogus: unknown field"),
-    ("name: x\nphases: [{name: a, tasks: 0, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n", "phases[0].tasks: must be positive"),
-    ("name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}, after: [b]}]\n", "phases[0].after: unknown phase 'b'"),
+    (
+        "name: x\nbogus: 1\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n",
+        "bogus: unknown field",
+    ),
+    (
+        "name: x\nphases: [{name: a, tasks: 0, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n",
+        "phases[0].tasks: must be positive",
+    ),
+    (
+        "name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}, after: [b]}]\n",
+        "phases[0].after: unknown phase 'b'",
+    ),
     (
         "name: x\nphases:\n"
         "  - {name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}, after: [b]}\n"
         "  - {name: b, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 1}, after: [a]}\n",
         "phases: dependency cycle",
     ),
-    ("name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 64, memory_mb: 1}}]\n", "phases[0].resources: 64 cpu"),
-    ("name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 999999}}]\n", "fits on no node"),
+    (
+        "name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 64, memory_mb: 1}}]\n",
+        "phases[0].resources: 64 cpu",
+    ),
+    (
+        "name: x\nphases: [{name: a, tasks: 1, command: ['true'], resources: {cpu: 1, memory_mb: 999999}}]\n",
+        "fits on no node",
+    ),
     ("name: [unclosed\n", "not valid YAML"),
 ]
 
@@ -101,10 +116,14 @@ def test_cli_prints_one_line_and_fails(cluster: Cluster, args: list[str], messag
 
 def test_cli_submit_of_bad_file_names_file_and_field(cluster: Cluster, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: x\nphases: [{name: a, tasks: -1, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n")
+    bad.write_text(
+        "name: x\nphases: [{name: a, tasks: -1, command: ['true'], resources: {cpu: 1, memory_mb: 1}}]\n"
+    )
     result = _sluice(cluster, "submit", str(bad))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"sluice: error: {bad}: phases[0].tasks: must be positive, got -1"
+    assert (
+        result.stderr.strip() == f"sluice: error: {bad}: phases[0].tasks: must be positive, got -1"
+    )
 
 
 def test_cli_submit_wait_json_and_listing(cluster: Cluster, tmp_path: Path) -> None:
