@@ -230,7 +230,7 @@ class NodeAgent:
         with self._lock:
             live = sum(1 for o in self._observed.values() if o.state is not TaskState.EXITED)
         for runtime in self._runtimes():
-            runtime.purge()  # type: ignore[attr-defined]
+            runtime.purge()
         with self._lock:
             self._observed.clear()
             self._reported.clear()

@@ -237,7 +237,7 @@ def down(directory: Path, say: Say) -> None:
             runtimes.append(("process", f"{node_id}-masters", state_dir / "masters"))
         for kind, rid, path in runtimes:
             if path.exists():
-                make_runtime(kind, rid, path).purge()  # type: ignore[attr-defined]
+                make_runtime(kind, rid, path).purge()
     cluster_file(directory).unlink(missing_ok=True)
     say(f"local cluster in {directory} stopped")
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 
-class RuntimeError_(Exception):
+class RuntimeError_(Exception):  # noqa: N801, N818 - the runtime's own RuntimeError
     """Base class of the errors a runtime raises for a request it cannot carry out."""
 
 
@@ -157,6 +157,10 @@ class TaskRuntime(Protocol):
 
     def forget(self, task_key: str) -> None:
         """Drop every trace of an exited task, logs included."""
+        ...
+
+    def purge(self, grace_seconds: float = 1.0) -> None:
+        """Stop every task of this node and remove all its cgroups, containers and state."""
         ...
 
     def close(self) -> None:
