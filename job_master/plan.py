@@ -225,10 +225,11 @@ class JobPlan:
         self.failed_attempts[task.phase] = self.failed_attempts.get(task.phase, 0) + 1
         if task.failures > self.spec.max_retries:
             task.step = Step.GAVE_UP
-            self.outcome = (
-                JobState.FAILED,
-                f"task {task.task_id} failed {task.failures} times; last: {problem}",
-            )
+            if self.outcome is None:  # the job's first ending stands (a kill, an earlier failure)
+                self.outcome = (
+                    JobState.FAILED,
+                    f"task {task.task_id} failed {task.failures} times; last: {problem}",
+                )
         else:
             task.step = Step.READY
 
