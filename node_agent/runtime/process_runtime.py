@@ -241,6 +241,11 @@ class ProcessRuntime:
                 sig = signal.SIGTERM if now < term_deadline else signal.SIGKILL
                 if now >= kill_deadline and task.pid is not None:
                     _signal(task.pid, signal.SIGKILL)  # the wrapper itself hangs: give up on it
+                if now >= kill_deadline + KILL_WAIT_S:
+                    raise RuntimeError_(
+                        f"task {task_key!r}: processes {sorted(self._members(task))} survive "
+                        "SIGKILL (stuck in uninterruptible sleep?)"
+                    )
                 for pid in self._members(task) - {task.pid}:
                     if signalled.get(pid) != sig:
                         _signal(pid, sig)
@@ -261,7 +266,11 @@ class ProcessRuntime:
             (task.dir.path / SUSPENDED_MARKER).touch()
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(task.pid, signal.SIGSTOP)
-            self._await_group_stopped(task)
+            try:
+                self._await_group_stopped(task)
+            except RuntimeError_:
+                self._resume(task)  # do not leave it half stopped
+                raise
 
     def resume(self, task_key: str) -> None:
         with self._lock:
@@ -389,9 +398,10 @@ class ProcessRuntime:
             if task.dir.read_exit() is not None:
                 return
             if task.child.poll() is not None or time.monotonic() > deadline:
-                log = task.dir.read_log().decode(errors="replace").strip()
-                raise RuntimeError_(
-                    f"task {task.launch.task_key!r} did not start: {log or 'no output'}"
+                output = task.dir.read_log().decode(errors="replace").strip().splitlines()
+                raise RuntimeError_(  # one line: the last few lines of the wrapper's output
+                    f"task {task.launch.task_key!r} did not start: "
+                    + ("; ".join(output[-3:]) or "no output")
                 )
             time.sleep(_POLL_S / 5)
 

@@ -15,7 +15,7 @@ from node_agent.runtime.base import ResourceLimits, TaskExistsError, TaskState, 
 from node_agent.runtime.cgroups import format_cpuset
 from node_agent.runtime.docker_runtime import DockerRuntime
 from node_agent.runtime.task_image import DEFAULT_IMAGE, RECIPE_LABEL
-from tests.integration.node_agent.conftest import BURN, exited, launch, state_of
+from tests.integration.node_agent.conftest import BURN, exited, launch, state_of, wait_until
 
 pytestmark = pytest.mark.integration
 MiB = 1024 * 1024
@@ -123,7 +123,8 @@ def test_exit_codes(runtime: DockerRuntime, script: str, code: int) -> None:
 
 def test_stop_is_sigterm_then_sigkill_after_grace(runtime: DockerRuntime) -> None:
     runtime.start(launch("polite", SLEEP))
-    runtime.start(launch("stubborn", "trap '' TERM; while :; do sleep 0.05; done"))
+    runtime.start(launch("stubborn", "trap '' TERM; echo ready; while :; do sleep 0.05; done"))
+    wait_until(lambda: b"ready" in runtime.logs("stubborn"))  # SIGTERM before the trap kills
     runtime.suspend("polite")
     runtime.stop("polite", grace_seconds=2)  # unpauses first
     runtime.stop("stubborn", grace_seconds=0.5)
@@ -164,7 +165,7 @@ def test_new_runtime_adopts_containers_without_duplicating(
         observed = {o.task_key: o for o in second.observe()}
         assert observed["t1"].state is TaskState.RUNNING
         assert observed["t2"].state is TaskState.SUSPENDED
-        assert (observed["t3"].state, observed["t3"].exit_code) == (TaskState.EXITED, 7)
+        assert exited(second, "t3").exit_code == 7
         with pytest.raises(TaskExistsError):
             second.start(launch("t1", SLEEP))
         container_of(docker_client, node_id, "t1")  # still exactly one

@@ -57,7 +57,8 @@ def test_fallback_pins_cpus_suspends_resumes_and_stops(
     runtime.start(launch("burn", BURN, cpuset=(0,)))
     burner = wait_until(lambda: task_processes(state_dir, "burn"))
     (pid,) = burner
-    assert "Cpus_allowed_list:\t0\n" in Path(f"/proc/{pid}/status").read_text()
+    # The wrapper's fresh fork runs unpinned until it execs taskset, which pins, then execs sh.
+    wait_until(lambda: "Cpus_allowed_list:\t0\n" in Path(f"/proc/{pid}/status").read_text())
 
     runtime.suspend("burn")
     assert proc_stat(pid).state == "T"  # type: ignore[union-attr]

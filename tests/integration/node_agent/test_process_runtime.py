@@ -32,6 +32,7 @@ from tests.integration.node_agent.conftest import (
 pytestmark = pytest.mark.integration
 MiB = 1024 * 1024
 SLEEP = ("sleep", "30")
+STUBBORN = "trap '' TERM; echo ready; while :; do sleep 0.05; done"
 
 
 @pytest.fixture
@@ -150,7 +151,8 @@ def test_stop_terminates_and_records_143(runtime: ProcessRuntime, node_id: str) 
 
 
 def test_stop_kills_a_task_ignoring_sigterm_after_grace(runtime: ProcessRuntime) -> None:
-    runtime.start(launch("t1", "trap '' TERM; while :; do sleep 0.05; done"))
+    runtime.start(launch("t1", STUBBORN))
+    wait_until(lambda: b"ready" in runtime.logs("t1"))  # SIGTERM before the trap would kill it
     started = time.monotonic()
     runtime.stop("t1", grace_seconds=0.3)
     assert 0.3 <= time.monotonic() - started < 2.0
@@ -230,8 +232,7 @@ def test_exit_while_no_runtime_existed_is_still_observed(
     time.sleep(0.5)
     second = ProcessRuntime(node_id, state_dir, cgroup_root=cgroup_v1)
     try:
-        observation = state_of(second, "t1")
-        assert (observation.state, observation.exit_code) == (TaskState.EXITED, 7)
+        assert exited(second, "t1").exit_code == 7
         assert second.logs("t1") == b"done\n"
     finally:
         second.purge(grace_seconds=0.2)
@@ -283,3 +284,18 @@ def test_calls_from_several_threads_are_safe(runtime: ProcessRuntime) -> None:
 
 def _cpus() -> int:
     return len(os.sched_getaffinity(0))
+
+
+def test_start_that_cannot_join_its_cgroup_fails_cleanly(
+    runtime: ProcessRuntime, node_id: str, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    driver = runtime._cgroups
+    assert driver is not None
+    monkeypatch.setattr(driver, "procs_files", lambda task: (Path("/nonexistent/cgroup.procs"),))
+    with pytest.raises(RuntimeError_, match=r"'t1' did not start: .*cannot join cgroup"):
+        runtime.start(launch("t1", SLEEP))
+    assert runtime.observe() == []
+    assert not (state_dir / "tasks" / "t1").exists()
+    assert not (Path("/sys/fs/cgroup/freezer/sluice") / node_id / "t1").exists()
+    monkeypatch.undo()
+    runtime.start(launch("t1", SLEEP))  # the key is free again
