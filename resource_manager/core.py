@@ -113,6 +113,14 @@ class ResourceManagerCore:
             self.tasks[task.key] = task
         for allocation in store.load_allocations():
             self.allocations[allocation.allocation_id] = allocation
+        # Commands live in memory: a LaunchMaster not yet delivered died with the previous RM.
+        # Send it again; an agent that already runs that job master ignores the repeat.
+        for job in self.jobs.values():
+            master = self.allocations.get(job.master_allocation)
+            if job.state is JobState.STARTING and master is not None:
+                self._commands[master.node_id].append(
+                    LaunchMaster(job.job_id, master.allocation_id, master.resources)
+                )
 
     # ================================================================ clients
 
