@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from policies.scheduling.lifecycle import JobState, TaskState
+from resource_manager.core import MASTER_RESOURCES, LaunchMaster
 from resource_manager.records import PhaseProgress
 from resource_manager.store import SCHEMA_VERSION, Store, StoreError
-from tests.builders import chain_spec, observation
-from tests.unit.resource_manager.harness import add_node, new_core, running_job, want
+from tests.builders import chain_spec, observation, res
+from tests.unit.resource_manager.harness import add_node, commands, new_core, running_job, want
 
 
 def test_a_restarted_core_sees_every_job_task_and_allocation(tmp_path: Path):
@@ -69,3 +70,19 @@ def test_counters_are_durable_and_independent(tmp_path: Path):
     store.close()
     reopened = Store(tmp_path / "rm.sqlite")
     assert (reopened.counter("job"), reopened.counter("never")) == (2, 0)
+
+
+def test_a_master_placed_just_before_a_restart_is_still_launched(tmp_path: Path):
+    path = tmp_path / "rm.sqlite"
+    before = new_core(path)
+    add_node(before, "n1")
+    job = before.submit(chain_spec("x"), client_mode=False, now=1.0)
+    assert job.state is JobState.STARTING  # LaunchMaster waits for n1's next heartbeat...
+
+    after = new_core(path)  # ...which reaches a restarted RM
+    assert after.heartbeat("n1", res(0.0, 0), [], now=2.0) == (True, [])
+    add_node(after, "n1", now=2.0)
+    assert commands(after, "n1", now=3.0) == [
+        LaunchMaster(job.job_id, job.master_allocation, MASTER_RESOURCES)
+    ]
+    assert commands(after, "n1", now=4.0) == []
