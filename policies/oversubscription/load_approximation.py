@@ -54,22 +54,47 @@ def approximate_load(
     result = np.full(rows.shape[0], np.nan)
     if n == 0 or rows.shape[0] == 0:
         return result.reshape(lead)
-    incomplete: list[NDArray[np.intp]] = []
-    # Work on cache-sized blocks of series: every step of Alg. 1-2 is then a numpy pass over
-    # cache-resident vectors instead of a trip through memory.
-    for start in range(0, rows.shape[0], _CHUNK_ROWS):
-        block = rows[start : start + _CHUNK_ROWS]
-        finite = np.isfinite(block.sum(axis=1))
-        if finite.all():
-            result[start : start + block.shape[0]] = _approximate_rows(block, segments, fence)
-            continue
-        complete = np.flatnonzero(finite)
-        if complete.size:
-            result[start + complete] = _approximate_rows(block[complete], segments, fence)
-        incomplete.append(start + np.flatnonzero(~finite))
-    if incomplete:
-        _approximate_incomplete(rows, np.concatenate(incomplete), segments, fence, result)
+    # Series with a non-finite sample come out as garbage on the way and are redone at the
+    # end; checking first would cost an extra pass over every sample.
+    with np.errstate(invalid="ignore"):
+        complete = _approximate_blocks(rows, segments, fence, result)
+    if not complete.all():
+        _approximate_incomplete(rows, np.flatnonzero(~complete), segments, fence, result)
     return result.reshape(lead)
+
+
+def _approximate_blocks(
+    rows: FloatArray, segments: int, fence: float, out: FloatArray
+) -> BoolArray:
+    """Alg. 1 on every row, written to ``out``; returns which rows are complete (all samples
+    finite) — only their results are meaningful.
+
+    Rows are processed in cache-sized blocks: every step of Alg. 1-2 is then a numpy pass over
+    cache-resident vectors instead of a trip through memory. When the segments all have the
+    same width (the usual case, e.g. 60 samples in 5 segments of 12), the blocks only produce
+    the segment means and Alg. 1 lines 24-28 run once over the whole cluster.
+    """
+    count, n = rows.shape
+    width = math.ceil(n / segments)
+    complete = np.empty(count, dtype=np.bool_)
+    if n < segments or n % width:
+        for start in range(0, count, _CHUNK_ROWS):
+            stop = min(start + _CHUNK_ROWS, count)
+            out[start:stop], complete[start:stop] = _approximate_rows(
+                rows[start:stop], segments, fence
+            )
+        return complete
+    whole = n // width
+    means = np.empty((whole, count))
+    monotonous = np.empty(count, dtype=np.bool_)
+    last = rows[:, -1]
+    for start in range(0, count, _CHUNK_ROWS):
+        stop = min(start + _CHUNK_ROWS, count)
+        means[:, start:stop], complete[start:stop], monotonous[start:stop] = _segment_means(
+            rows[start:stop], whole, width, fence
+        )
+    out[:] = np.where(monotonous, last, _estimate_from_segment_means(means, fence))
+    return complete
 
 
 def eliminate_outliers(values: ArrayLike, *, fence: float = DEFAULT_FENCE) -> FloatArray:
@@ -101,34 +126,44 @@ def _approximate_incomplete(
     partial = rows[members]
     valid = np.isfinite(partial)
     counts = valid.sum(axis=1)
-    # Move the finite samples to the front of each row, keeping their order.
-    order = np.argsort(~valid, axis=1, kind="stable")
-    compact = np.take_along_axis(partial, order, axis=1)
     for count in np.unique(counts):
         if count == 0:
             continue
         group = counts == count
-        columns = np.ascontiguousarray(compact[group, :count].T)
-        out[members[group]] = _approximate_columns(columns, segments, fence)
+        # Boolean indexing walks row-major, so each row's finite samples stay in order.
+        compact = partial[group][valid[group]].reshape(-1, count)
+        out[members[group]] = _approximate_columns(np.ascontiguousarray(compact.T), segments, fence)
 
 
-def _approximate_rows(rows: FloatArray, segments: int, fence: float) -> FloatArray:
-    """Alg. 1 on a block of series (series x samples) of finite samples, n >= 1."""
-    count, n = rows.shape
-    width = math.ceil(n / segments)
-    if n < segments or n % width:
-        return _approximate_columns(np.ascontiguousarray(rows.T), segments, fence)
-    whole = n // width
+def _approximate_rows(
+    rows: FloatArray, segments: int, fence: float
+) -> tuple[FloatArray, BoolArray]:
+    """Alg. 1 on a block of series (series x samples) whose segments differ in width: the
+    estimates and which series are complete (all samples finite)."""
+    count = rows.shape[0]
+    columns = np.ascontiguousarray(rows.T)
+    complete = np.isfinite(columns.sum(axis=0))
+    estimate = np.full(count, np.nan)
+    if complete.any():
+        chosen = columns if complete.all() else np.ascontiguousarray(columns[:, complete])
+        estimate[complete] = _approximate_columns(chosen, segments, fence)
+    return estimate, complete
+
+
+def _segment_means(
+    rows: FloatArray, whole: int, width: int, fence: float
+) -> tuple[FloatArray, BoolArray, BoolArray]:
+    """Alg. 1 lines 1-2 and 8-22 for series cut into ``whole`` segments of ``width``: the
+    de-noised segment means D' (segment x series), completeness and monotonicity."""
+    count = rows.shape[0]
     # positions[j, s] holds sample j of segment s of every series: one transposing copy, after
     # which every step is elementwise over contiguous vectors.
     positions = rows.reshape(count, whole, width).transpose(2, 1, 0).copy()
-    monotonous = _positions_monotonous(positions)
-    last = positions[-1, -1].copy()
     sums = positions.sum(axis=0)
+    complete = np.isfinite(sums).all(axis=0)
+    monotonous = _positions_monotonous(positions)
     means = _tukey_means(_sort_rows(list(positions), scratch=True), sums, fence)
-    estimate = _estimate_from_segment_means(means, fence)
-    result: FloatArray = np.where(monotonous, last, estimate)
-    return result
+    return means, complete, monotonous
 
 
 def _positions_monotonous(positions: FloatArray) -> BoolArray:
@@ -181,9 +216,12 @@ def _segmented_estimate(columns: FloatArray, segments: int, fence: float) -> Flo
 
 
 def _estimate_from_segment_means(means: FloatArray, fence: float) -> FloatArray:
-    """Alg. 1 lines 24-28 on D' laid out as (segment, series)."""
-    estimate = _tukey_means(_sort_rows(list(means)), means.sum(axis=0), fence)
-    result: FloatArray = np.where(is_monotonous(means), means[-1], estimate)
+    """Alg. 1 lines 24-28 on D' laid out as (segment, series); ``means`` is scratch."""
+    monotonous = is_monotonous(means)
+    last = means[-1].copy()
+    sums = means.sum(axis=0)
+    estimate = _tukey_means(_sort_rows(list(means), scratch=True), sums, fence)
+    result: FloatArray = np.where(monotonous, last, estimate)
     return result
 
 
@@ -195,19 +233,59 @@ def _tukey_means(sorted_rows: list[FloatArray], sums: FloatArray, fence: float) 
     the plain mean. Only the sets with an outlier pay for a masked mean.
     """
     width = len(sorted_rows)
-    q1 = _sorted_quantile(sorted_rows, 0.25)
-    q3 = _sorted_quantile(sorted_rows, 0.75)
-    spread = fence * (q3 - q1)
-    lower, upper = q1 - spread, q3 + spread
+    # In-place arithmetic: these run on every segment of the cluster, and fresh temporaries
+    # would cost as much as the arithmetic.
+    lower = _sorted_quantile(sorted_rows, 0.25)
+    upper = _sorted_quantile(sorted_rows, 0.75)
+    spread = upper - lower
+    spread *= fence
+    lower -= spread
+    upper += spread
     means: FloatArray = sums / width
-    flagged = np.flatnonzero((sorted_rows[0] < lower) | (sorted_rows[-1] > upper))
+    outside = np.less(sorted_rows[0], lower)
+    outside |= np.greater(sorted_rows[-1], upper)
+    flagged = np.flatnonzero(outside)
     if flagged.size:
-        samples = np.stack([row.take(flagged) for row in sorted_rows])
-        low, high = lower.take(flagged), upper.take(flagged)
-        keep = (samples >= low) & (samples <= high)
-        keep[:, ~keep.any(axis=0)] = True
-        means.flat[flagged] = np.where(keep, samples, 0.0).sum(axis=0) / keep.sum(axis=0)
+        means.flat[flagged] = _masked_means(sorted_rows, sums, lower, upper, flagged)
     return means
+
+
+def _masked_means(
+    sorted_rows: list[FloatArray],
+    sums: FloatArray,
+    lower: FloatArray,
+    upper: FloatArray,
+    flagged: NDArray[np.intp],
+) -> FloatArray:
+    """Means of the samples inside [lower, upper] for the flagged sets (flat indices).
+
+    A sample below ``lower`` lies below Q1 <= x[ceil(pos1)], so only the first order statistics
+    can fall out (symmetrically, above Q3 >= x[floor(pos3)] only the last ones): the mean is the
+    set sum minus those few, not a pass over every sample. If the fences exclude everything
+    (two samples and p < 0.5) nothing is excluded.
+    """
+    width = len(sorted_rows)
+    low, high = lower.take(flagged), upper.take(flagged)
+    total = sums.take(flagged)
+    kept = np.full(flagged.size, float(width))
+    low_rows = range(min(width, math.ceil(0.25 * (width - 1)) + 1))
+    high_rows = range(max(low_rows.stop, math.floor(0.75 * (width - 1))), width)
+    for row in low_rows:
+        values = sorted_rows[row].take(flagged)
+        dropped = values < low
+        dropped |= values > high  # only possible for very small sets
+        total -= np.where(dropped, values, 0.0)
+        kept -= dropped
+    for row in high_rows:
+        values = sorted_rows[row].take(flagged)
+        dropped = values > high
+        total -= np.where(dropped, values, 0.0)
+        kept -= dropped
+    empty = kept == 0
+    total[empty] = sums.take(flagged[empty])
+    kept[empty] = width
+    result: FloatArray = total / kept
+    return result
 
 
 def _sorted_quantile(sorted_rows: list[FloatArray], q: float) -> FloatArray:
@@ -219,12 +297,14 @@ def _sorted_quantile(sorted_rows: list[FloatArray], q: float) -> FloatArray:
     t = position - below
     a = sorted_rows[below]
     b = sorted_rows[above]
-    difference = b - a
+    result: FloatArray = b - a
     # numpy's _lerp: interpolate from the nearer end so the result stays within [a, b].
     if t >= 0.5:
-        result: FloatArray = b - difference * (1.0 - t)
+        result *= 1.0 - t
+        np.subtract(b, result, out=result)
     else:
-        result = a + difference * t
+        result *= t
+        result += a
     return result
 
 
@@ -247,10 +327,28 @@ def _sort_rows(rows: list[FloatArray], *, scratch: bool = False) -> list[FloatAr
     return ordered
 
 
+# Shapiro and Green's 39-comparator network for 12 inputs (Knuth, TAOCP vol. 3, 5.3.4), the
+# width of the default window (60 samples in 5 segments); Batcher's needs 42.
+_TWELVE = (
+    (0, 1), (2, 3), (4, 5), (6, 7), (8, 9), (10, 11),
+    (1, 3), (5, 7), (9, 11), (0, 2), (4, 6), (8, 10),
+    (1, 2), (5, 6), (9, 10), (0, 4), (7, 11),
+    (1, 5), (6, 10), (3, 7), (4, 8),
+    (5, 9), (2, 6), (0, 4), (7, 11), (3, 8),
+    (1, 5), (6, 10), (2, 3), (8, 9),
+    (1, 4), (7, 10), (3, 5), (6, 8),
+    (2, 4), (7, 9), (5, 6),
+    (3, 4), (7, 8),
+)  # fmt: skip
+
+
 @functools.cache
 def _network(width: int) -> tuple[tuple[int, int], ...]:
-    """Batcher's odd-even merge sort for ``width`` inputs (padded to a power of two with +inf,
-    so comparators touching the padding are no-ops and are dropped)."""
+    """A sorting network for ``width`` inputs: the 12-input one above, else Batcher's odd-even
+    merge sort (padded to a power of two with +inf, so comparators touching the padding are
+    no-ops and are dropped)."""
+    if width == 12:
+        return _TWELVE
     size = 1
     while size < width:
         size *= 2

@@ -106,16 +106,39 @@ def rate_machines(
 ) -> FloatArray:
     """Alg. 3: the scores after this period's terminated job masters (lines 1-14).
 
-    ``previous`` scores (default all 0) are first multiplied by ``decay`` in (0, 1].
+    ``previous`` scores (default all 0) are first multiplied by ``decay`` in (0, 1]. Equal to
+    applying ``top_k_penalties(penalty_scores(report))`` report by report, but computed for all
+    reports at once in O(bad tasks + machines).
     """
     if not 0.0 < decay <= 1.0:
         raise ValueError("decay: must be in (0, 1]")
+    if top_k < 1:
+        raise ValueError("top_k: must be a positive integer")
     if previous is None:
         scores = np.zeros(machine_count)
     else:
         scores = np.asarray(previous, dtype=np.float64) * decay
         if scores.shape != (machine_count,):
             raise ValueError(f"previous: expected {machine_count} scores")
+    if not reports:
+        return scores
     for report in reports:
-        scores = scores - top_k_penalties(penalty_scores(report, machine_count), top_k)
-    return scores
+        if report.hosts.size and report.hosts.max() >= machine_count:
+            raise ValueError("report.hosts: machine index out of range")
+    # One code per (report, machine) pair with a bad task; its multiplicity is the penalty.
+    codes = np.concatenate(
+        [
+            index * machine_count + report.hosts[np.isin(report.outcomes, _NEGATIVE_CODES)]
+            for index, report in enumerate(reports)
+        ]
+    )
+    pairs, penalties = np.unique(codes, return_counts=True)
+    job, machine = np.divmod(pairs, machine_count)
+    # Line 9 per report: rank by penalty (descending), ties to the lower machine index.
+    order = np.lexsort((machine, -penalties, job))
+    job, machine, penalties = job[order], machine[order], penalties[order]
+    first_of_job = np.flatnonzero(np.r_[True, job[1:] != job[:-1]])
+    group_sizes = np.diff(np.r_[first_of_job, job.size])
+    rank = np.arange(job.size) - np.repeat(first_of_job, group_sizes)
+    kept = rank < top_k
+    return scores - np.bincount(machine[kept], weights=penalties[kept], minlength=machine_count)

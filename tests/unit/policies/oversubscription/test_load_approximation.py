@@ -148,3 +148,14 @@ def test_input_is_not_modified(shape: tuple[int, int]) -> None:
     before = windows.copy()
     approximate_load(windows)
     np.testing.assert_array_equal(windows, before)
+
+
+@pytest.mark.parametrize("width", range(1, 17))
+def test_sorting_networks_sort_every_zero_one_input(width: int) -> None:
+    # 0-1 principle: a comparator network sorts everything iff it sorts all 0-1 inputs.
+    from policies.oversubscription.load_approximation import _sort_rows
+
+    inputs = (np.arange(2**width)[None, :] >> np.arange(width)[:, None]) & 1
+    ordered = np.stack(_sort_rows(list(inputs.astype(np.float64))))
+    assert (np.diff(ordered, axis=0) >= 0).all()
+    np.testing.assert_array_equal(ordered.sum(axis=0), inputs.sum(axis=0))

@@ -94,3 +94,21 @@ def test_selection_picks_k_extremes_with_index_ties(values: list[int], k: int) -
     expected_large = sorted(range(len(values)), key=lambda i: (-values[i], i))[:k]
     assert smallest_k(array, k).tolist() == sorted(expected_small)
     assert largest_k(array, k).tolist() == sorted(expected_large)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 9), st.sampled_from(list(TaskOutcome))), max_size=25),
+        max_size=6,
+    ),
+    st.integers(1, 4),
+)
+def test_batched_rating_equals_report_by_report(
+    jobs: list[list[tuple[int, TaskOutcome]]], k: int
+) -> None:
+    reports = [report(*tasks) for tasks in jobs]
+    expected = np.zeros(10)
+    for one in reports:
+        expected = expected - top_k_penalties(penalty_scores(one, 10), k)
+    np.testing.assert_array_equal(rate_machines(reports, 10, top_k=k), expected)
