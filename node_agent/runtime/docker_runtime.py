@@ -167,7 +167,9 @@ class DockerRuntime:
         self._adopt()
 
     @classmethod
-    def connect(cls, node_id: str, state_dir: Path, docker_url: str | None, **kwargs: Any) -> Any:
+    def connect(
+        cls, node_id: str, state_dir: Path, docker_url: str | None, **kwargs: Any
+    ) -> DockerRuntime:
         """Connect to the engine at ``docker_url`` (default: the environment, as ``docker``
         does) and create the runtime; raises :class:`RuntimeUnavailableError` if unreachable."""
         where = docker_url or "the default Docker socket"
