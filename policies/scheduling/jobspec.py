@@ -210,23 +210,32 @@ def parse_job_spec(document: object) -> JobSpec:
 
 
 def _check_acyclic(phases: Sequence[PhaseSpec]) -> None:
-    """Raise a SpecError naming the first dependency cycle found, if any."""
+    """Raise a SpecError naming the first dependency cycle found, if any.
+
+    A depth-first search with an explicit stack: recursion would overflow (a RecursionError
+    traceback instead of an answer) on a long chain of phases listed downstream first."""
     by_name = {phase.name: phase for phase in phases}
-    state: dict[str, str] = {}  # "visiting" | "done"
-
-    def visit(name: str, path: list[str]) -> None:
-        if state.get(name) == "done":
-            return
-        if state.get(name) == "visiting":
-            cycle = [*path[path.index(name) :], name]
-            raise SpecError("phases", f"dependency cycle {' -> '.join(cycle)}")
-        state[name] = "visiting"
-        for upstream in by_name[name].after:
-            visit(upstream, [*path, name])
-        state[name] = "done"
-
+    done: set[str] = set()
     for phase in phases:
-        visit(phase.name, [])
+        if phase.name in done:
+            continue
+        path = [phase.name]  # each phase on the path waits for the next one
+        on_path = {phase.name}
+        upstreams = [iter(phase.after)]  # what is left to visit of each phase on the path
+        while path:
+            upstream = next(upstreams[-1], None)
+            if upstream is None:
+                finished = path.pop()
+                on_path.remove(finished)
+                done.add(finished)
+                upstreams.pop()
+            elif upstream in on_path:
+                cycle = [*path[path.index(upstream) :], upstream]
+                raise SpecError("phases", f"dependency cycle {' -> '.join(cycle)}")
+            elif upstream not in done:
+                path.append(upstream)
+                on_path.add(upstream)
+                upstreams.append(iter(by_name[upstream].after))
 
 
 def check_fits_cluster(spec: JobSpec, capacities: Sequence[Resources]) -> None:
