@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import graphlib
+import itertools
 import math
 
 import pytest
@@ -179,6 +181,42 @@ def test_diamond_dag_is_accepted():
         )
     )
     assert spec.phase("d").after == ("b", "c")
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_long_chain_listed_downstream_first_gets_an_answer(closed: bool):
+    # p0 waits for p1, which waits for p2, ...: deep enough to overflow a recursive search
+    n = 3000
+    phases = [phase_doc(f"p{i}", after=[f"p{i + 1}"] if i < n - 1 else []) for i in range(n)]
+    if closed:
+        phases[-1] = phase_doc(f"p{n - 1}", after=["p0"])
+        with pytest.raises(SpecError, match=r"^phases: dependency cycle p0 -> p1 -> .* -> p0$"):
+            parse_job_spec(job_doc(*phases))
+    else:
+        assert len(parse_job_spec(job_doc(*phases)).phases) == n
+
+
+@given(st.lists(st.lists(st.integers(0, 5), max_size=3, unique=True), min_size=1, max_size=6))
+def test_a_named_cycle_is_real_and_an_accepted_dag_has_none(edges: list[list[int]]):
+    names = [f"p{i}" for i in range(len(edges))]
+    after = {
+        name: [f"p{j}" for j in targets if j < len(names)]
+        for name, targets in zip(names, edges, strict=True)
+    }
+    document = job_doc(*[phase_doc(name, after=after[name]) for name in names])
+    sorter = graphlib.TopologicalSorter(after)
+    try:
+        parse_job_spec(document)
+    except SpecError as error:
+        assert error.field == "phases"
+        cycle = error.problem.removeprefix("dependency cycle ").split(" -> ")
+        assert cycle[0] == cycle[-1]
+        assert len(set(cycle)) == len(cycle) - 1
+        assert all(b in after[a] for a, b in itertools.pairwise(cycle))
+        with pytest.raises(graphlib.CycleError):
+            sorter.prepare()
+    else:
+        sorter.prepare()
 
 
 # --------------------------------------------------------------------------- check_fits_cluster
