@@ -80,9 +80,13 @@ def _integer(value: object, field: str, *, minimum: int | None = None) -> int:
 def _positive_number(value: object, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SpecError(field, f"must be a number, not {_describe(value)}")
-    if not math.isfinite(value) or value <= 0:
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float: math.isfinite would raise too
+        raise SpecError(field, "is too large") from None
+    if not math.isfinite(number) or number <= 0:
         raise SpecError(field, f"must be positive, got {value}")
-    return float(value)
+    return number
 
 
 def _string_list(value: object, field: str, *, non_empty: bool) -> tuple[str, ...]:
