@@ -131,6 +131,7 @@ REFUSALS: list[tuple[object, str]] = [
     (job_doc(phase_doc(cpu=math.inf)), "phases[0].resources.cpu: must be positive, got inf"),
     (job_doc(phase_doc(cpu=math.nan)), "phases[0].resources.cpu: must be positive, got nan"),
     (job_doc(phase_doc(cpu="1")), "phases[0].resources.cpu: must be a number, not a string"),
+    (job_doc(phase_doc(cpu=10**400)), "phases[0].resources.cpu: is too large"),
     (job_doc(phase_doc(cpu=True)), "phases[0].resources.cpu: must be a number, not a boolean"),
     (job_doc(phase_doc(memory_mb=0)), "phases[0].resources.memory_mb: must be positive, got 0"),
     (
