@@ -102,8 +102,17 @@ def observation(
     exit_code: int = 0,
     message: str = "",
     timestamp: float = 0.0,
+    start_time: float = 0.0,
 ) -> TaskObservation:
     """A node agent's report of one task attempt."""
     return TaskObservation(
-        job_id, task_id, attempt, allocation_id, state, exit_code, message, timestamp
+        job_id=job_id,
+        task_id=task_id,
+        attempt=attempt,
+        allocation_id=allocation_id,
+        state=state,
+        exit_code=exit_code,
+        message=message,
+        timestamp=timestamp,
+        start_time=start_time,
     )

@@ -152,6 +152,31 @@ def test_reports_become_task_records_with_their_transitions():
 
 
 @pytest.mark.parametrize(
+    ("start_time", "timestamp", "recorded"),
+    [
+        (7.0, 10.0, 7.0),  # the agent's start time of the attempt
+        (0.0, 10.0, 10.0),  # else the report's time
+        (0.0, 0.0, 11.0),  # else the RM's clock
+    ],
+)
+def test_a_task_record_starts_when_the_agent_says(
+    start_time: float, timestamp: float, recorded: float
+):
+    core = new_core()
+    job_id, (alloc,) = launched(core)
+    report = observation(
+        job_id,
+        "map-0",
+        TaskState.RUNNING,
+        allocation_id=alloc,
+        start_time=start_time,
+        timestamp=timestamp,
+    )
+    core.report_events("n1", [report], now=11.0)
+    assert core.tasks[(job_id, "map-0", 1)].start_time == recorded
+
+
+@pytest.mark.parametrize(
     ("reports", "final_state", "changes"),
     [
         ([TaskState.SUCCEEDED, TaskState.RUNNING], TaskState.SUCCEEDED, 1),  # stale after the end
