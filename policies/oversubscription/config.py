@@ -2,9 +2,11 @@
 
 One frozen dataclass holds them all, with the paper's values where the paper gives one and a
 documented choice where it does not. ``mode`` is the UP/RP global switch of Sec. 3.3: it changes
-exactly the three things the paper ties to RP and nothing else:
+exactly what the paper ties to RP and nothing else:
 
-* Alg. 4 lines 7-10 — blacklist B0 (top-K machines by CPI and by MPKI) is built only in RP;
+* Sec. 3.3 and Alg. 4 lines 7-10 — the aggregator reads machine CPI/MPKI ("for RP
+  oversubscription, machine-level performance counters are also included") and builds
+  blacklist B0 (top-K machines by CPI and by MPKI) only in RP;
 * Sec. 6.2 — the performance-aware throttle (anomaly detection, queue blocking, preemption) runs
   only in RP ("in batch-only scenario, the throttle will be turned off");
 * Sec. 6.2 — protective core classes (first-class cores for LRAs) exist only in RP.
