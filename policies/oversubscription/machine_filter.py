@@ -28,6 +28,7 @@ Ties in any top-K go to the lower machine index.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -79,6 +80,10 @@ class FilterResult:
     low_rating: BoolArray
     disconnected: BoolArray
     overloaded: BoolArray
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            getattr(self, field.name).flags.writeable = False
 
     @property
     def blacklisted(self) -> BoolArray:

@@ -197,3 +197,9 @@ def test_filter_never_returns_a_blacklisted_or_disconnected_machine(case: tuple)
     # No blacklisted-phase machine is missing from its mask.
     assert (result.high_cpi[result.phase == FilterPhase.HIGH_CPI]).all()
     assert (result.overloaded[result.phase == FilterPhase.OVERLOADED]).all()
+
+
+def test_result_is_read_only() -> None:
+    result = filter_machines(loads(3), np.zeros(3), config())
+    with pytest.raises(ValueError, match="read-only"):
+        result.phase[0] = FilterPhase.CANDIDATE
