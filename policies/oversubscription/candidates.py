@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.oversubscription.load_approximation import approximate_load
 from policies.oversubscription.machine_filter import FilterResult, filter_machines
+from policies.oversubscription.machine_rating import MachineRatings
 from policies.oversubscription.snapshot import MachineLoads, MachineWindows
 
 FloatArray = NDArray[np.float64]
@@ -26,9 +27,10 @@ _T = TypeVar("_T", bound=np.generic)
 
 
 def compute_candidates(
-    windows: MachineWindows, scores: ArrayLike, config: OversubscriptionConfig
+    windows: MachineWindows, scores: MachineRatings | ArrayLike, config: OversubscriptionConfig
 ) -> FilterResult:
-    """Alg. 4 from raw windows: approximate every machine, then filter."""
+    """Alg. 4 from raw windows: approximate every machine, then filter. ``scores`` are the
+    Alg. 3 ratings (``MachineRatings`` or one score per machine)."""
     return filter_machines(approximate_machines(windows, config), scores, config)
 
 

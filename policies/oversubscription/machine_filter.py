@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from policies.oversubscription.config import OversubscriptionConfig
+from policies.oversubscription.machine_rating import MachineRatings
 from policies.oversubscription.selection import largest_k, smallest_k
 from policies.oversubscription.snapshot import MachineLoads
 
@@ -95,9 +96,10 @@ class FilterResult:
 
 
 def filter_machines(
-    loads: MachineLoads, scores: ArrayLike, config: OversubscriptionConfig
+    loads: MachineLoads, scores: MachineRatings | ArrayLike, config: OversubscriptionConfig
 ) -> FilterResult:
-    """Alg. 4 lines 5-31 on approximated loads and machine ratings (higher is better)."""
+    """Alg. 4 lines 5-31 on approximated loads and machine ratings (higher is better), given as
+    ``MachineRatings`` or one score per machine."""
     machines = loads.machine_count
     ratings = _checked_ratings(loads, scores, config)
     load_index, queue_index, overloaded = _indices_and_overload(loads, config)
@@ -147,10 +149,11 @@ def filter_machines(
 
 
 def _checked_ratings(
-    loads: MachineLoads, scores: ArrayLike, config: OversubscriptionConfig
+    loads: MachineLoads, scores: MachineRatings | ArrayLike, config: OversubscriptionConfig
 ) -> FloatArray:
     machines = loads.machine_count
-    ratings = np.asarray(scores, dtype=np.float64)
+    values = scores.scores if isinstance(scores, MachineRatings) else scores
+    ratings = np.asarray(values, dtype=np.float64)
     if ratings.shape != (machines,):
         raise ValueError(f"scores: expected {machines} machine ratings")
     if np.isnan(ratings).any():

@@ -142,3 +142,33 @@ def rate_machines(
     rank = np.arange(job.size) - np.repeat(first_of_job, group_sizes)
     kept = rank < top_k
     return scores - np.bincount(machine[kept], weights=penalties[kept], minlength=machine_count)
+
+
+@dataclass(frozen=True, eq=False)
+class MachineRatings:
+    """The aggregated Alg. 3 scores of ``n`` machines (0 = never penalised, lower is worse),
+    as the cluster aggregator keeps them between periods."""
+
+    scores: FloatArray
+
+    def __post_init__(self) -> None:
+        scores = np.array(self.scores, dtype=np.float64)
+        if scores.ndim != 1:
+            raise ValueError("ratings.scores: expected one score per machine")
+        if np.isnan(scores).any():
+            raise ValueError("ratings.scores: scores must not be NaN")
+        scores.flags.writeable = False
+        object.__setattr__(self, "scores", scores)
+
+    @classmethod
+    def unrated(cls, machine_count: int) -> MachineRatings:
+        """Every machine at 0, before any job master has reported."""
+        return cls(np.zeros(machine_count))
+
+    def updated(
+        self, reports: Sequence[JobReport], *, top_k: int, decay: float = 1.0
+    ) -> MachineRatings:
+        """These ratings after one period's terminated job masters (``rate_machines``)."""
+        return MachineRatings(
+            rate_machines(reports, self.scores.size, top_k=top_k, previous=self.scores, decay=decay)
+        )

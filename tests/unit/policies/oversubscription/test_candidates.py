@@ -13,7 +13,8 @@ from policies.oversubscription.candidates import (
 )
 from policies.oversubscription.config import OversubscriptionMode
 from policies.oversubscription.load_approximation import approximate_load
-from policies.oversubscription.machine_filter import filter_machines
+from policies.oversubscription.machine_filter import FilterPhase, filter_machines
+from policies.oversubscription.machine_rating import MachineRatings
 from policies.oversubscription.snapshot import MachineWindows
 
 from .builders import config, random_windows
@@ -29,6 +30,16 @@ def test_full_recompute_is_approximation_then_filter(mode: OversubscriptionMode)
     np.testing.assert_array_equal(result.candidates, filter_machines(loads, scores, cfg).candidates)
     np.testing.assert_allclose(loads.load, approximate_load(windows.load), equal_nan=True)
     assert len(result.candidates) == 10
+
+
+def test_ratings_dataclass_and_plain_scores_agree() -> None:
+    windows = random_windows(30, seed=9)
+    scores = np.where(np.arange(30) % 7 == 0, -2.0, 0.0)
+    cfg = config(candidate_limit=5)
+    plain = compute_candidates(windows, scores, cfg)
+    wrapped = compute_candidates(windows, MachineRatings(scores), cfg)
+    np.testing.assert_array_equal(plain.phase, wrapped.phase)
+    assert (plain.phase[::7] == FilterPhase.LOW_RATING).sum() >= 1
 
 
 def test_counters_are_ignored_in_up_mode() -> None:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from policies.oversubscription.machine_rating import (
     JobReport,
+    MachineRatings,
     TaskOutcome,
     penalty_scores,
     rate_machines,
@@ -112,3 +113,12 @@ def test_batched_rating_equals_report_by_report(
     for one in reports:
         expected = expected - top_k_penalties(penalty_scores(one, 10), k)
     np.testing.assert_array_equal(rate_machines(reports, 10, top_k=k), expected)
+
+
+def test_ratings_carry_over_periods() -> None:
+    ratings = MachineRatings.unrated(3).updated([report((1, F))], top_k=5)
+    assert ratings.scores.tolist() == [0.0, -1.0, 0.0]
+    later = ratings.updated([report((1, F)), report((2, K))], top_k=5, decay=0.5)
+    assert later.scores.tolist() == [0.0, -1.5, -1.0]
+    with pytest.raises(ValueError, match=r"ratings\.scores"):
+        MachineRatings(np.array([0.0, np.nan]))
