@@ -157,7 +157,7 @@ def decode_machine_list(message: bytes) -> MachineList:
     _require(message, _LIST_HEADER.size, "machine list")
     _, version, count = _LIST_HEADER.unpack_from(message)
     body = message[_LIST_HEADER.size :]
-    names = tuple(body.decode().split("\n")) if count else ()
+    names = tuple(body.decode().split("\n")) if count or body else ()
     if len(names) != count:
         raise ValueError(f"message: machine list announces {count} names, holds {len(names)}")
     return MachineList(version=version, names=names)

@@ -97,6 +97,7 @@ def test_heartbeat_version_decides_full_resync(local: int, aggregator: int, expe
         (b"C\x00", "truncated"),
         (encode_candidates(3, 1, [True] * 5)[:-1], "length"),
         (b"L" + (1).to_bytes(8, "big") + (3).to_bytes(4, "big") + b"a\nb", "announces 3"),
+        (b"L" + (1).to_bytes(8, "big") + (0).to_bytes(4, "big") + b"a", "announces 0"),
     ],
 )
 def test_malformed_messages_raise(message: bytes, match: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,14 @@ def test_counters_are_ignored_in_up_mode() -> None:
     rp = approximate_machines(windows, config(mode=OversubscriptionMode.RESPONSIVENESS))
     assert np.isnan(up.cpi).all() and np.isnan(up.mpki).all()
     np.testing.assert_allclose(rp.cpi, np.asarray(windows.cpi).mean(axis=1))
+
+
+def test_rp_without_any_counters_has_no_b0() -> None:
+    windows = dataclasses.replace(random_windows(12), cpi=None, mpki=None)
+    result = compute_candidates(
+        windows, np.zeros(12), config(mode=OversubscriptionMode.RESPONSIVENESS)
+    )
+    assert not result.high_cpi.any() and not result.high_mpki.any()
 
 
 def test_incremental_refresh_equals_full_recompute() -> None:
