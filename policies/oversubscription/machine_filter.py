@@ -181,7 +181,8 @@ def _indices_and_overload(
         zip(config.load_weights, config.load_thresholds, strict=True)
     ):
         reading, capacity = loads.load[:, j], loads.load_capacity[:, j]
-        load_index += reading * (weight / capacity.max())
+        largest = capacity.max(initial=0.0)
+        load_index += reading * (weight / (largest if largest > 0 else 1.0))
         overloaded |= reading > capacity * threshold
     queue_index = np.zeros(machines)
     for j, (weight, threshold) in enumerate(

@@ -203,3 +203,8 @@ def test_result_is_read_only() -> None:
     result = filter_machines(loads(3), np.zeros(3), config())
     with pytest.raises(ValueError, match="read-only"):
         result.phase[0] = FilterPhase.CANDIDATE
+
+
+def test_an_empty_cluster_has_no_candidates() -> None:
+    result = filter_machines(loads(0), np.zeros(0), config())
+    assert result.candidates.size == 0 and result.phase.size == 0
