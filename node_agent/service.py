@@ -17,6 +17,7 @@ from node_agent.runtime.base import (
     UnknownTaskError,
 )
 from policies.scheduling.resources import Resources
+from sluice.errors import UserError
 from sluice.wire import TASK_STATE_TO_PB
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -38,6 +39,8 @@ def _guard(context: grpc.ServicerContext, action: Callable[[], T]) -> T:
         _abort(context, grpc.StatusCode.ALREADY_EXISTS, str(error))
     except UnknownTaskError as error:
         _abort(context, grpc.StatusCode.NOT_FOUND, str(error))
+    except UserError as error:
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
     except RuntimeError_ as error:
         _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
 

@@ -201,15 +201,7 @@ class DockerRuntime:
         if not launch.argv:
             raise UserError("argv: must name a program to run")
         with self._lock:
-            if launch.task_key in self._tasks:
-                raise TaskExistsError(f"task {launch.task_key!r} already exists on this node")
-            task_dir = self._store.task(launch.task_key)
-            try:
-                task_dir.create()
-            except FileExistsError:
-                raise TaskExistsError(
-                    f"task {launch.task_key!r}: state directory {task_dir.path} already exists"
-                ) from None
+            task_dir = self._store.claim(launch, self._tasks)
             try:
                 task = _Task(launch, self._clock(), task_dir, container_id=None)
                 task_dir.write_launch(launch, task.started_at)

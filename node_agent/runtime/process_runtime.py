@@ -35,7 +35,6 @@ from node_agent.runtime import cgroups
 from node_agent.runtime.base import (
     ResourceLimits,
     RuntimeError_,
-    TaskExistsError,
     TaskLaunch,
     TaskObservation,
     TaskState,
@@ -202,15 +201,7 @@ class ProcessRuntime:
         if not launch.argv:
             raise UserError("argv: must name a program to run")
         with self._lock:
-            if launch.task_key in self._tasks:
-                raise TaskExistsError(f"task {launch.task_key!r} already exists on this node")
-            task_dir = self._store.task(launch.task_key)
-            try:
-                task_dir.create()
-            except FileExistsError:
-                raise TaskExistsError(
-                    f"task {launch.task_key!r}: state directory {task_dir.path} already exists"
-                ) from None
+            task_dir = self._store.claim(launch, self._tasks)
             task = _Task(launch, self._clock(), task_dir, pid=None, starttime=0)
             try:
                 task_dir.write_launch(launch, task.started_at)

@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from node_agent.runtime.base import ResourceLimits, RuntimeError_, TaskLaunch
+from node_agent.runtime.base import ResourceLimits, RuntimeError_, TaskExistsError, TaskLaunch
 
 LAUNCH_FILE = "launch.json"
 LOG_FILE = "output.log"
@@ -164,6 +164,22 @@ class StateStore:
 
     def task(self, task_key: str) -> TaskDir:
         return TaskDir(self.root / encode_name(task_key))
+
+    def claim(self, launch: TaskLaunch, known: Container[str]) -> TaskDir:
+        """Create the state directory of a new task; TaskExistsError if the key is taken.
+
+        ``known`` holds the keys the runtime already manages (a directory may also exist on disk
+        from a task the runtime could not read back)."""
+        if launch.task_key in known:
+            raise TaskExistsError(f"task {launch.task_key!r} already exists on this node")
+        task_dir = self.task(launch.task_key)
+        try:
+            task_dir.create()
+        except FileExistsError:
+            raise TaskExistsError(
+                f"task {launch.task_key!r}: state directory {task_dir.path} already exists"
+            ) from None
+        return task_dir
 
     def existing(self) -> Iterator[TaskDir]:
         """Every task directory present, in name order (a stable adoption order)."""
