@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -25,6 +24,7 @@ from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
 from node_agent.service import AgentServicer
 from policies.scheduling.resources import Resources
+from sluice.daemon import publish_address, stop_on_signals
 from sluice.errors import UserError
 from sluice.rpc import channel, start_server
 from sluice.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
@@ -265,10 +265,7 @@ def run(args: argparse.Namespace) -> int:
         capacity.cpu,
         capacity.memory_mb,
     )
-    if args.address_file:
-        tmp = args.address_file.with_suffix(".tmp")
-        tmp.write_text(address)
-        tmp.replace(args.address_file)
+    publish_address(args.address_file, address)
 
     threads = [
         threading.Thread(
@@ -284,12 +281,7 @@ def run(args: argparse.Namespace) -> int:
     for thread in threads:
         thread.start()
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("received %s: stopping the agent; tasks keep running", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(stop, log, "stopping the agent; tasks keep running")
     stop.wait()
     health.enter_graceful_shutdown()
     server.stop(grace=1).wait()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from resource_manager.service import (
     wall_clock,
 )
 from resource_manager.store import Store
+from sluice.daemon import publish_address, stop_on_signals
 from sluice.rpc import start_server
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -74,22 +74,14 @@ def run(args: argparse.Namespace) -> int:
         state_dir,
         len(core.jobs),
     )
-    if args.address_file:
-        tmp = args.address_file.with_suffix(".tmp")
-        tmp.write_text(address)
-        tmp.replace(args.address_file)
+    publish_address(args.address_file, address)
     stop = threading.Event()
     housekeeping = threading.Thread(
         target=housekeeping_loop, args=(state, stop), name="housekeeping", daemon=True
     )
     housekeeping.start()
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(stop, log, "shutting down")
     stop.wait()
     health.enter_graceful_shutdown()
     server.stop(grace=2).wait()
