@@ -154,3 +154,43 @@ def test_unreachable_cluster_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("sluice: error: cannot reach 127.0.0.1:1")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_rm_and_agents_serve_health_and_reflection(cluster: Cluster) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    from sluice.rpc import channel
+
+    for address, service in [
+        (cluster.info["rm"], "sluice.v1.JobService"),
+        (cluster.info["nodes"][0]["address"], "sluice.v1.AgentService"),
+    ]:
+        ch = channel(address)
+        try:
+            health = health_pb2_grpc.HealthStub(ch)
+            for name in ("", service):
+                answer = health.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)
+                assert answer.status == health_pb2.HealthCheckResponse.SERVING
+            reflection = reflection_pb2_grpc.ServerReflectionStub(ch)
+            replies = reflection.ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+            )
+            listed = {s.name for reply in replies for s in reply.list_services_response.service}
+            assert service in listed
+        finally:
+            ch.close()
+
+
+def test_cli_run_drives_the_job_from_the_client(cluster: Cluster, tmp_path: Path) -> None:
+    spec = tmp_path / "client.yaml"
+    spec.write_text(
+        job_spec("client-mode", [phase("a", 2, "echo a"), phase("b", 1, "echo b", after=["a"])])
+    )
+    result = _sluice(cluster, "run", str(spec))
+    assert result.returncode == 0, result.stderr
+    job_id = result.stderr.split()[1].rstrip(";")
+    detail = cluster.job(job_id)
+    assert detail.summary.client_mode
+    assert detail.summary.state == pb.JOB_SUCCEEDED
+    assert not detail.summary.master_node  # no job master was started on a node
