@@ -159,6 +159,10 @@ def _rmdir_tree(path: Path, sleep: Sleep) -> None:
                 sleep(0.01)
 
 
+# Polls between thaw-and-refreeze attempts while a v1 freeze stays in FREEZING.
+_REFREEZE_EVERY = 20
+
+
 def _wait_for(
     done: Callable[[], bool], timeout: float, clock: Clock, sleep: Sleep, what: str
 ) -> None:
@@ -342,9 +346,23 @@ class CgroupV1:
     def freeze(self, task: str, timeout: float = FREEZE_TIMEOUT_S) -> None:
         state = self._dir("freezer", task) / "freezer.state"
         _write(state, "FROZEN")
+        polls = 0
+
+        def frozen() -> bool:
+            # v1 freezing can stall in FREEZING (a task caught in fork or vfork); as runc does,
+            # ask again on every poll and thaw-then-freeze now and then to get it unstuck.
+            nonlocal polls
+            if self._freezer_state(task) == "FROZEN":
+                return True
+            polls += 1
+            if polls % _REFREEZE_EVERY == 0:
+                _write(state, "THAWED")
+            _write(state, "FROZEN")
+            return False
+
         try:
             _wait_for(
-                lambda: self._freezer_state(task) == "FROZEN",
+                frozen,
                 timeout,
                 self._clock,
                 self._sleep,
