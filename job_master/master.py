@@ -20,10 +20,11 @@ from typing import TypeVar
 
 import grpc
 
-from job_master.plan import Container, JobPlan, Launch, PhaseCounts
+from job_master.plan import Container, JobPlan, Launch
 from policies.scheduling.jobspec import parse_job_spec
 from policies.scheduling.lifecycle import JobState
-from resource_manager.convert import spec_document_from_pb
+from policies.scheduling.progress import PhaseProgress
+from resource_manager.convert import progress_to_pb, spec_document_from_pb
 from sluice.rpc import channel
 from sluice.wire import JOB_STATE_TO_PB, TASK_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -37,23 +38,12 @@ RPC_TIMEOUT = 10.0
 ROUND_INTERVAL = 0.2
 RM_PATIENCE = 300.0  # seconds without the RM before the job master gives up
 
-ProgressCallback = Callable[[list[PhaseCounts]], None]
+ProgressCallback = Callable[[list[PhaseProgress]], None]
 R = TypeVar("R")
 
 
-def _progress_to_pb(counts: list[PhaseCounts]) -> list[rm_pb.PhaseProgress]:
-    return [
-        rm_pb.PhaseProgress(
-            name=c.name,
-            tasks=c.tasks,
-            pending=c.pending,
-            running=c.running,
-            succeeded=c.succeeded,
-            failed=c.failed,
-            dropped=c.dropped,
-        )
-        for c in counts
-    ]
+def _progress_to_pb(progress: list[PhaseProgress]) -> list[rm_pb.PhaseProgress]:
+    return [progress_to_pb(p) for p in progress]
 
 
 class RMUnreachableError(Exception):
@@ -80,7 +70,7 @@ class JobMaster:
         self._on_progress = on_progress
         self._stop = stop or threading.Event()
         self._events_after = 0
-        self._last_progress: list[PhaseCounts] = []
+        self._last_progress: list[PhaseProgress] = []
 
     # ------------------------------------------------------------------ RM calls with patience
 
@@ -143,7 +133,7 @@ class JobMaster:
                 for launch in decisions.launches:
                     self._launcher.submit(self._launch, plan, launch)
                 if outcome is not None:
-                    return self._finish(plan, outcome, progress, decisions.releases)
+                    return self._finish(plan, outcome, progress)
                 request = rm_pb.AllocateRequest(
                     job_id=self.job_id,
                     asks=[
@@ -187,7 +177,7 @@ class JobMaster:
             if response.kill_requested:
                 plan.kill("killed")
 
-    def _report_progress(self, progress: list[PhaseCounts]) -> None:
+    def _report_progress(self, progress: list[PhaseProgress]) -> None:
         if self._on_progress is not None and progress != self._last_progress:
             self._on_progress(progress)
         self._last_progress = progress
@@ -196,8 +186,7 @@ class JobMaster:
         self,
         plan: JobPlan,
         outcome: tuple[JobState, str],
-        progress: list[PhaseCounts],
-        releases: tuple[str, ...],
+        progress: list[PhaseProgress],
     ) -> JobState:
         state, message = outcome
         with self._lock:

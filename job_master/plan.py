@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from policies.scheduling.jobspec import JobSpec, PhaseSpec
 from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 
 
@@ -81,17 +82,6 @@ class Decisions:
     launches: tuple[Launch, ...] = ()
     releases: tuple[str, ...] = ()
     asks: tuple[PhaseAsk, ...] = ()
-
-
-@dataclass(frozen=True)
-class PhaseCounts:
-    name: str
-    tasks: int
-    pending: int
-    running: int
-    succeeded: int
-    failed: int
-    dropped: int
 
 
 @dataclass
@@ -196,12 +186,12 @@ class JobPlan:
         )
         return Decisions(tuple(launches), tuple(releases), asks)
 
-    def progress(self) -> list[PhaseCounts]:
+    def progress(self) -> list[PhaseProgress]:
         counts = []
         for phase in self.spec.phases:
             tasks = [t for t in self.tasks.values() if t.phase == phase.name]
             counts.append(
-                PhaseCounts(
+                PhaseProgress(
                     name=phase.name,
                     tasks=phase.tasks,
                     pending=sum(1 for t in tasks if t.step in (Step.WAITING, Step.READY)),

@@ -397,8 +397,12 @@ class ResourceManagerCore:
                     )
         if not asks:
             return
+        # One pass over the allocations, not one per node: this runs on every heartbeat.
+        allocated: dict[str, Resources] = defaultdict(Resources)
+        for allocation in self.allocations.values():
+            allocated[allocation.node_id] = allocated[allocation.node_id] + allocation.resources
         nodes = [
-            priority_fifo.NodeSlot(n.node_id, n.capacity, self.node_allocated(n.node_id))
+            priority_fifo.NodeSlot(n.node_id, n.capacity, allocated[n.node_id])
             for n in self._ready_nodes()
         ]
         for placement in priority_fifo.place(nodes, asks):

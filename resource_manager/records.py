@@ -10,22 +10,24 @@ from dataclasses import dataclass, field
 
 from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 
 # The job master runs in an allocation of its own, asked for under this phase name.
 MASTER_PHASE = "__master__"
 MASTER_TASK_ID = "master"
 
-
-@dataclass(frozen=True)
-class PhaseProgress:
-    name: str
-    tasks: int
-    pending: int = 0
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    dropped: int = 0
+__all__ = [
+    "MASTER_PHASE",
+    "MASTER_TASK_ID",
+    "AllocationRecord",
+    "JobRecord",
+    "NodeRecord",
+    "NodeState",
+    "PhaseProgress",
+    "TaskObservation",
+    "TaskRecord",
+]
 
 
 @dataclass

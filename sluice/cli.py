@@ -104,8 +104,8 @@ def watch(client: RMClient, job_id: str, *, quiet: bool = False) -> rm_pb.JobSum
 
 def cmd_run(args: argparse.Namespace) -> int:
     from job_master.master import JobMaster, RMUnreachableError
-    from job_master.plan import PhaseCounts
     from policies.scheduling.lifecycle import JobState
+    from policies.scheduling.progress import PhaseProgress
 
     text, spec = load_spec_file(args.file)
     client = _client(args)
@@ -121,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
 
-    def show(progress: list[PhaseCounts]) -> None:
+    def show(progress: list[PhaseProgress]) -> None:
         parts = " ".join(f"{p.name}:{p.succeeded}/{p.tasks}" for p in progress)
         print(f"{job.job_id} {spec.name}: {parts}", file=sys.stderr, flush=True)
 

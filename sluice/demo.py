@@ -9,7 +9,6 @@ the cluster whatever happens.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -99,7 +98,3 @@ def _submit(client: RMClient, name: str) -> str:
     text = (EXAMPLES / name).read_text()
     response = client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=text), timeout=30)
     return str(response.job.job_id)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run_demo(argparse.Namespace(nodes=2, runtime="process")))

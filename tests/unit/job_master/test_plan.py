@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job_master.plan import Container, Decisions, JobPlan, PhaseAsk, PhaseCounts, Step
+from job_master.plan import Container, Decisions, JobPlan, PhaseAsk, Step
 from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.progress import PhaseProgress
 from tests.builders import chain_spec, job_spec, phase_doc, res
 
 _allocation_numbers = itertools.count(1)
@@ -317,12 +318,12 @@ def test_progress_counts():
     report(plan, "map-1", TaskState.RUNNING)
     report(plan, "map-2", TaskState.FAILED)  # back to pending, one failed attempt
     assert plan.progress() == [
-        PhaseCounts("map", 4, pending=2, running=1, succeeded=1, failed=1, dropped=0),
-        PhaseCounts("sum", 4, pending=4, running=0, succeeded=0, failed=0, dropped=0),
+        PhaseProgress("map", 4, pending=2, running=1, succeeded=1, failed=1, dropped=0),
+        PhaseProgress("sum", 4, pending=4, running=0, succeeded=0, failed=0, dropped=0),
     ]
     launch_next(plan, "map")  # map-2, attempt 2
     report(plan, "map-2", TaskState.FAILED)
-    assert plan.progress()[0] == PhaseCounts(
+    assert plan.progress()[0] == PhaseProgress(
         "map", 4, pending=1, running=1, succeeded=1, failed=2, dropped=1
     )
 
