@@ -5,7 +5,7 @@ PROTOS := $(wildcard proto/sluice_pb/*.proto)
 
 proto:
 	$(PY) -m grpc_tools.protoc -I proto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
-	rm -f sluice_pb/common_pb2_grpc.py
+	rm -f sluice_pb/common_pb2_grpc.py sluice_pb/metrics_pb2_grpc.py
 
 lint:
 	$(PY) -m ruff check .

@@ -1,8 +1,9 @@
 # Shared steps of scripts/test.sh and scripts/demo.sh (sourced, not run).
 
-# Debian packages the runtimes need: Docker Engine and a static busybox for the task image.
+# Debian packages: Docker Engine and a static busybox for the task image (the runtimes), and
+# Mosquitto and InfluxDB 1.x (the data plane's real servers, which the tests run).
 # Installed only when running as root on a machine that lacks them.
-SYSTEM_PACKAGES=(docker.io busybox-static)
+SYSTEM_PACKAGES=(docker.io busybox-static mosquitto influxdb)
 
 install_system_packages() {
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

