@@ -17,7 +17,9 @@ from resource_manager.service import (
     wall_clock,
 )
 from resource_manager.store import Store
+from sluice import data_plane
 from sluice.daemon import publish_address, stop_on_signals
+from sluice.errors import UserError
 from sluice.rpc import start_server
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -35,16 +37,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--node-timeout", type=float, default=10.0, help="seconds of silence before a node is lost"
     )
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
+    data_plane.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        plane = data_plane.from_arguments(args)
+    except ValueError as error:
+        raise UserError(str(error)) from None
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     store = Store(state_dir / "rm.sqlite3")
     core = ResourceManagerCore(store, node_timeout=args.node_timeout)
     host = args.listen.rsplit(":", 1)[0]
     # The advertised address is only known once bound (port 0); servicers read it lazily.
-    state = RMState(core, wall_clock, advertise_address="")
+    state = RMState(core, wall_clock, advertise_address="", data_plane=plane)
     names = rm_pb.DESCRIPTOR.services_by_name
     server, port, health = start_server(
         [
@@ -74,6 +81,15 @@ def run(args: argparse.Namespace) -> int:
         state_dir,
         len(core.jobs),
     )
+    if plane.has_kafka:
+        log.info(
+            "data plane: kafka %s, mqtt %s, aggregator %s",
+            plane.kafka_bootstrap,
+            plane.mqtt_url or "-",
+            plane.aggregator_address or "-",
+        )
+    else:
+        log.info("no data plane configured (--kafka): agents publish no metrics")
     publish_address(args.address_file, address)
     stop = threading.Event()
     housekeeping = threading.Thread(

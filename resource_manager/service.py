@@ -25,6 +25,7 @@ from resource_manager.core import (
     ResourceManagerCore,
     StopAllocation,
 )
+from sluice.data_plane import DataPlane
 from sluice.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -38,10 +39,17 @@ T = TypeVar("T")
 class RMState:
     """The core, its lock, and a condition that wakes watchers whenever the core changed."""
 
-    def __init__(self, core: ResourceManagerCore, clock: Clock, advertise_address: str) -> None:
+    def __init__(
+        self,
+        core: ResourceManagerCore,
+        clock: Clock,
+        advertise_address: str,
+        data_plane: DataPlane | None = None,
+    ) -> None:
         self.core = core
         self.clock = clock
         self.advertise_address = advertise_address
+        self.data_plane = data_plane or DataPlane()
         self.changed = threading.Condition(threading.Lock())
 
     def run(self, action: Callable[[ResourceManagerCore, float], T]) -> T:
@@ -151,6 +159,11 @@ class JobServicer(rm_grpc.JobServiceServicer):
             )
         )
 
+    def GetClusterInfo(
+        self, request: rm_pb.GetClusterInfoRequest, context: grpc.ServicerContext
+    ) -> rm_pb.ClusterInfo:
+        return rm_pb.ClusterInfo(data_plane=self._state.data_plane.to_pb())
+
 
 def _document(request: rm_pb.SubmitJobRequest) -> object:
     if request.WhichOneof("source") == "spec_yaml":
@@ -185,7 +198,9 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                 now=now,
             )
         )
-        return rm_pb.RegisterNodeResponse(heartbeat_interval_s=0)
+        return rm_pb.RegisterNodeResponse(
+            heartbeat_interval_s=0, data_plane=self._state.data_plane.to_pb()
+        )
 
     def Heartbeat(
         self, request: rm_pb.HeartbeatRequest, context: grpc.ServicerContext
@@ -240,6 +255,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 allocations=[
                     convert.allocation_to_pb(a, core.node_address(a.node_id)) for a in held
                 ],
+                data_plane=self._state.data_plane.to_pb(),
             )
 
         return _guard(context, lambda: self._state.run(register))

@@ -17,6 +17,16 @@ NODE_STATE_UNSPECIFIED: NodeState
 NODE_READY: NodeState
 NODE_LOST: NodeState
 
+class GetClusterInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ClusterInfo(_message.Message):
+    __slots__ = ("data_plane",)
+    DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
+    data_plane: _common_pb2.DataPlane
+    def __init__(self, data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ...) -> None: ...
+
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "spec_yaml", "client_mode")
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -178,10 +188,12 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("heartbeat_interval_s",)
+    __slots__ = ("heartbeat_interval_s", "data_plane")
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_s: float
-    def __init__(self, heartbeat_interval_s: _Optional[float] = ...) -> None: ...
+    data_plane: _common_pb2.DataPlane
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("node_id", "used", "live_tasks")
@@ -250,14 +262,16 @@ class RegisterMasterRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class RegisterMasterResponse(_message.Message):
-    __slots__ = ("spec", "kill_requested", "allocations")
+    __slots__ = ("spec", "kill_requested", "allocations", "data_plane")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.JobSpec
     kill_requested: bool
     allocations: _containers.RepeatedCompositeFieldContainer[Allocation]
-    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ...) -> None: ...
+    data_plane: _common_pb2.DataPlane
+    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ...) -> None: ...
 
 class Ask(_message.Message):
     __slots__ = ("phase", "count", "resources")

@@ -66,6 +66,11 @@ class JobServiceStub:
                 request_serializer=sluice__pb_dot_resource__manager__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=sluice__pb_dot_resource__manager__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.GetClusterInfo = channel.unary_unary(
+                '/sluice.v1.JobService/GetClusterInfo',
+                request_serializer=sluice__pb_dot_resource__manager__pb2.GetClusterInfoRequest.SerializeToString,
+                response_deserializer=sluice__pb_dot_resource__manager__pb2.ClusterInfo.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -112,6 +117,13 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetClusterInfo(self, request, context):
+        """The cluster's data plane (Kafka, MQTT, aggregator), for clients such as `sluice candidates`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +156,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=sluice__pb_dot_resource__manager__pb2.ListNodesRequest.FromString,
                     response_serializer=sluice__pb_dot_resource__manager__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'GetClusterInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetClusterInfo,
+                    request_deserializer=sluice__pb_dot_resource__manager__pb2.GetClusterInfoRequest.FromString,
+                    response_serializer=sluice__pb_dot_resource__manager__pb2.ClusterInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,6 +327,33 @@ class JobService:
             '/sluice.v1.JobService/ListNodes',
             sluice__pb_dot_resource__manager__pb2.ListNodesRequest.SerializeToString,
             sluice__pb_dot_resource__manager__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetClusterInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobService/GetClusterInfo',
+            sluice__pb_dot_resource__manager__pb2.GetClusterInfoRequest.SerializeToString,
+            sluice__pb_dot_resource__manager__pb2.ClusterInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,101 @@
+"""Where the data plane lives: the Kafka brokers and topics, the MQTT broker and topic prefix,
+and the cluster aggregator.
+
+The resource manager is configured with it (``sluice rm --kafka ... --mqtt ... --aggregator
+...``) and hands it to every agent and job master that registers, so a deployment names its
+brokers in one place.  ``DataPlane()`` (all empty) means no metrics pipeline: agents and job
+masters then run without publishing anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from sluice_pb import common_pb2 as pb
+
+DEFAULT_METRICS_TOPIC = "sluice.metrics"
+DEFAULT_OUTCOMES_TOPIC = "sluice.task-outcomes"
+DEFAULT_MQTT_TOPIC_PREFIX = "sluice/v1"
+
+
+@dataclass(frozen=True)
+class DataPlane:
+    kafka_bootstrap: str = ""
+    metrics_topic: str = DEFAULT_METRICS_TOPIC
+    outcomes_topic: str = DEFAULT_OUTCOMES_TOPIC
+    mqtt_url: str = ""
+    mqtt_topic_prefix: str = DEFAULT_MQTT_TOPIC_PREFIX
+    aggregator_address: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kafka_bootstrap:
+            for address in self.kafka_bootstrap.split(","):
+                check_host_port("--kafka", address)
+        if self.aggregator_address:
+            check_host_port("--aggregator", self.aggregator_address)
+        if self.mqtt_url and not self.mqtt_url.startswith("mqtt://"):
+            raise ValueError(f"--mqtt: expected mqtt://host:port, got {self.mqtt_url!r}")
+        for flag, topic in (
+            ("--metrics-topic", self.metrics_topic),
+            ("--outcomes-topic", self.outcomes_topic),
+            ("--mqtt-topic-prefix", self.mqtt_topic_prefix),
+        ):
+            if not topic or any(c in topic for c in " #+"):
+                raise ValueError(f"{flag}: must be a non-empty name without spaces, '#' or '+'")
+
+    @property
+    def has_kafka(self) -> bool:
+        return bool(self.kafka_bootstrap)
+
+    def to_pb(self) -> pb.DataPlane:
+        return pb.DataPlane(
+            kafka_bootstrap=self.kafka_bootstrap,
+            metrics_topic=self.metrics_topic,
+            outcomes_topic=self.outcomes_topic,
+            mqtt_url=self.mqtt_url,
+            mqtt_topic_prefix=self.mqtt_topic_prefix,
+            aggregator_address=self.aggregator_address,
+        )
+
+    @staticmethod
+    def from_pb(message: pb.DataPlane) -> DataPlane:
+        """The RM's data plane as received; missing topic names take the defaults."""
+        return DataPlane(
+            kafka_bootstrap=message.kafka_bootstrap,
+            metrics_topic=message.metrics_topic or DEFAULT_METRICS_TOPIC,
+            outcomes_topic=message.outcomes_topic or DEFAULT_OUTCOMES_TOPIC,
+            mqtt_url=message.mqtt_url,
+            mqtt_topic_prefix=message.mqtt_topic_prefix or DEFAULT_MQTT_TOPIC_PREFIX,
+            aggregator_address=message.aggregator_address,
+        )
+
+
+def check_host_port(flag: str, address: str) -> None:
+    """Raise ``ValueError("flag: problem")`` unless ``address`` is ``host:port``."""
+    host, _, port = address.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{flag}: expected host:port, got {address!r}")
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, with_aggregator: bool = True) -> None:
+    """The data-plane flags shared by ``sluice rm`` and ``sluice aggregator``."""
+    parser.add_argument("--kafka", default="", help="Kafka bootstrap servers host:port[,...]")
+    parser.add_argument("--metrics-topic", default=DEFAULT_METRICS_TOPIC)
+    parser.add_argument("--outcomes-topic", default=DEFAULT_OUTCOMES_TOPIC)
+    parser.add_argument("--mqtt", default="", help="MQTT broker mqtt://host:port")
+    parser.add_argument("--mqtt-topic-prefix", default=DEFAULT_MQTT_TOPIC_PREFIX)
+    if with_aggregator:
+        parser.add_argument("--aggregator", default="", help="aggregator address host:port")
+
+
+def from_arguments(args: argparse.Namespace) -> DataPlane:
+    """The flags of ``add_arguments`` as a ``DataPlane`` (``ValueError`` names a bad flag)."""
+    return DataPlane(
+        kafka_bootstrap=args.kafka,
+        metrics_topic=args.metrics_topic,
+        outcomes_topic=args.outcomes_topic,
+        mqtt_url=args.mqtt,
+        mqtt_topic_prefix=args.mqtt_topic_prefix,
+        aggregator_address=getattr(args, "aggregator", ""),
+    )
