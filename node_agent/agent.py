@@ -60,6 +60,14 @@ class TaskEvent:
 
 
 @dataclass(frozen=True)
+class TaskUsageRate:
+    """A live task's CPU use over the last monitor interval (cores) and its memory now."""
+
+    cpu_cores: float
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     node_id: str
     cpu_ids: tuple[int, ...]
@@ -83,6 +91,7 @@ class NodeAgent:
         self._observed: dict[str, TaskObservation] = {}
         self._usage_prev: dict[str, tuple[float, float]] = {}
         self.used = Resources()
+        self.task_usage: dict[str, TaskUsageRate] = {}
         for runtime in self._runtimes():
             for observation in runtime.observe():
                 self._observed[observation.task_key] = observation
@@ -258,10 +267,11 @@ class NodeAgent:
         for runtime in self._runtimes():
             for observation in runtime.observe():
                 observed[observation.task_key] = observation
-        used = self._measure_usage(observed, now)
+        used, per_task = self._measure_usage(observed, now)
         with self._lock:
             self._observed = observed
             self.used = used
+            self.task_usage = per_task
             for key, observation in observed.items():
                 event = self.event_for(observation)
                 if self._reported.get(key) != event.state:
@@ -320,11 +330,16 @@ class NodeAgent:
             return LifecycleState.FAILED, f"killed by signal {code - 128}"
         return LifecycleState.FAILED, f"exit code {code}"
 
-    def _measure_usage(self, observed: dict[str, TaskObservation], now: float) -> Resources:
+    def _measure_usage(
+        self, observed: dict[str, TaskObservation], now: float
+    ) -> tuple[Resources, dict[str, TaskUsageRate]]:
+        """The node's total usage and each live task's, from the CPU time consumed since the
+        previous pass (a task seen for the first time counts 0 cores)."""
         cpu = 0.0
         memory = 0
         previous = self._usage_prev
         current: dict[str, tuple[float, float]] = {}
+        per_task: dict[str, TaskUsageRate] = {}
         for key, observation in observed.items():
             if observation.state is TaskState.EXITED:
                 continue
@@ -334,11 +349,14 @@ class NodeAgent:
             except Exception:  # the task may exit between observe() and usage()
                 continue
             current[key] = (now, usage.cpu_seconds)
+            rate = 0.0
             if key in previous and now > previous[key][0]:
-                cpu += (usage.cpu_seconds - previous[key][1]) / (now - previous[key][0])
+                rate = max((usage.cpu_seconds - previous[key][1]) / (now - previous[key][0]), 0.0)
+            per_task[key] = TaskUsageRate(cpu_cores=rate, memory_bytes=usage.memory_bytes)
+            cpu += rate
             memory += usage.memory_bytes
         self._usage_prev = current
-        return Resources(cpu=max(cpu, 0.0), memory_mb=memory // (1024 * 1024))
+        return Resources(cpu=cpu, memory_mb=memory // (1024 * 1024)), per_task
 
     def _prune(self, observed: dict[str, TaskObservation], now: float) -> None:
         """Forget tasks that ended longer ago than the retention period (logs included)."""
