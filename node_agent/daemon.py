@@ -1,9 +1,11 @@
 """The node agent process: ``sluice agent``.
 
 Loops: a monitor (observes tasks every ``--monitor-interval``, sends task events to the RM as soon
-as they happen, re-sending what the RM did not acknowledge), and a heartbeat (usage and live tasks
-out, RM commands in).  A lost RM is retried with backoff; tasks keep running meanwhile.  SIGTERM
-stops the agent but not its tasks: a restarted agent adopts them.
+as they happen, re-sending what the RM did not acknowledge), a heartbeat (usage and live tasks
+out, RM commands in), and metrics (one ``NodeMetrics`` sample per ``--metrics-interval`` to the
+Kafka topic the RM names at registration, or ``--kafka``).  A lost RM is retried with backoff;
+tasks keep running meanwhile.  SIGTERM stops the agent but not its tasks: a restarted agent
+adopts them.
 """
 
 from __future__ import annotations
@@ -14,18 +16,24 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
 
 from node_agent.agent import AgentConfig, NodeAgent, TaskEvent
+from node_agent.metrics.counters import CounterSampler, detect_counters
+from node_agent.metrics.host import HostSampler
+from node_agent.metrics.reporter import MetricsReporter
 from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
 from node_agent.service import AgentServicer
 from policies.scheduling.resources import Resources
 from sluice.daemon import publish_address, stop_on_signals
+from sluice.data_plane import DataPlane
 from sluice.errors import UserError
+from sluice.kafka_outbox import DEFAULT_BUFFER
 from sluice.rpc import channel, start_server
 from sluice.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
 from sluice_pb import common_pb2 as pb
@@ -55,6 +63,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--monitor-interval", type=float, default=0.2)
     parser.add_argument("--docker-url", help="Docker Engine URL (default: from the environment)")
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
+    parser.add_argument(
+        "--kafka", default="", help="publish metrics here (default: where the RM says)"
+    )
+    parser.add_argument(
+        "--metrics-topic", default="", help="default: the RM's, else sluice.metrics"
+    )
+    parser.add_argument("--metrics-interval", type=float, default=1.0, help="seconds per sample")
+    parser.add_argument(
+        "--metrics-buffer",
+        type=int,
+        default=DEFAULT_BUFFER,
+        help="samples kept while Kafka is unreachable; the oldest are dropped beyond this",
+    )
 
 
 def _total_memory_mb() -> int:
@@ -86,8 +107,10 @@ class AgentDaemon:
         address: str,
         runtime: str,
         stop_event: threading.Event,
+        on_data_plane: Callable[[DataPlane], None] | None = None,
     ) -> None:
         self.agent = agent
+        self._on_data_plane = on_data_plane
         self.address = address
         self.runtime = runtime
         self._rm_address = rm_address
@@ -123,8 +146,10 @@ class AgentDaemon:
             runtime=self.runtime,
             live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
         )
-        self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
+        response = self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
         self._registered = True
+        if self._on_data_plane is not None and response.HasField("data_plane"):
+            self._on_data_plane(DataPlane.from_pb(response.data_plane))
         log.info(
             "registered with the resource manager at %s as %s", self._rm_address, config.node_id
         )
@@ -243,6 +268,8 @@ def run(args: argparse.Namespace) -> int:
             "adopted %d running tasks: %s", len(adopted), ", ".join(o.task_key for o in adopted)
         )
 
+    reporter = _metrics_reporter(agent, args, state_dir)
+
     stop = threading.Event()
     servicer = AgentServicer(agent, on_drained=stop.set)
     server, port, health = start_server(
@@ -257,7 +284,16 @@ def run(args: argparse.Namespace) -> int:
     )
     host = args.listen.rsplit(":", 1)[0]
     address = args.advertise or f"{host}:{port}"
-    daemon = AgentDaemon(agent, args.rm, address, args.runtime, stop)
+    daemon = AgentDaemon(
+        agent,
+        args.rm,
+        address,
+        args.runtime,
+        stop,
+        on_data_plane=lambda plane: reporter.use(_override(plane, args)),
+    )
+    if args.kafka:
+        reporter.use(_override(DataPlane(), args))
     log.info(
         "node agent %s listening on %s (%g cpu, %d MiB)",
         node_id,
@@ -277,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
             name="heartbeat",
             daemon=True,
         ),
+        threading.Thread(target=reporter.run, args=(stop,), name="metrics", daemon=True),
     ]
     for thread in threads:
         thread.start()
@@ -288,8 +325,43 @@ def run(args: argparse.Namespace) -> int:
     for thread in threads:
         thread.join(timeout=5)
     daemon.close()
+    reporter.close()
     tasks.close()
     if masters is not tasks:
         masters.close()
     log.info("node agent stopped")
     return 0
+
+
+def _metrics_reporter(
+    agent: NodeAgent, args: argparse.Namespace, state_dir: Path
+) -> MetricsReporter:
+    if args.metrics_interval <= 0:
+        raise UserError("--metrics-interval: must be positive")
+    if args.metrics_buffer < 1:
+        raise UserError("--metrics-buffer: must be at least 1")
+    _override(DataPlane(), args)  # a bad --kafka or --metrics-topic fails start-up, not later
+    support = detect_counters()
+    if support.available:
+        log.info("hardware counters available: CPI and MPKI are reported")
+    else:
+        log.info("hardware counters unavailable (%s): CPI and MPKI reported absent", support.reason)
+    return MetricsReporter(
+        agent,
+        HostSampler(disk_path=state_dir),
+        CounterSampler(support),
+        support,
+        interval=args.metrics_interval,
+        buffer=args.metrics_buffer,
+    )
+
+
+def _override(plane: DataPlane, args: argparse.Namespace) -> DataPlane:
+    """The RM's data plane with this agent's --kafka / --metrics-topic taking precedence."""
+    try:
+        return DataPlane(
+            kafka_bootstrap=args.kafka or plane.kafka_bootstrap,
+            metrics_topic=args.metrics_topic or plane.metrics_topic,
+        )
+    except ValueError as error:
+        raise UserError(str(error)) from None

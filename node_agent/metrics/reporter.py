@@ -1,0 +1,158 @@
+"""The agent's metrics loop: every interval, sample the machine and its tasks and publish one
+``NodeMetrics`` message on the metrics topic (keyed by node id).
+
+Where to publish comes from the resource manager when the agent registers (or from ``--kafka``);
+until it is known, nothing is sampled.  Hardware counters are probed once at start-up: on a
+machine without a PMU (most VMs) CPI and MPKI are left unset, never reported as 0, and the
+message says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from node_agent.agent import NodeAgent
+from node_agent.metrics.counters import CounterSampler, CounterSupport
+from node_agent.metrics.host import HostSampler
+from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
+from node_agent.runtime.base import TaskState
+from sluice.data_plane import DataPlane
+from sluice.kafka_outbox import KafkaOutbox, kafka_producer
+
+log = logging.getLogger("sluice.agent.metrics")
+
+MIB = 1024 * 1024
+
+
+class MetricsReporter:
+    """Samples and publishes; ``run`` is the loop, ``sample_once`` one step of it."""
+
+    def __init__(
+        self,
+        agent: NodeAgent,
+        host: HostSampler,
+        counters: CounterSampler,
+        counter_support: CounterSupport,
+        *,
+        interval: float,
+        buffer: int,
+        publisher_factory: Callable[[DataPlane, int], KafkaOutbox] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.interval = interval
+        self._host = host
+        self._counters = counters
+        self._support = counter_support
+        self._buffer = buffer
+        self._factory = publisher_factory or _default_publisher
+        self.publisher: KafkaOutbox | None = None
+        self._sequence = 0
+
+    def use(self, plane: DataPlane) -> None:
+        """Publish to ``plane``'s Kafka from now on (a no-op when it is already in use)."""
+        if not plane.has_kafka:
+            return
+        current = self.publisher
+        if current is not None and (current.bootstrap, current.topic) == (
+            plane.kafka_bootstrap,
+            plane.metrics_topic,
+        ):
+            return
+        if current is not None:
+            current.close(timeout=1)
+        self.publisher = self._factory(plane, self._buffer)
+        self.publisher.start()
+        log.info(
+            "publishing metrics every %g s to Kafka %s, topic %s (buffer %d samples)",
+            self.interval,
+            plane.kafka_bootstrap,
+            plane.metrics_topic,
+            self._buffer,
+        )
+
+    def run(self, stop: threading.Event) -> None:
+        next_due = time.monotonic()
+        while not stop.is_set():
+            if self.publisher is not None:
+                try:
+                    self.sample_once(time.time())
+                except Exception:  # one bad read must not end the loop
+                    log.exception("metrics sample failed")
+            next_due += self.interval
+            delay = next_due - time.monotonic()
+            if delay < 0:  # fell behind (a slow perf run, a paused VM): do not burst
+                next_due = time.monotonic()
+                delay = 0
+            stop.wait(delay)
+
+    def sample_once(self, now: float) -> None:
+        """Measure and queue one sample.  Needs a publisher (see ``use``)."""
+        publisher = self.publisher
+        if publisher is None:
+            raise RuntimeError("no metrics publisher: the data plane is not known yet")
+        machine = self._host.sample(now)
+        counters = self._machine_counters()
+        self._sequence += 1
+        config = self.agent.config
+        message = build_node_metrics(
+            node_id=config.node_id,
+            timestamp=now,
+            sequence=self._sequence,
+            interval_s=self.interval,
+            cpu_capacity=config.capacity.cpu,
+            memory_capacity_bytes=config.capacity.memory_mb * MIB,
+            machine=machine,
+            counters=counters,
+            tasks=self._task_figures(),
+            dropped_samples=publisher.dropped,
+        )
+        publisher.offer(config.node_id, message.SerializeToString())
+
+    def close(self) -> None:
+        if self.publisher is not None:
+            self.publisher.close()
+
+    def _machine_counters(self) -> Counters:
+        if not self._support.available:
+            return Counters(reason=self._support.reason)
+        readings = self._counters.measure([], duration=min(0.2, self.interval / 4))
+        reading = readings.get("")
+        if reading is None:
+            return Counters(reason="perf stat counted nothing this interval")
+        return Counters(cpi=reading.cpi, mpki=reading.mpki)
+
+    def _task_figures(self) -> list[TaskFigures]:
+        usage = self.agent.task_usage
+        figures = []
+        for observation in self.agent.observations():
+            if observation.state is TaskState.EXITED:
+                continue
+            rate = usage.get(observation.task_key)
+            figures.append(
+                TaskFigures(
+                    task_key=observation.task_key,
+                    job_id=observation.job_id,
+                    task_id=observation.task_id,
+                    speculative=False,
+                    suspended=observation.state is TaskState.SUSPENDED,
+                    cpu_cores=rate.cpu_cores if rate else 0.0,
+                    memory_bytes=rate.memory_bytes if rate else 0,
+                    cpu_limit_cores=observation.limits.cpu,
+                    memory_limit_bytes=observation.limits.memory_mb * MIB,
+                )
+            )
+        return figures
+
+
+def _default_publisher(plane: DataPlane, buffer: int) -> KafkaOutbox:
+    return KafkaOutbox(
+        plane.kafka_bootstrap,
+        plane.metrics_topic,
+        capacity=buffer,
+        producer_factory=lambda bootstrap: kafka_producer(bootstrap, "sluice-agent"),
+        log=log,
+        what="metric samples",
+    )

@@ -1,0 +1,212 @@
+"""Hand messages to one Kafka topic without ever holding up the caller.
+
+Node agents publish their metric samples through it, job masters their task outcomes.
+``offer`` puts a message in a bounded buffer and returns at once; a sender thread drains the
+buffer into a kafka-python producer.  When the broker cannot be reached the messages wait in the
+buffer; once it is full the oldest is dropped and counted (``dropped``): the aggregator wants the
+freshest picture of a machine, not a complete history.  The sender reconnects with exponential
+backoff and logs each outage once, when it starts and when it ends.
+
+Delivery is at least once: a batch that failed part-way is sent again whole, and the aggregator
+ignores a sample that is not newer than the one it already holds.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+
+DEFAULT_BUFFER = 300  # five minutes of 1 s samples
+MAX_BACKOFF_S = 10.0
+SEND_TIMEOUT_S = 5.0
+
+
+class Producer(Protocol):
+    """The part of ``kafka.KafkaProducer`` the publisher uses."""
+
+    def send(self, topic: str, value: bytes, key: bytes) -> Any: ...
+
+    def flush(self, timeout: float | None = None) -> None: ...
+
+    def close(self, timeout: float | None = None) -> None: ...
+
+
+def kafka_producer(bootstrap: str, client_id: str = "sluice") -> Producer:
+    """A producer that fails fast instead of blocking when the broker is away."""
+    producer: Producer = KafkaProducer(
+        bootstrap_servers=bootstrap.split(","),
+        client_id=client_id,
+        acks=1,
+        enable_idempotence=False,  # retries are ours, whole batches; see the module docstring
+        linger_ms=20,
+        retries=0,  # the publisher retries whole batches itself
+        max_block_ms=int(SEND_TIMEOUT_S * 1000),
+        request_timeout_ms=int(SEND_TIMEOUT_S * 1000),
+        reconnect_backoff_max_ms=int(MAX_BACKOFF_S * 1000),
+    )
+    return producer
+
+
+class KafkaOutbox:
+    """A bounded, self-reconnecting queue of ``(key, value)`` messages for one Kafka topic."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        capacity: int = DEFAULT_BUFFER,
+        producer_factory: Callable[[str], Producer] = kafka_producer,
+        log: logging.Logger | None = None,
+        what: str = "messages",
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("capacity: must be at least 1")
+        self._what = what
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self._capacity = capacity
+        self._factory = producer_factory
+        self._log = log or logging.getLogger("sluice.kafka")
+        self._buffer: collections.deque[tuple[bytes, bytes]] = collections.deque()
+        self._wakeup = threading.Condition()
+        self._stopping = threading.Event()
+        self._producer: Producer | None = None
+        self._thread: threading.Thread | None = None
+        self._dropped = 0
+        self._sent = 0
+        self._outage = False
+
+    # ------------------------------------------------------------------ the agent's side
+
+    def offer(self, key: str, value: bytes) -> None:
+        """Queue one message; never blocks.  A full buffer drops its oldest message."""
+        with self._wakeup:
+            if len(self._buffer) >= self._capacity:
+                self._buffer.popleft()
+                self._dropped += 1
+            self._buffer.append((key.encode(), value))
+            self._wakeup.notify()
+
+    @property
+    def dropped(self) -> int:
+        """Messages dropped since start because the buffer was full."""
+        with self._wakeup:
+            return self._dropped
+
+    @property
+    def sent(self) -> int:
+        """Messages the broker acknowledged."""
+        with self._wakeup:
+            return self._sent
+
+    @property
+    def pending(self) -> int:
+        with self._wakeup:
+            return len(self._buffer)
+
+    @property
+    def connected(self) -> bool:
+        return self._producer is not None and not self._outage
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="kafka-outbox", daemon=True)
+        self._thread.start()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the buffer to empty; True if it did."""
+        deadline = time.monotonic() + timeout
+        while self.pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not self.pending
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the sender after one last attempt to deliver what is buffered."""
+        self._stopping.set()
+        with self._wakeup:
+            self._wakeup.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._producer is not None:
+            try:
+                self._producer.close(timeout=1)
+            except Exception:  # closing a producer whose broker is gone may complain
+                self._log.debug("closing the Kafka producer failed", exc_info=True)
+            self._producer = None
+
+    # ------------------------------------------------------------------ the sender thread
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while True:
+            with self._wakeup:
+                while not self._buffer and not self._stopping.is_set():
+                    self._wakeup.wait()
+                batch = list(self._buffer)
+            if not batch:
+                return  # stopping, nothing left
+            if self._deliver(batch):
+                backoff = 0.5
+                if self._stopping.is_set() and not self.pending:
+                    return
+                continue
+            if self._stopping.is_set():
+                return
+            self._stopping.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _deliver(self, batch: list[tuple[bytes, bytes]]) -> bool:
+        """Send ``batch`` (the buffer's oldest messages); True when the broker took all of it."""
+        try:
+            if self._producer is None:
+                self._producer = self._factory(self.bootstrap)
+            futures = [self._producer.send(self.topic, value=v, key=k) for k, v in batch]
+            self._producer.flush(timeout=SEND_TIMEOUT_S)
+            for future in futures:
+                future.get(timeout=SEND_TIMEOUT_S)
+        except (KafkaError, OSError) as error:
+            self._broken(error)
+            return False
+        with self._wakeup:
+            # Only what was sent leaves the buffer; samples dropped meanwhile shift the queue,
+            # so remove by identity from the left.
+            sent = 0
+            for item in batch:
+                if self._buffer and self._buffer[0] is item:
+                    self._buffer.popleft()
+                    sent += 1
+            self._sent += sent
+        if self._outage:
+            self._outage = False
+            self._log.info(
+                "Kafka at %s reachable again; publishing resumed (%d %s dropped so far)",
+                self.bootstrap,
+                self.dropped,
+                self._what,
+            )
+        return True
+
+    def _broken(self, error: Exception) -> None:
+        if not self._outage:
+            self._outage = True
+            self._log.warning(
+                "cannot publish to Kafka at %s (%s); buffering up to %d %s, "
+                "dropping the oldest beyond that, and reconnecting with backoff",
+                self.bootstrap,
+                error,
+                self._capacity,
+                self._what,
+            )
+        if self._producer is not None:
+            try:
+                self._producer.close(timeout=0)
+            except Exception:
+                self._log.debug("closing the broken Kafka producer failed", exc_info=True)
+            self._producer = None
