@@ -1,0 +1,282 @@
+"""The cluster aggregator process: ``sluice aggregator``.
+
+Threads: *ingest* reads the metrics and outcomes topics from Kafka into the windows (and hands
+new samples to InfluxDB when configured); *period* ranks the machines every ``--period`` seconds
+and publishes the machine list and the candidate list over MQTT; gRPC handlers answer queries.
+
+Start-up, so that a restart does not blind placement for a whole window: the windows are first
+refilled from InfluxDB, then the Kafka topics are replayed from the newest sample InfluxDB had
+(or from ``--replay`` seconds ago without InfluxDB), and a first round is computed at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+import time
+from pathlib import Path
+
+from aggregator.influx_store import InfluxSampleStore, parse_influx_url
+from aggregator.kafka_reader import TopicReader
+from aggregator.mqtt_publisher import CandidatePublisher, parse_mqtt_url
+from aggregator.rounds import Ranking, Round
+from aggregator.service import AggregatorServicer
+from aggregator.state import AggregatorState, Settings
+from policies.oversubscription.candidate_sync import MachineList
+from policies.oversubscription.candidates import compute_candidates
+from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
+from policies.oversubscription.least_loaded import least_loaded_candidates
+from sluice import data_plane
+from sluice.daemon import publish_address, stop_on_signals
+from sluice.errors import UserError
+from sluice.rpc import start_server
+from sluice_pb import aggregator_pb2 as apb
+from sluice_pb import aggregator_pb2_grpc as agrpc
+
+log = logging.getLogger("sluice.aggregator")
+
+RANKINGS: dict[str, Ranking] = {
+    "rose": compute_candidates,  # multi-phase filtering, ROSE Alg. 4
+    "least-loaded": least_loaded_candidates,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--listen", default="127.0.0.1:7071", help="gRPC host:port (0 = any)")
+    parser.add_argument("--advertise", help="address others use to reach the aggregator")
+    parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
+    data_plane.add_arguments(parser, with_aggregator=False)
+    parser.add_argument(
+        "--influx-url",
+        default="",
+        help="InfluxDB http://[user:pass@]host:port[/database] (default: windows in memory only)",
+    )
+    parser.add_argument("--period", type=float, default=10.0, help="seconds between rankings")
+    parser.add_argument("--window", type=int, default=60, help="samples kept per machine")
+    parser.add_argument(
+        "--stale-after",
+        type=float,
+        default=5.0,
+        help="seconds without a sample before a machine counts as disconnected",
+    )
+    parser.add_argument(
+        "--forget-after",
+        type=float,
+        default=600.0,
+        help="seconds without a sample before a machine leaves the machine list",
+    )
+    parser.add_argument("--ranking", choices=sorted(RANKINGS), default="rose")
+    parser.add_argument(
+        "--mode",
+        choices=[m.value for m in OversubscriptionMode],
+        default=OversubscriptionMode.UTILIZATION.value,
+        help="up: batch-only co-location; rp: with latency-sensitive services (counters on)",
+    )
+    parser.add_argument("--candidate-limit", type=int, default=100, help="L_max of ROSE Alg. 4")
+    parser.add_argument(
+        "--replay",
+        type=float,
+        default=60.0,
+        help="without InfluxDB, seconds of Kafka history replayed at start-up",
+    )
+
+
+def _settings(args: argparse.Namespace) -> tuple[Settings, data_plane.DataPlane]:
+    try:
+        plane = data_plane.from_arguments(args)
+        if not plane.has_kafka:
+            raise ValueError("--kafka: required (the broker agents publish metrics to)")
+        if args.mqtt:
+            parse_mqtt_url(args.mqtt)
+        if args.influx_url:
+            parse_influx_url(args.influx_url)
+        for flag, value in (("--period", args.period), ("--stale-after", args.stale_after)):
+            if not value > 0:
+                raise ValueError(f"{flag}: must be positive")
+        if args.window < 2:
+            raise ValueError("--window: must be at least 2 samples")
+        if args.forget_after <= args.stale_after:
+            raise ValueError("--forget-after: must be longer than --stale-after")
+        config = OversubscriptionConfig(
+            mode=OversubscriptionMode(args.mode), candidate_limit=args.candidate_limit
+        )
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    settings = Settings(
+        metrics_topic=plane.metrics_topic,
+        outcomes_topic=plane.outcomes_topic,
+        window=args.window,
+        stale_after=args.stale_after,
+        forget_after=args.forget_after,
+        config=config,
+        ranking=RANKINGS[args.ranking],
+        ranking_name=args.ranking,
+    )
+    return settings, plane
+
+
+def run(args: argparse.Namespace) -> int:
+    settings, plane = _settings(args)
+    started = time.time()
+    state = AggregatorState(settings, start_time=started)
+
+    store: InfluxSampleStore | None = None
+    replay_from = started - args.replay
+    if args.influx_url:
+        store = InfluxSampleStore(parse_influx_url(args.influx_url))
+        store.start()
+        replay_from = _refill(state, store, settings.window, default=replay_from)
+    else:
+        log.warning(
+            "no --influx-url: windows are kept in memory only; a restart refills them from the "
+            "last %g s of Kafka",
+            args.replay,
+        )
+    publisher = CandidatePublisher(args.mqtt, plane.mqtt_topic_prefix) if args.mqtt else None
+    if publisher is not None:
+        publisher.start()
+    else:
+        log.warning("no --mqtt: candidate lists are only served over gRPC")
+
+    state.run_round(time.time())  # answer queries at once, from the refilled windows
+    servicer = AggregatorServicer(state, period_s=args.period, influxdb=store is not None)
+    server, port, health = start_server(
+        [
+            (
+                agrpc.add_AggregatorServiceServicer_to_server,
+                servicer,
+                apb.DESCRIPTOR.services_by_name["AggregatorService"].full_name,
+            )
+        ],
+        args.listen,
+    )
+    address = args.advertise or f"{args.listen.rsplit(':', 1)[0]}:{port}"
+    log.info(
+        "aggregator listening on %s: kafka %s (%s, %s), ranking %s every %g s, window %d samples",
+        address,
+        plane.kafka_bootstrap,
+        plane.metrics_topic,
+        plane.outcomes_topic,
+        args.ranking,
+        args.period,
+        args.window,
+    )
+    publish_address(args.address_file, address)
+
+    stop = threading.Event()
+    reader = TopicReader(
+        plane.kafka_bootstrap,
+        [plane.metrics_topic, plane.outcomes_topic],
+        replay_from=replay_from,
+    )
+    threads = [
+        threading.Thread(
+            target=_ingest_loop, args=(state, reader, store, stop), name="ingest", daemon=True
+        ),
+        threading.Thread(
+            target=_period_loop,
+            args=(state, publisher, args.period, stop),
+            name="period",
+            daemon=True,
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+    stop_on_signals(stop, log, "shutting down")
+    stop.wait()
+    health.enter_graceful_shutdown()
+    server.stop(grace=1).wait()
+    for thread in threads:
+        thread.join(timeout=5)
+    reader.close()
+    if publisher is not None:
+        publisher.close()
+    if store is not None:
+        store.close()
+    log.info("aggregator stopped")
+    return 0
+
+
+def _refill(
+    state: AggregatorState, store: InfluxSampleStore, window: int, *, default: float
+) -> float:
+    """Refill the windows from InfluxDB; where Kafka replay should start."""
+    try:
+        samples = store.load_recent(window, since_s=3600.0)
+    except Exception as error:  # the server may be down: Kafka replay still covers the gap
+        log.warning("could not refill the windows from InfluxDB (%s); replaying Kafka only", error)
+        return default
+    added = state.refill(samples)
+    machines = len({s.node_id for s in samples})
+    log.info("refilled %d samples of %d machines from InfluxDB", added, machines)
+    if not samples:
+        return default
+    return max(s.timestamp for s in samples)
+
+
+def _ingest_loop(
+    state: AggregatorState,
+    reader: TopicReader,
+    store: InfluxSampleStore | None,
+    stop: threading.Event,
+) -> None:
+    while not stop.is_set():
+        try:
+            records = reader.poll(0.5)
+            if not records:
+                continue
+            accepted = state.ingest(records, time.time())
+            if store is not None:
+                for sample in accepted:
+                    store.write(sample)
+        except Exception:  # keep consuming: a bug on one batch must not stop the pipeline
+            log.exception("ingesting a batch failed")
+            stop.wait(1.0)
+
+
+def _period_loop(
+    state: AggregatorState,
+    publisher: CandidatePublisher | None,
+    period: float,
+    stop: threading.Event,
+) -> None:
+    """Publish the start-up round at once, then rank and publish every ``period`` seconds."""
+    previous: Round | None = None
+    published_list: MachineList | None = None
+    current = state.latest
+    next_due = time.monotonic() + period
+    while True:
+        if current is not None:
+            _log_changes(previous, current)
+            if publisher is not None:
+                if current.machines is not published_list:
+                    publisher.publish_machine_list(current.machine_list_message)
+                    published_list = current.machines
+                publisher.publish_candidates(current.candidate_message)
+            previous = current
+        if stop.wait(max(0.0, next_due - time.monotonic())):
+            return
+        next_due += period
+        try:
+            current = state.run_round(time.time())
+        except Exception:
+            log.exception("ranking round failed")
+            current = None
+
+
+def _log_changes(previous: Round | None, current: Round) -> None:
+    before = set(previous.ranked) if previous is not None else set()
+    after = set(current.ranked)
+    if previous is not None and before == after:
+        return
+    joined = sorted(after - before)
+    left = sorted(before - after)
+    log.info(
+        "round %d: %d candidates of %d machines%s%s",
+        current.candidate_version,
+        len(after),
+        len(current.machines.names),
+        f"; in: {', '.join(joined[:10])}" if joined else "",
+        f"; out: {', '.join(left[:10])}" if left else "",
+    )

@@ -1,0 +1,102 @@
+"""The aggregator's gRPC face (``AggregatorService``): the machine list and the candidate list of
+the latest round, for job masters whose replica is stale, and each machine's state for the CLI.
+A thin translation of ``AggregatorState`` and ``Round`` into protobuf."""
+
+from __future__ import annotations
+
+import math
+
+import grpc
+
+from aggregator.rounds import Round
+from aggregator.state import AggregatorState
+from policies.oversubscription.candidates import approximate_machines
+from policies.oversubscription.config import OversubscriptionConfig
+from policies.oversubscription.machine_filter import FilterPhase
+from sluice_pb import aggregator_pb2 as apb
+from sluice_pb import aggregator_pb2_grpc as agrpc
+
+
+class AggregatorServicer(agrpc.AggregatorServiceServicer):
+    def __init__(self, state: AggregatorState, *, period_s: float, influxdb: bool) -> None:
+        self._state = state
+        self._period_s = period_s
+        self._influxdb = influxdb
+
+    def GetMachineList(
+        self, request: apb.GetMachineListRequest, context: grpc.ServicerContext
+    ) -> apb.MachineListReply:
+        latest = self._state.latest
+        if latest is None:
+            return apb.MachineListReply()
+        return apb.MachineListReply(
+            machine_version=latest.machines.version,
+            machines=latest.machines.names,
+            message=latest.machine_list_message,
+        )
+
+    def GetCandidates(
+        self, request: apb.GetCandidatesRequest, context: grpc.ServicerContext
+    ) -> apb.CandidatesReply:
+        latest = self._state.latest
+        if latest is None:
+            return apb.CandidatesReply(ranking=self._state.settings.ranking_name)
+        return candidates_reply(latest, self._state.settings.ranking_name)
+
+    def ListMachines(
+        self, request: apb.ListMachinesRequest, context: grpc.ServicerContext
+    ) -> apb.ListMachinesReply:
+        settings = self._state.settings
+        reply = apb.ListMachinesReply(
+            load_metrics=settings.config.load_metrics,
+            period_s=self._period_s,
+            influxdb=self._influxdb,
+        )
+        latest = self._state.latest
+        if latest is None:
+            return reply
+        reply.machine_version = latest.machines.version
+        reply.candidate_version = latest.candidate_version
+        loads = approximate_machines(latest.windows, settings.config).load
+        rank = {name: position + 1 for position, name in enumerate(latest.ranked)}
+        for index, node_id in enumerate(latest.machines.names):
+            status = reply.machines.add(
+                node_id=node_id,
+                connected=bool(latest.windows.connected[index]),
+                window_samples=self._state.window_length(node_id),
+                approximated_load=[v if math.isfinite(v) else 0.0 for v in loads[index]],
+                candidate=node_id in rank,
+                rank=rank.get(node_id, 0),
+                excluded_by=excluded_by(latest, index, settings.config),
+                rating=self._state.score(node_id),
+            )
+            newest = self._state.newest_sample(node_id)
+            if newest is not None:
+                status.last_seen = newest.timestamp
+                status.latest.CopyFrom(newest)
+        return reply
+
+
+def candidates_reply(latest: Round, ranking: str) -> apb.CandidatesReply:
+    return apb.CandidatesReply(
+        machine_version=latest.machines.version,
+        candidate_version=latest.candidate_version,
+        candidates=latest.ranked,
+        message=latest.bit_vector_message,
+        computed_at=latest.computed_at,
+        ranking=ranking,
+    )
+
+
+def excluded_by(latest: Round, index: int, config: OversubscriptionConfig) -> str:
+    """Why machine ``index`` is not a candidate ("" if it is), naming the dimension over its
+    threshold for an overloaded machine, e.g. ``overloaded: cpu_ut``."""
+    phase = FilterPhase(int(latest.result.phase[index]))
+    if phase is FilterPhase.CANDIDATE:
+        return ""
+    reason = phase.name.lower().replace("_", " ")
+    dimension = int(latest.result.overloaded_dimension[index])
+    if phase is FilterPhase.OVERLOADED and dimension >= 0:
+        names = (*config.load_metrics, *config.queue_metrics)
+        reason += f": {names[dimension]}"
+    return reason
