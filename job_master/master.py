@@ -5,6 +5,10 @@ Started by a node agent (``python -m job_master --rm ADDR --job ID``) or in-proc
 Allocate (asks, releases and progress out; grants and task events in), and feeds the answers back
 to the plan.  A lost RM or agent is retried with backoff; the plan's state lives here, so an RM
 restart costs nothing but a pause.
+
+On the data plane the RM names at registration, the job master publishes how each task attempt
+ended on which machine (``OutcomeReporter``) and keeps a replica of the aggregator's candidate
+list (``CandidateFeed``; ``JobMaster.candidates``), for placing speculative work.
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from typing import TypeVar
 
 import grpc
 
+from job_master.candidate_feed import AggregatorResync, CandidateFeed
+from job_master.outcomes import OutcomeReporter
 from job_master.plan import Container, JobPlan, Launch
 from policies.scheduling.jobspec import parse_job_spec
 from policies.scheduling.lifecycle import JobState
 from policies.scheduling.progress import PhaseProgress
 from resource_manager.convert import progress_to_pb, spec_document_from_pb
+from sluice.data_plane import DataPlane
 from sluice.rpc import channel
 from sluice.wire import JOB_STATE_TO_PB, TASK_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -71,6 +78,31 @@ class JobMaster:
         self._stop = stop or threading.Event()
         self._events_after = 0
         self._last_progress: list[PhaseProgress] = []
+        self._outcomes: OutcomeReporter | None = None
+        self._feed: CandidateFeed | None = None
+        self._resync: AggregatorResync | None = None
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        """The aggregator's current candidate machines for speculative work, best first as
+        of the latest list received (empty without a data plane or before the first list)."""
+        return self._feed.candidates() if self._feed is not None else ()
+
+    def _join_data_plane(self, plane: DataPlane) -> None:
+        self._outcomes = OutcomeReporter(self.job_id, plane)
+        if plane.mqtt_url:
+            if plane.aggregator_address:
+                self._resync = AggregatorResync(plane.aggregator_address)
+            self._feed = CandidateFeed(plane.mqtt_url, plane.mqtt_topic_prefix, self._resync)
+            self._feed.start()
+
+    def _leave_data_plane(self) -> None:
+        if self._outcomes is not None:
+            self._outcomes.close()
+        if self._feed is not None:
+            self._feed.close()
+        if self._resync is not None:
+            self._resync.close()
 
     # ------------------------------------------------------------------ RM calls with patience
 
@@ -117,6 +149,7 @@ class JobMaster:
             plan.on_granted(_container(allocation))
         if registration.kill_requested:
             plan.kill("killed before the job master started")
+        self._join_data_plane(DataPlane.from_pb(registration.data_plane))
         log.info(
             "job %s (%s): %d phases, %d tasks",
             self.job_id,
@@ -155,6 +188,7 @@ class JobMaster:
                     with self._lock:
                         plan.kill("job master stopped")
         finally:
+            self._leave_data_plane()
             self._launcher.shutdown(wait=True)
             for agent_channel in self._agent_channels:
                 agent_channel.close()
@@ -172,6 +206,10 @@ class JobMaster:
                     plan.on_task_event(
                         event.task_id, event.attempt, state, event.exit_code, event.message
                     )
+                    if self._outcomes is not None and state.is_final:
+                        self._outcomes.task_ended(
+                            event.task_id, event.attempt, event.node_id, state
+                        )
             for allocation_id in response.lost_allocations:
                 plan.on_allocation_lost(allocation_id)
             if response.kill_requested:
@@ -208,6 +246,8 @@ class JobMaster:
             ),
         )
         self._report_progress(progress)
+        if self._outcomes is not None:
+            self._outcomes.job_ended(state.value)
         log.info("job %s %s%s", self.job_id, state.value, f": {message}" if message else "")
         return state
 
@@ -276,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("kafka").setLevel(logging.ERROR)  # outages are reported by the outbox
     try:
         state = JobMaster(args.rm, args.job).run()
     except RMUnreachableError as error:

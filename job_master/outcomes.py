@@ -1,0 +1,93 @@
+"""The job master's report of how its tasks ended on which machine, for the aggregator's machine
+rating (ROSE Alg. 3): one ``OutcomeEvent`` per finished task attempt on the outcomes topic, and a
+final ``job_ended`` event, all keyed by job id so they stay in order on one partition.
+
+Publishing never holds up the job: messages go through a bounded ``KafkaOutbox``, and at the end
+the job master waits a couple of seconds at most for the last ones to leave.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from policies.scheduling.lifecycle import TaskState
+from sluice.data_plane import DataPlane
+from sluice.kafka_outbox import KafkaOutbox, kafka_producer
+from sluice_pb import metrics_pb2 as mpb
+
+log = logging.getLogger("sluice.jm.outcomes")
+
+SCHEMA_VERSION = 1
+OUTCOME_OF_STATE = {
+    TaskState.SUCCEEDED: mpb.TASK_OUTCOME_FINISHED,
+    TaskState.FAILED: mpb.TASK_OUTCOME_FAILED,
+    TaskState.KILLED: mpb.TASK_OUTCOME_KILLED,
+}
+FLUSH_AT_END_S = 2.0
+
+
+def task_outcome_event(
+    job_id: str, task_id: str, attempt: int, node_id: str, state: TaskState, now: float
+) -> mpb.OutcomeEvent | None:
+    """The event for a task attempt that reached ``state`` (None unless the state is final)."""
+    kind = OUTCOME_OF_STATE.get(state)
+    if kind is None or not node_id:
+        return None
+    return mpb.OutcomeEvent(
+        schema_version=SCHEMA_VERSION,
+        job_id=job_id,
+        timestamp=now,
+        task=mpb.TaskOutcome(task_id=task_id, attempt=attempt, node_id=node_id, kind=kind),
+    )
+
+
+def job_ended_event(job_id: str, final_state: str, now: float) -> mpb.OutcomeEvent:
+    return mpb.OutcomeEvent(
+        schema_version=SCHEMA_VERSION,
+        job_id=job_id,
+        timestamp=now,
+        job_ended=mpb.JobEnded(final_state=final_state),
+    )
+
+
+class OutcomeReporter:
+    """Publishes a job's task outcomes; a no-op without Kafka in the data plane."""
+
+    def __init__(self, job_id: str, plane: DataPlane) -> None:
+        self.job_id = job_id
+        self._outbox: KafkaOutbox | None = None
+        if plane.has_kafka:
+            self._outbox = KafkaOutbox(
+                plane.kafka_bootstrap,
+                plane.outcomes_topic,
+                capacity=10_000,
+                producer_factory=lambda bootstrap: kafka_producer(bootstrap, "sluice-jm"),
+                log=log,
+                what="task outcomes",
+            )
+            self._outbox.start()
+
+    def task_ended(self, task_id: str, attempt: int, node_id: str, state: TaskState) -> None:
+        event = task_outcome_event(self.job_id, task_id, attempt, node_id, state, time.time())
+        if event is not None and self._outbox is not None:
+            self._outbox.offer(self.job_id, event.SerializeToString())
+
+    def job_ended(self, final_state: str) -> None:
+        """Send the end marker and wait briefly for everything to leave, then stop."""
+        if self._outbox is None:
+            return
+        self._outbox.offer(
+            self.job_id, job_ended_event(self.job_id, final_state, time.time()).SerializeToString()
+        )
+        if not self._outbox.flush(FLUSH_AT_END_S):
+            log.warning(
+                "%d task outcomes not delivered to Kafka; the machine rating misses them",
+                self._outbox.pending,
+            )
+        self.close()
+
+    def close(self) -> None:
+        if self._outbox is not None:
+            self._outbox.close(timeout=1)
+            self._outbox = None
