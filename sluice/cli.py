@@ -19,12 +19,13 @@ import grpc
 import yaml
 
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
-from sluice import local_cluster
+from sluice import local_cluster, machines
 from sluice.client import RMClient, agent_stub, default_dir, resolve_rm
 from sluice.errors import UserError
 from sluice.render import as_json, job_detail, jobs_table, nodes_table, progress_line
 from sluice.rpc import describe_rpc_error
 from sluice.wire import JOB_STATE_FROM_PB
+from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb.common_pb2 import JOB_SUCCEEDED
@@ -205,12 +206,37 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     client = _client(args)
     try:
         nodes = client.jobs.ListNodes(rm_pb.ListNodesRequest(), timeout=10).nodes
+        listing = _machine_listing(args, client)
     finally:
         client.close()
     if args.json:
-        _print_json([as_json(n) for n in nodes])
+        statuses = {m.node_id: as_json(m) for m in listing.machines} if listing else {}
+        _print_json([{**as_json(n), "metrics": statuses.get(n.node_id)} for n in nodes])
     else:
-        print(nodes_table(nodes))
+        print(nodes_table(nodes, machines.node_columns(listing)))
+    return 0
+
+
+def _machine_listing(args: argparse.Namespace, client: RMClient) -> apb.ListMachinesReply | None:
+    """The aggregator's view of the machines, or None (with a note) when there is none."""
+    try:
+        return machines.list_machines(machines.aggregator_address(args.aggregator, client))
+    except UserError as error:
+        print(f"sluice: note: no load figures: {error}", file=sys.stderr)
+        return None
+
+
+def cmd_candidates(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        address = machines.aggregator_address(args.aggregator, client)
+    finally:
+        client.close()
+    reply = machines.get_candidates(address)
+    if args.json:
+        _print_json(as_json(reply) | {"message": None})
+        return 0
+    print(machines.candidates_text(reply, machines.list_machines(address)))
     return 0
 
 
@@ -231,6 +257,10 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             runtime=args.runtime,
             cpus_per_node=args.cpus,
             memory_mb_per_node=args.memory_mb,
+            kafka=args.kafka,
+            mqtt=args.mqtt,
+            influx_url=args.influx_url,
+            aggregator_period=args.period,
         ),
         _say,
     )
@@ -255,6 +285,9 @@ def cmd_local_status(args: argparse.Namespace) -> int:
     for node in cluster["nodes"]:
         state = "up" if alive[node["node_id"]] else "DOWN"
         print(f"{node['node_id']:<8} {node['address']} ({state}, {cluster['runtime']} runtime)")
+    for service in cluster.get("services", []):
+        state = "up" if alive[service["name"]] else "DOWN"
+        print(f"{service['name']:<10} {service.get('address', '-')} ({state})")
     return 0 if all(alive.values()) else 1
 
 
@@ -275,6 +308,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_aggregator(args: argparse.Namespace) -> int:
+    from aggregator.daemon import run
+
+    _daemon_logging(args)
+    return run(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sluice.demo import run_demo
 
@@ -282,10 +322,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _daemon_logging(args: argparse.Namespace) -> None:
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    level = getattr(logging, args.log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # kafka-python logs every connection and metadata refresh at INFO; outages are ours to tell.
+    logging.getLogger("kafka").setLevel(level if level == logging.DEBUG else logging.ERROR)
 
 
 # ---------------------------------------------------------------------------- parser
@@ -335,9 +375,15 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p.add_argument("--attempt", type=int, help="a specific attempt")
     p.set_defaults(handler=cmd_logs)
 
-    p = sub.add_parser("nodes", help="list nodes")
+    p = sub.add_parser("nodes", help="list nodes, with their load and indicators")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--aggregator", help="aggregator address (default: the one the RM names)")
     p.set_defaults(handler=cmd_nodes)
+
+    p = sub.add_parser("candidates", help="the aggregator's candidate machines and versions")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--aggregator", help="aggregator address (default: the one the RM names)")
+    p.set_defaults(handler=cmd_candidates)
 
     local = sub.add_parser("local", help="a cluster on this machine").add_subparsers(
         dest="local_command", required=True, metavar="ACTION"
@@ -347,6 +393,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p.add_argument("--runtime", choices=["process", "docker"], default="process")
     p.add_argument("--cpus", type=float, help="CPU capacity per node (default: all usable CPUs)")
     p.add_argument("--memory-mb", type=int, default=4096, help="memory per node (default: 4096)")
+    p.add_argument("--kafka", help="use this Kafka broker host:port (default: start Tansu)")
+    p.add_argument("--mqtt", help="use this MQTT broker mqtt://host:port (default: start amqtt)")
+    p.add_argument("--influx-url", help="keep samples in this InfluxDB (default: memory only)")
+    p.add_argument("--period", type=float, default=10.0, help="aggregator ranking period, seconds")
     p.set_defaults(handler=cmd_local_up)
     p = local.add_parser("down", help="stop everything `local up` started")
     p.set_defaults(handler=cmd_local_down)
@@ -367,6 +417,13 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
 
     agent_arguments(p)
     p.set_defaults(handler=cmd_agent)
+
+    p = sub.add_parser("aggregator", help="run the cluster aggregator (daemon)")
+    _add_log_level(p)
+    from aggregator.daemon import add_arguments as aggregator_arguments
+
+    aggregator_arguments(p)
+    p.set_defaults(handler=cmd_aggregator)
 
     p = sub.add_parser("demo", help="run the bundled workload on a throw-away local cluster")
     p.add_argument("--runtime", choices=["process", "docker"], default="process")

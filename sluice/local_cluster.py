@@ -1,9 +1,12 @@
 """``sluice local up|down|status``: a whole cluster on this machine, as background processes.
 
-``up`` starts one resource manager and N node agents (each its own process, in its own session,
-logging to ``DIR/logs``), waits until every node has registered and writes ``DIR/cluster.json``.
-``down`` drains every agent (stopping its tasks and removing their cgroups and containers), stops
-every process it started, and checks that nothing is left behind.
+``up`` starts the data plane — a Kafka-protocol broker and an MQTT broker (embedded: Tansu and
+amqtt, unless ``--kafka`` / ``--mqtt`` name existing ones) and the cluster aggregator (with
+InfluxDB when ``--influx-url`` is given) — then one resource manager and N node agents.  Each is
+its own process, in its own session, logging to ``DIR/logs``.  It waits until every node has
+registered and writes ``DIR/cluster.json``.  ``down`` drains every agent (stopping its tasks and
+removing their cgroups and containers), stops every process it started, and checks that nothing
+is left behind.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 import grpc
 
 from node_agent.runtime import make_runtime
+from sluice import brokers
 from sluice.client import RMClient, agent_stub, cluster_file, read_cluster
 from sluice.errors import UserError
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -39,6 +43,11 @@ class LocalClusterSpec:
     cpus_per_node: float | None = None
     memory_mb_per_node: int | None = None
     heartbeat_interval: float = 0.5
+    kafka: str | None = None  # None: start an embedded broker
+    mqtt: str | None = None  # None: start an embedded broker
+    influx_url: str | None = None  # None: windows in memory only
+    aggregator_period: float = 10.0
+    metrics_interval: float = 1.0
 
 
 def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -99,6 +108,12 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     directory.mkdir(parents=True, exist_ok=True)
     logs = directory / "logs"
     python = sys.executable
+    services: list[dict[str, object]] = []
+    try:
+        plane = _start_data_plane(spec, directory, logs, services, say)
+    except BaseException:
+        _terminate([int(str(s["pid"])) for s in services])
+        raise
     rm_addr_file = directory / "rm.addr"
     rm_addr_file.unlink(missing_ok=True)
     rm = _spawn(
@@ -115,6 +130,12 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
             str(rm_addr_file),
             "--node-timeout",
             str(max(5.0, spec.heartbeat_interval * 10)),
+            "--kafka",
+            plane["kafka"],
+            "--mqtt",
+            plane["mqtt"],
+            "--aggregator",
+            plane["aggregator"],
         ],
         logs / "rm.log",
     )
@@ -144,6 +165,8 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
                 str(addr_file),
                 "--heartbeat-interval",
                 str(spec.heartbeat_interval),
+                "--metrics-interval",
+                str(spec.metrics_interval),
             ]
             if spec.cpus_per_node is not None:
                 argv += ["--cpus", str(spec.cpus_per_node)]
@@ -161,9 +184,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
             )
         _wait_registered(rm_address, spec.nodes, started, logs)
     except BaseException:
-        for process in started:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
+        _terminate([p.pid for p in started] + [int(str(s["pid"])) for s in services])
         raise
     cluster: dict[str, object] = {
         "rm": rm_address,
@@ -171,6 +192,8 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         "runtime": spec.runtime,
         "directory": str(directory),
         "nodes": [{k: v for k, v in n.items() if k != "addr_file"} for n in nodes],
+        "services": services,
+        "data_plane": plane,
         "started": time.time(),
     }
     tmp = cluster_file(directory).with_suffix(".tmp")
@@ -178,6 +201,72 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     tmp.replace(cluster_file(directory))
     say(f"{spec.nodes} nodes registered ({spec.runtime} runtime); see {cluster_file(directory)}")
     return cluster
+
+
+def _start_data_plane(
+    spec: LocalClusterSpec,
+    directory: Path,
+    logs: Path,
+    services: list[dict[str, object]],
+    say: Say,
+) -> dict[str, str]:
+    """Brokers (unless given) and the aggregator; ``services`` collects what was started."""
+    kafka = spec.kafka
+    if kafka is None:
+        broker = brokers.start_kafka(brokers.free_port(), logs / "kafka.log")
+        services.append({"name": "kafka", "pid": broker.process.pid, "address": broker.address})
+        kafka = broker.address
+        say(f"embedded Kafka-protocol broker (Tansu) at {kafka}")
+    mqtt = spec.mqtt
+    if mqtt is None:
+        broker = brokers.start_embedded_mqtt(brokers.free_port(), logs / "mqtt.log")
+        services.append({"name": "mqtt", "pid": broker.process.pid, "address": broker.address})
+        mqtt = f"mqtt://{broker.address}"
+        say(f"embedded MQTT broker (amqtt) at {mqtt}")
+    addr_file = directory / "aggregator.addr"
+    addr_file.unlink(missing_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "sluice",
+        "aggregator",
+        "--listen",
+        "127.0.0.1:0",
+        "--address-file",
+        str(addr_file),
+        "--kafka",
+        kafka,
+        "--mqtt",
+        mqtt,
+        "--period",
+        str(spec.aggregator_period),
+        "--stale-after",
+        str(max(3.0, spec.metrics_interval * 3)),
+    ]
+    if spec.influx_url:
+        argv += ["--influx-url", spec.influx_url]
+    log_path = logs / "aggregator.log"
+    process = _spawn(argv, log_path)
+    services.append({"name": "aggregator", "pid": process.pid})
+    address = _wait_for_file(addr_file, process, "the aggregator", log_path)
+    services[-1]["address"] = address
+    storage = f"InfluxDB {spec.influx_url}" if spec.influx_url else "windows in memory only"
+    say(f"aggregator at {address} (ranking every {spec.aggregator_period:g} s; {storage})")
+    return {"kafka": kafka, "mqtt": mqtt, "aggregator": address}
+
+
+def _terminate(pids: list[int], timeout: float = 10.0) -> None:
+    """SIGTERM ``pids``, then SIGKILL those still alive after ``timeout`` seconds."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _wait_registered(
@@ -217,16 +306,11 @@ def down(directory: Path, say: Say) -> None:
         finally:
             channel.close()
     pids = [int(n["pid"]) for n in nodes] + [int(cluster["rm_pid"])]  # type: ignore[call-overload]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in pids:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    _terminate(pids)
+    # The data plane last: the agents and the RM no longer publish to it.
+    services = cluster.get("services", [])
+    assert isinstance(services, list)
+    _terminate([int(s["pid"]) for s in reversed(services)])
     # Whatever a crashed agent could not clean up (tasks, cgroups, containers) goes now.
     runtime = str(cluster.get("runtime", "process"))
     for node in nodes:
@@ -247,4 +331,6 @@ def status(directory: Path) -> dict[str, object]:
     processes = {"rm": _alive(int(cluster["rm_pid"]))}  # type: ignore[call-overload]
     for node in cluster.get("nodes", []):  # type: ignore[attr-defined]
         processes[str(node["node_id"])] = _alive(int(node["pid"]))
+    for service in cluster.get("services", []):  # type: ignore[attr-defined]
+        processes[str(service["name"])] = _alive(int(service["pid"]))
     return {"cluster": cluster, "alive": processes}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
@@ -129,7 +129,21 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
     return "\n".join(lines)
 
 
-def nodes_table(nodes: Sequence[rm_pb.NodeInfo]) -> str:
+def nodes_table(
+    nodes: Sequence[rm_pb.NodeInfo],
+    extra: tuple[Sequence[str], Mapping[str, Sequence[str]]] | None = None,
+) -> str:
+    """One row per node; ``extra`` = (headers, cells by node id) appends columns."""
+    headers = [
+        "NODE",
+        "STATE",
+        "RUNTIME",
+        "ADDRESS",
+        "CPU ALLOC",
+        "MEM ALLOC (MiB)",
+        "CPU USED",
+        "TASKS",
+    ]
     rows = [
         [
             n.node_id,
@@ -143,16 +157,9 @@ def nodes_table(nodes: Sequence[rm_pb.NodeInfo]) -> str:
         ]
         for n in nodes
     ]
-    return table(
-        [
-            "NODE",
-            "STATE",
-            "RUNTIME",
-            "ADDRESS",
-            "CPU ALLOC",
-            "MEM ALLOC (MiB)",
-            "CPU USED",
-            "TASKS",
-        ],
-        rows,
-    )
+    if extra is not None:
+        extra_headers, cells = extra
+        headers += extra_headers
+        blank = ["-"] * len(extra_headers)
+        rows = [[*row, *cells.get(n.node_id, blank)] for row, n in zip(rows, nodes, strict=True)]
+    return table(headers, rows)

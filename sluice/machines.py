@@ -1,0 +1,158 @@
+"""What the CLI shows of the data plane: each machine's approximated load and latest indicators
+(``sluice nodes``) and the aggregator's candidate list with its versions (``sluice candidates``).
+
+The aggregator is found through ``--aggregator``, else the data plane the resource manager
+names (``GetClusterInfo``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import grpc
+
+from sluice.client import RMClient
+from sluice.errors import UserError
+from sluice.render import table
+from sluice.rpc import channel, describe_rpc_error
+from sluice_pb import aggregator_pb2 as apb
+from sluice_pb import aggregator_pb2_grpc as agrpc
+from sluice_pb import metrics_pb2 as mpb
+from sluice_pb import resource_manager_pb2 as rm_pb
+
+TIMEOUT = 10.0
+
+
+def aggregator_address(flag: str | None, client: RMClient) -> str:
+    """``flag``, else the aggregator the RM names; UserError when there is none."""
+    if flag:
+        return flag
+    info = client.jobs.GetClusterInfo(rm_pb.GetClusterInfoRequest(), timeout=TIMEOUT)
+    address: str = info.data_plane.aggregator_address
+    if not address:
+        raise UserError(
+            "the resource manager names no aggregator (start it with --aggregator, "
+            "or pass --aggregator HOST:PORT)"
+        )
+    return address
+
+
+def list_machines(address: str) -> apb.ListMachinesReply:
+    ch = channel(address)
+    try:
+        listing: apb.ListMachinesReply = agrpc.AggregatorServiceStub(ch).ListMachines(
+            apb.ListMachinesRequest(), timeout=TIMEOUT
+        )
+        return listing
+    except grpc.RpcError as error:
+        raise UserError(describe_rpc_error(error, f"the aggregator at {address}")) from None
+    finally:
+        ch.close()
+
+
+def get_candidates(address: str) -> apb.CandidatesReply:
+    ch = channel(address)
+    try:
+        reply: apb.CandidatesReply = agrpc.AggregatorServiceStub(ch).GetCandidates(
+            apb.GetCandidatesRequest(), timeout=TIMEOUT
+        )
+        return reply
+    except grpc.RpcError as error:
+        raise UserError(describe_rpc_error(error, f"the aggregator at {address}")) from None
+    finally:
+        ch.close()
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.0f}%" if math.isfinite(value) else "-"
+
+
+def load_summary(status: apb.MachineStatus, load_metrics: list[str]) -> str:
+    """The approximated CPU and memory utilisation and 1-minute load, e.g. ``12% 40% 0.8``."""
+    values = dict(zip(load_metrics, status.approximated_load, strict=False))
+    if not values:
+        return "-"
+    return (
+        f"{_percent(values.get('cpu_ut', math.nan))} {_percent(values.get('mem_ut', math.nan))} "
+        f"{values.get('load_avg_1', math.nan):.1f}"
+    )
+
+
+def indicators(sample: mpb.NodeMetrics) -> str:
+    """PSI (CPU "some", 10 s average) and CPI/MPKI, "-" where the machine has none."""
+    psi = f"{sample.pressure.cpu.some_avg10:.1f}" if sample.pressure.HasField("cpu") else "-"
+    cpi = f"{sample.cpi:.2f}" if sample.HasField("cpi") else "-"
+    mpki = f"{sample.mpki:.2f}" if sample.HasField("mpki") else "-"
+    return f"{psi} {cpi}/{mpki}"
+
+
+def candidacy(status: apb.MachineStatus) -> str:
+    if status.candidate:
+        return f"#{status.rank}"
+    return status.excluded_by or "-"
+
+
+def machine_columns(status: apb.MachineStatus | None, load_metrics: list[str]) -> list[str]:
+    """LOAD, PSI CPU / CPI/MPKI, CANDIDATE, DROPPED for one node (dashes when unknown)."""
+    if status is None:
+        return ["-", "-", "-", "-"]
+    sample = status.latest
+    return [
+        load_summary(status, load_metrics),
+        indicators(sample) if status.last_seen else "-",
+        candidacy(status),
+        str(sample.dropped_samples),
+    ]
+
+
+MACHINE_HEADERS = ["LOAD CPU MEM LA1", "PSI CPI/MPKI", "CANDIDATE", "DROPPED"]
+
+
+def node_columns(
+    listing: apb.ListMachinesReply | None,
+) -> tuple[list[str], dict[str, list[str]]] | None:
+    """The extra columns of ``sluice nodes``: headers and cells by node id."""
+    if listing is None:
+        return None
+    load_metrics = list(listing.load_metrics)
+    return MACHINE_HEADERS, {m.node_id: machine_columns(m, load_metrics) for m in listing.machines}
+
+
+def candidates_text(
+    reply: apb.CandidatesReply, listing: apb.ListMachinesReply, now: float | None = None
+) -> str:
+    """The versions line, one row per candidate (best first), then why the others are not."""
+    now = time.time() if now is None else now
+    if not reply.candidate_version:
+        return "no candidate list yet (the aggregator has not ranked any machine)"
+    load_metrics = list(listing.load_metrics)
+    machines = {m.node_id: m for m in listing.machines}
+    age = max(0.0, now - reply.computed_at)
+    head = (
+        f"candidates v{reply.candidate_version} over machine list v{reply.machine_version} "
+        f"({reply.ranking}, {age:.0f} s ago): {len(reply.candidates)} of {len(machines)} machines"
+    )
+    rows = []
+    for rank, node_id in enumerate(reply.candidates, start=1):
+        status = machines.get(node_id)
+        rows.append(
+            [
+                str(rank),
+                node_id,
+                load_summary(status, load_metrics) if status else "-",
+                indicators(status.latest) if status and status.last_seen else "-",
+            ]
+        )
+    excluded = sorted(
+        [s.node_id, s.excluded_by or "-"] for s in machines.values() if not s.candidate
+    )
+    parts = [head]
+    if rows:
+        parts.append(table(["RANK", "NODE", *MACHINE_HEADERS[:2]], rows))
+    if excluded:
+        parts.append(table(["NOT A CANDIDATE", "WHY"], excluded))
+    return "\n".join(parts)
