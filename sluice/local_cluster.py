@@ -48,6 +48,7 @@ class LocalClusterSpec:
     influx_url: str | None = None  # None: windows in memory only
     aggregator_period: float = 10.0
     metrics_interval: float = 1.0
+    metrics_buffer: int | None = None  # None: the agent's default
 
 
 def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -168,6 +169,8 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
                 "--metrics-interval",
                 str(spec.metrics_interval),
             ]
+            if spec.metrics_buffer is not None:
+                argv += ["--metrics-buffer", str(spec.metrics_buffer)]
             if spec.cpus_per_node is not None:
                 argv += ["--cpus", str(spec.cpus_per_node)]
             if spec.memory_mb_per_node is not None:
@@ -240,14 +243,16 @@ def _start_data_plane(
         mqtt,
         "--period",
         str(spec.aggregator_period),
+        # Three missed samples make a machine disconnected (at least a second, so a busy
+        # machine's late sample does not flap it).
         "--stale-after",
-        str(max(3.0, spec.metrics_interval * 3)),
+        str(max(1.0, spec.metrics_interval * 3)),
     ]
     if spec.influx_url:
         argv += ["--influx-url", spec.influx_url]
     log_path = logs / "aggregator.log"
     process = _spawn(argv, log_path)
-    services.append({"name": "aggregator", "pid": process.pid})
+    services.append({"name": "aggregator", "pid": process.pid, "argv": argv})
     address = _wait_for_file(addr_file, process, "the aggregator", log_path)
     services[-1]["address"] = address
     storage = f"InfluxDB {spec.influx_url}" if spec.influx_url else "windows in memory only"

@@ -93,7 +93,7 @@ class MetricsReporter:
         publisher = self.publisher
         if publisher is None:
             raise RuntimeError("no metrics publisher: the data plane is not known yet")
-        machine = self._host.sample(now)
+        machine = self._host.sample(time.monotonic())  # rates need a clock that never steps
         counters = self._machine_counters()
         self._sequence += 1
         config = self.agent.config
@@ -121,7 +121,8 @@ class MetricsReporter:
         readings = self._counters.measure([], duration=min(0.2, self.interval / 4))
         reading = readings.get("")
         if reading is None:
-            return Counters(reason="perf stat counted nothing this interval")
+            failure = self._counters.last_failure or "counted nothing this interval"
+            return Counters(reason=f"perf stat: {failure}")
         return Counters(cpi=reading.cpi, mpki=reading.mpki)
 
     def _task_figures(self) -> list[TaskFigures]:

@@ -169,8 +169,30 @@ class Cluster:
             str(self.directory / "rm"),
             "--node-timeout",
             "5",
+            *self.data_plane_flags(),
         ]
         self.info["rm_pid"] = _spawn(argv, self.directory / "logs" / "rm.log").pid
+        self._rewrite()
+
+    def data_plane_flags(self) -> list[str]:
+        plane = self.info.get("data_plane", {})
+        return [
+            *("--kafka", plane["kafka"]),
+            *("--mqtt", plane["mqtt"]),
+            *("--aggregator", plane["aggregator"]),
+        ]
+
+    def service(self, name: str) -> dict[str, Any]:
+        return next(s for s in self.info["services"] if s["name"] == name)
+
+    def restart_aggregator(self, extra: list[str] | None = None) -> None:
+        """SIGKILL the aggregator and start it again with the same flags (and ``extra``)."""
+        aggregator = self.service("aggregator")
+        self.kill_process(int(aggregator["pid"]))
+        argv = [*aggregator["argv"], *(extra or [])]
+        # Listen where it listened, so the RM's --aggregator stays right.
+        argv[argv.index("--listen") + 1] = aggregator["address"]
+        aggregator["pid"] = _spawn(argv, self.directory / "logs" / "aggregator.log").pid
         self._rewrite()
 
     def _rewrite(self) -> None:
@@ -202,7 +224,8 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def start_cluster(directory: Path, runtime: str, nodes: int = 2) -> Cluster:
+def start_cluster(directory: Path, runtime: str, nodes: int = 2, **spec: Any) -> Cluster:
+    """A local cluster; ``spec`` overrides ``LocalClusterSpec`` fields (brokers, periods...)."""
     info = local_cluster.up(
         local_cluster.LocalClusterSpec(
             directory=directory,
@@ -210,6 +233,7 @@ def start_cluster(directory: Path, runtime: str, nodes: int = 2) -> Cluster:
             runtime=runtime,
             cpus_per_node=2.0,
             memory_mb_per_node=2048,
+            **spec,
         ),
         lambda _: None,
     )
