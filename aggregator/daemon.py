@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aggregator.influx_store import InfluxSampleStore, parse_influx_url
 from aggregator.kafka_reader import TopicReader
-from aggregator.mqtt_publisher import CandidatePublisher, parse_mqtt_url
+from aggregator.mqtt_publisher import CandidatePublisher
 from aggregator.rounds import Ranking, Round
 from aggregator.service import AggregatorServicer
 from aggregator.state import AggregatorState, Settings
@@ -30,6 +30,7 @@ from policies.oversubscription.least_loaded import least_loaded_candidates
 from sluice import data_plane
 from sluice.daemon import publish_address, stop_on_signals
 from sluice.errors import UserError
+from sluice.mqtt import parse_mqtt_url
 from sluice.rpc import start_server
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import aggregator_pb2_grpc as agrpc

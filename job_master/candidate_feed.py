@@ -24,7 +24,8 @@ from typing import Protocol
 
 import aiomqtt
 
-from aggregator.mqtt_publisher import (
+from policies.oversubscription.candidate_sync import LocalReplica, SyncAction, apply_message
+from sluice.mqtt import (
     DEFAULT_PREFIX,
     LoopThread,
     Reconnector,
@@ -32,7 +33,6 @@ from aggregator.mqtt_publisher import (
     parse_mqtt_url,
     topics,
 )
-from policies.oversubscription.candidate_sync import LocalReplica, SyncAction, apply_message
 from sluice.rpc import channel
 from sluice_pb import aggregator_pb2 as agg_pb
 from sluice_pb import aggregator_pb2_grpc as agg_grpc

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from paho.mqtt import client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class MqttTap:
     def __init__(self, address: str, topic_filter: str) -> None:
         host, port = address.rsplit(":", 1)
         self._queue: queue.Queue[Message] = queue.Queue()
-        self._client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+        self._client = mqtt.Client(CallbackAPIVersion.VERSION2)
         self._client.on_message = self._on_message
         self._client.on_connect = lambda client, *_: client.subscribe(topic_filter, qos=1)
         self._client.connect(host, int(port))

@@ -1,0 +1,212 @@
+"""MQTT plumbing shared by the aggregator's publisher and the job master's candidate feed:
+URL and topic names, an ``aiomqtt`` client on a private event loop in a daemon thread, and
+reconnection with backoff that logs each outage once and each recovery once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiomqtt
+
+_log = logging.getLogger("sluice.mqtt")
+
+DEFAULT_PORT = 1883
+DEFAULT_PREFIX = "sluice/v1"
+# Seconds between PINGREQs: a broker that vanished without closing the socket is noticed
+# within about two of these.
+KEEPALIVE = 10
+# Seconds to wait for CONNACK, SUBACK or PUBACK before declaring the connection broken.
+MQTT_TIMEOUT = 5.0
+BACKOFF_INITIAL = 0.2
+BACKOFF_MAX = 10.0
+
+
+def parse_mqtt_url(url: str) -> tuple[str, int]:
+    """``mqtt://host[:port]`` → ``(host, port)``, port 1883 by default.
+
+    Anything else (another scheme, credentials, a path, a bad port) raises
+    ``ValueError("--mqtt: <problem>")``, worded for the command-line flag."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        raise ValueError(f"--mqtt: {error} in {url!r}") from None
+    if parts.scheme != "mqtt":
+        raise ValueError(f"--mqtt: expected mqtt://HOST[:PORT], got {url!r}")
+    if not parts.hostname:
+        raise ValueError(f"--mqtt: no host in {url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"--mqtt: credentials are not supported in {url!r}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"--mqtt: unexpected path or query in {url!r}")
+    if parts.netloc.endswith(":"):
+        raise ValueError(f"--mqtt: empty port in {url!r}")
+    if port == 0:
+        raise ValueError(f"--mqtt: port 0 in {url!r}")
+    return parts.hostname, DEFAULT_PORT if port is None else port
+
+
+def topics(prefix: str) -> tuple[str, str]:
+    """The ``(machines, candidates)`` topics under ``prefix``; ValueError for a prefix that is
+    empty or holds a wildcard."""
+    prefix = prefix.rstrip("/")
+    if not prefix or "+" in prefix or "#" in prefix:
+        raise ValueError(f"topic prefix: expected a topic without wildcards, got {prefix!r}")
+    return f"{prefix}/machines", f"{prefix}/candidates"
+
+
+def make_client(host: str, port: int, client_id: str | None = None) -> aiomqtt.Client:
+    """An MQTT 3.1.1 client with Sluice's keepalive and timeouts (call on the loop)."""
+    return aiomqtt.Client(
+        host, port, identifier=client_id, keepalive=KEEPALIVE, timeout=MQTT_TIMEOUT
+    )
+
+
+async def until_disconnected(client: aiomqtt.Client) -> None:
+    """Return never; raise ``MqttError`` once the connection is lost.
+
+    For a client with no subscriptions the message iterator yields nothing, but it is aiomqtt's
+    public way to learn of a broken connection without publishing."""
+    async for _ in client.messages:
+        pass
+
+
+async def first_completed(*coroutines: Coroutine[Any, Any, None]) -> None:
+    """Run the coroutines until one ends; cancel the rest; re-raise what the first raised."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        task.result()
+
+
+def describe(error: BaseException) -> str:
+    """One line for a log: aiomqtt's error and, if it wraps one, the underlying cause."""
+    cause = error.__cause__
+    return f"{error}: {cause}" if cause is not None else str(error) or type(error).__name__
+
+
+class Reconnector:
+    """Backoff between connection attempts, logging an outage once and its end once.
+
+    Not thread-safe: used by one loop.  ``clock`` is monotonic seconds."""
+
+    def __init__(
+        self,
+        what: str,
+        log: logging.Logger,
+        *,
+        initial: float = BACKOFF_INITIAL,
+        maximum: float = BACKOFF_MAX,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._what = what
+        self._log = log
+        self._initial = initial
+        self._maximum = maximum
+        self._clock = clock
+        self._delay = initial
+        self._down_since: float | None = None
+
+    def connected(self) -> None:
+        """A connection succeeded: reset the backoff; log the recovery if there was an outage."""
+        if self._down_since is not None:
+            self._log.info(
+                "%s: connected again after %.1f s", self._what, self._clock() - self._down_since
+            )
+        else:
+            self._log.debug("%s: connected", self._what)
+        self._down_since = None
+        self._delay = self._initial
+
+    def failed(self, error: BaseException) -> float:
+        """A connection failed or broke: log it if this starts an outage; the seconds to wait."""
+        if self._down_since is None:
+            self._down_since = self._clock()
+            self._log.warning(
+                "%s: %s; retrying with backoff up to %.0f s",
+                self._what,
+                describe(error),
+                self._maximum,
+            )
+        else:
+            self._log.debug("%s: still unreachable: %s", self._what, describe(error))
+        delay = self._delay
+        self._delay = min(self._delay * 2, self._maximum)
+        return delay
+
+
+class LoopThread:
+    """One coroutine on a private event loop in a daemon thread."""
+
+    def __init__(self, name: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._name = name
+        self._main = main
+        self._loop = asyncio.new_event_loop()
+        self._task: asyncio.Task[None] | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread; a second call does nothing."""
+        if self._thread is not None:
+            return
+        # The loop is not running yet, so creating the task from this thread is safe.
+        self._task = self._loop.create_task(self._main())
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def call_soon(self, callback: Callable[[], object]) -> bool:
+        """Run ``callback`` on the loop; False once the loop has closed."""
+        try:
+            self._loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # the loop is closed
+            return False
+        return True
+
+    def cancel(self) -> None:
+        """Cancel the coroutine (from any thread)."""
+        task = self._task
+        if task is not None:
+            self.call_soon(task.cancel)
+
+    def shutdown(
+        self, request_stop: Callable[[], None], timeout: float, log: logging.Logger
+    ) -> None:
+        """Run ``request_stop`` on the loop and wait up to ``timeout`` seconds for the coroutine
+        to end; then cancel it and wait as long again.  Idempotent; also for a thread never
+        started."""
+        thread = self._thread
+        if thread is None:
+            if not self._loop.is_closed():
+                self._loop.close()
+            return
+        if self.call_soon(request_stop):
+            thread.join(timeout)
+        if thread.is_alive():
+            self.cancel()
+            thread.join(timeout)
+        if thread.is_alive():
+            log.warning("%s: thread did not stop within %.1f s", self._name, 2 * timeout)
+
+    def _run(self) -> None:
+        assert self._task is not None
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(self._task)
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
