@@ -2,8 +2,9 @@
 
 A low-priority batch job that wants the whole cluster is submitted first; a high-priority job of
 three phases with barriers follows a moment later.  The demo shows live progress, then each job's
-completion time and the cluster's CPU utilisation (allocated over capacity, sampled), and stops
-the cluster whatever happens.
+completion time and the cluster's CPU utilisation (allocated over capacity, sampled), then the
+data plane: what the aggregator made of the agents' metrics (Kafka) and the candidate list a
+job master's replica received over MQTT.  It stops the cluster whatever happens.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from sluice import local_cluster
+from job_master.candidate_feed import AggregatorResync, CandidateFeed
+from sluice import local_cluster, machines
 from sluice.client import RMClient
 from sluice.render import progress_line
 from sluice.wire import JOB_STATE_FROM_PB
@@ -24,6 +26,7 @@ from sluice_pb.common_pb2 import JOB_SUCCEEDED
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SAMPLE_PERIOD = 0.5
 TIME_LIMIT = 120.0
+AGGREGATOR_PERIOD = 2.0
 
 
 def _say(message: str) -> None:
@@ -36,13 +39,26 @@ def run_demo(args: argparse.Namespace) -> int:
         _say(f"starting a local cluster: {args.nodes} nodes, {args.runtime} runtime")
         cluster = local_cluster.up(
             local_cluster.LocalClusterSpec(
-                directory=directory, nodes=args.nodes, runtime=args.runtime
+                directory=directory,
+                nodes=args.nodes,
+                runtime=args.runtime,
+                aggregator_period=AGGREGATOR_PERIOD,
             ),
             _say,
         )
+        plane = cluster["data_plane"]
+        assert isinstance(plane, dict)
+        # A job master's view of the candidate list, kept up to date over MQTT.
+        resync = AggregatorResync(plane["aggregator"])
+        feed = CandidateFeed(plane["mqtt"], resync=resync)
+        feed.start()
         try:
-            return _run_workload(str(cluster["rm"]))
+            status = _run_workload(str(cluster["rm"]))
+            _show_data_plane(plane["aggregator"], feed)
+            return status
         finally:
+            feed.close()
+            resync.close()
             _say("stopping the local cluster")
             local_cluster.down(directory, _say)
 
@@ -98,3 +114,32 @@ def _submit(client: RMClient, name: str) -> str:
     text = (EXAMPLES / name).read_text()
     response = client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=text), timeout=30)
     return str(response.job.job_id)
+
+
+def _show_data_plane(aggregator: str, feed: CandidateFeed) -> None:
+    """What the aggregator made of the metrics, and the replica a job master holds."""
+    _say("")
+    _say(f"data plane (agents -> Kafka -> aggregator, ranking every {AGGREGATOR_PERIOD:g} s)")
+    listing = machines.list_machines(aggregator)
+    load_metrics = list(listing.load_metrics)
+    for status in listing.machines:
+        sample = status.latest
+        counters = f"CPI {sample.cpi:.2f}" if sample.HasField("cpi") else "CPI/MPKI absent (no PMU)"
+        _say(
+            f"  {status.node_id}: {sample.sequence} samples published, "
+            f"{status.window_samples} in the window; load (CPU MEM LA1) "
+            f"{machines.load_summary(status, load_metrics)}; PSI cpu "
+            f"{sample.pressure.cpu.some_avg10:.1f}%; {counters}"
+        )
+    reply = machines.get_candidates(aggregator)
+    ver_m, ver_c = feed.versions
+    _say(
+        f"  aggregator: candidates v{reply.candidate_version} = {', '.join(reply.candidates)}"
+        f" ({reply.ranking})"
+    )
+    if feed.wait_for_version(reply.candidate_version, timeout=2 * AGGREGATOR_PERIOD + 1):
+        ver_m, ver_c = feed.versions
+    _say(
+        f"  job master replica over MQTT: v{ver_c} (machine list v{ver_m}) = "
+        f"{', '.join(feed.candidates()) or '(none)'}"
+    )
