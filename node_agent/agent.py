@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from node_agent.runtime.base import (
     ResourceLimits,
@@ -233,6 +234,10 @@ class NodeAgent:
 
     def logs(self, key: str) -> bytes:
         return self._runtime_of(key).logs(key)
+
+    def pressure_dir(self, key: str) -> Path | None:
+        """The task's cgroup v2 directory for its PSI files, or None (see TaskRuntime)."""
+        return self._runtime_of(key).pressure_dir(key)
 
     def drain(self) -> int:
         """Stop every task and remove every cgroup/container of this node."""

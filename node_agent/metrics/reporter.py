@@ -17,6 +17,7 @@ from collections.abc import Callable
 from node_agent.agent import NodeAgent
 from node_agent.metrics.counters import CounterSampler, CounterSupport
 from node_agent.metrics.host import HostSampler
+from node_agent.metrics.pressure import read_cgroup_pressure
 from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
 from node_agent.runtime.base import TaskState
 from sluice.data_plane import DataPlane
@@ -132,6 +133,7 @@ class MetricsReporter:
             if observation.state is TaskState.EXITED:
                 continue
             rate = usage.get(observation.task_key)
+            pressure_dir = self.agent.pressure_dir(observation.task_key)
             figures.append(
                 TaskFigures(
                     task_key=observation.task_key,
@@ -143,6 +145,7 @@ class MetricsReporter:
                     memory_bytes=rate.memory_bytes if rate else 0,
                     cpu_limit_cores=observation.limits.cpu,
                     memory_limit_bytes=observation.limits.memory_mb * MIB,
+                    pressure=read_cgroup_pressure(pressure_dir) if pressure_dir else None,
                 )
             )
         return figures

@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 
@@ -149,6 +150,11 @@ class TaskRuntime(Protocol):
 
     def logs(self, task_key: str) -> bytes:
         """The task's output so far (stdout and stderr interleaved)."""
+        ...
+
+    def pressure_dir(self, task_key: str) -> Path | None:
+        """The cgroup v2 directory whose ``*.pressure`` files describe this task, or ``None``
+        where there is none (cgroup v1, no cgroups, an unknown or exited task)."""
         ...
 
     def cleanup(self, task_key: str) -> None:

@@ -233,6 +233,10 @@ class CgroupDriver(Protocol):
 
     def usage(self, task: str) -> TaskUsage: ...
 
+    def pressure_dir(self, task: str) -> Path | None:
+        """Where the task's PSI files are (cgroup v2 only)."""
+        ...
+
     def remove(self, task: str) -> None:
         """Remove the task's cgroup(s); they must hold no process any more."""
         ...
@@ -386,6 +390,9 @@ class CgroupV1:
     def is_frozen(self, task: str) -> bool:
         return self._freezer_state(task) == "FROZEN"
 
+    def pressure_dir(self, task: str) -> Path | None:
+        return None  # PSI per cgroup exists only on the unified hierarchy
+
     def usage(self, task: str) -> TaskUsage:
         if "cpuacct" in self._roots:
             cpu_ns = int(_read(self._dir("cpuacct", task) / "cpuacct.usage"))
@@ -504,6 +511,9 @@ class CgroupV2:
 
     def is_frozen(self, task: str) -> bool:
         return self._events_frozen(task)
+
+    def pressure_dir(self, task: str) -> Path | None:
+        return self._dir(task) if self.exists(task) else None
 
     def usage(self, task: str) -> TaskUsage:
         directory = self._dir(task)

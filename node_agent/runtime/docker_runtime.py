@@ -312,6 +312,11 @@ class DockerRuntime:
 
     # -- beyond the protocol -----------------------------------------------------------------
 
+    def pressure_dir(self, task_key: str) -> Path | None:
+        # The container's cgroup depends on the engine's cgroup driver and version; per-task
+        # PSI for containers is not reported yet (the machine-wide PSI always is).
+        return None
+
     def purge(self, grace_seconds: float = 1.0) -> None:
         """Stop and remove every container of this node (known or not) and all task state."""
         with self._lock, _docker_errors("purging the node's containers"):

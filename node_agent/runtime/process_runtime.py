@@ -281,6 +281,13 @@ class ProcessRuntime:
             task.dir.update_limits(limits)
             task.launch = replace(task.launch, limits=limits)
 
+    def pressure_dir(self, task_key: str) -> Path | None:
+        with self._lock:
+            task = self._tasks.get(task_key)
+            if task is None or self._cgroups is None:
+                return None
+            return self._cgroups.pressure_dir(task.cgroup)
+
     def usage(self, task_key: str) -> TaskUsage:
         with self._lock:
             task = self._get(task_key)

@@ -90,3 +90,22 @@ def test_v2_stop_of_frozen_task_and_purge(
 
 def runtime_enforces_cpuset(runtime: ProcessRuntime) -> bool:
     return "cpuset by CPU affinity" not in runtime.describe()
+
+
+def test_v2_task_pressure_is_read_from_its_own_cgroup(
+    runtime: ProcessRuntime, unified_root: Path, node_id: str
+) -> None:
+    from node_agent.metrics.pressure import read_cgroup_pressure
+
+    runtime.start(launch("psi", BURN, cpuset=(0,)))
+    directory = runtime.pressure_dir("psi")
+    assert directory == task_dir(unified_root, node_id, "psi")
+    pressure = read_cgroup_pressure(directory)
+    assert "cpu" in pressure
+    # The kernel counts this cgroup's stall time only; it only ever grows.
+    first = pressure["cpu"].some_total_us
+    time.sleep(0.3)
+    assert read_cgroup_pressure(directory)["cpu"].some_total_us >= first
+    runtime.stop("psi", grace_seconds=0.2)
+    exited(runtime, "psi")
+    assert runtime.pressure_dir("unknown-task") is None
