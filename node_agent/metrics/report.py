@@ -32,6 +32,8 @@ class TaskFigures:
     cpu_limit_cores: float
     memory_limit_bytes: int
     pressure: Mapping[str, PressureStall] | None = None  # cgroup v2 only
+    cpi: float | None = None  # None: no PMU, or the task's cgroup is not countable
+    mpki: float | None = None
 
 
 @dataclass(frozen=True)
@@ -121,4 +123,8 @@ def build_node_metrics(
         )
         if task.pressure:
             entry.pressure.CopyFrom(pressure_to_pb(task.pressure))
+        if task.cpi is not None:
+            entry.cpi = task.cpi
+        if task.mpki is not None:
+            entry.mpki = task.mpki
     return message

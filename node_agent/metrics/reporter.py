@@ -9,13 +9,15 @@ message says why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from node_agent.agent import NodeAgent
-from node_agent.metrics.counters import CounterSampler, CounterSupport
+from node_agent.metrics.counters import CounterReading, CounterSampler, CounterSupport
 from node_agent.metrics.host import HostSampler
 from node_agent.metrics.pressure import read_cgroup_pressure
 from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
@@ -95,7 +97,8 @@ class MetricsReporter:
         if publisher is None:
             raise RuntimeError("no metrics publisher: the data plane is not known yet")
         machine = self._host.sample(time.monotonic())  # rates need a clock that never steps
-        counters = self._machine_counters()
+        tasks = self._task_figures()
+        counters, per_task = self._counters_of(tasks)
         self._sequence += 1
         config = self.agent.config
         message = build_node_metrics(
@@ -107,7 +110,12 @@ class MetricsReporter:
             memory_capacity_bytes=config.capacity.memory_mb * MIB,
             machine=machine,
             counters=counters,
-            tasks=self._task_figures(),
+            tasks=[
+                dataclasses.replace(t, cpi=per_task[t.task_key].cpi, mpki=per_task[t.task_key].mpki)
+                if t.task_key in per_task
+                else t
+                for t in tasks
+            ],
             dropped_samples=publisher.dropped,
         )
         publisher.offer(config.node_id, message.SerializeToString())
@@ -116,15 +124,26 @@ class MetricsReporter:
         if self.publisher is not None:
             self.publisher.close()
 
-    def _machine_counters(self) -> Counters:
+    def _counters_of(self, tasks: list[TaskFigures]) -> tuple[Counters, dict[str, CounterReading]]:
+        """Machine-wide counters, and per task where its cgroup can be counted (cgroup v2:
+        ``perf stat -G`` takes the path below the cgroup2 mount), from one short perf run."""
         if not self._support.available:
-            return Counters(reason=self._support.reason)
-        readings = self._counters.measure([], duration=min(0.2, self.interval / 4))
+            return Counters(reason=self._support.reason), {}
+        cgroup_of = {}
+        for task in tasks:
+            directory = self.agent.pressure_dir(task.task_key)
+            name = cgroup2_name(directory) if directory is not None else None
+            if name:
+                cgroup_of[task.task_key] = name
+        readings = self._counters.measure(
+            sorted(set(cgroup_of.values())), duration=min(0.2, self.interval / 4)
+        )
+        per_task = {key: readings[name] for key, name in cgroup_of.items() if name in readings}
         reading = readings.get("")
         if reading is None:
             failure = self._counters.last_failure or "counted nothing this interval"
-            return Counters(reason=f"perf stat: {failure}")
-        return Counters(cpi=reading.cpi, mpki=reading.mpki)
+            return Counters(reason=f"perf stat: {failure}"), per_task
+        return Counters(cpi=reading.cpi, mpki=reading.mpki), per_task
 
     def _task_figures(self) -> list[TaskFigures]:
         usage = self.agent.task_usage
@@ -149,6 +168,21 @@ class MetricsReporter:
                 )
             )
         return figures
+
+
+def cgroup2_name(directory: Path, mounts: Path = Path("/proc/mounts")) -> str | None:
+    """``directory`` relative to the cgroup2 mount holding it (perf's ``-G`` name), or None."""
+    try:
+        lines = mounts.read_text().splitlines()
+    except OSError:
+        return None
+    roots = [
+        Path(f[1]) for f in (line.split() for line in lines) if len(f) > 2 and f[2] == "cgroup2"
+    ]
+    for root in sorted(roots, key=lambda r: len(r.parts), reverse=True):
+        if directory.is_relative_to(root) and directory != root:
+            return str(directory.relative_to(root))
+    return None
 
 
 def _default_publisher(plane: DataPlane, buffer: int) -> KafkaOutbox:
