@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from sluice.mqtt import parse_mqtt_url
 from sluice_pb import common_pb2 as pb
 
 DEFAULT_METRICS_TOPIC = "sluice.metrics"
@@ -34,8 +35,10 @@ class DataPlane:
                 check_host_port("--kafka", address)
         if self.aggregator_address:
             check_host_port("--aggregator", self.aggregator_address)
-        if self.mqtt_url and not self.mqtt_url.startswith("mqtt://"):
-            raise ValueError(f"--mqtt: expected mqtt://host:port, got {self.mqtt_url!r}")
+        if self.mqtt_url:
+            # The same parse the job masters and the aggregator apply when they connect, so a
+            # URL the RM accepts and hands out cannot fail later in every job master.
+            parse_mqtt_url(self.mqtt_url)
         for flag, topic in (
             ("--metrics-topic", self.metrics_topic),
             ("--outcomes-topic", self.outcomes_topic),

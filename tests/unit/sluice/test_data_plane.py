@@ -1,0 +1,145 @@
+"""DataPlane: validation with one-line errors naming the flag, protobuf round trip, defaults,
+and the shared command-line flags."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+from sluice.data_plane import (
+    DEFAULT_METRICS_TOPIC,
+    DEFAULT_MQTT_TOPIC_PREFIX,
+    DEFAULT_OUTCOMES_TOPIC,
+    DataPlane,
+    add_arguments,
+    from_arguments,
+)
+from sluice_pb import common_pb2 as pb
+
+FULL = DataPlane(
+    kafka_bootstrap="k1:9092,k2:9093",
+    metrics_topic="m.topic",
+    outcomes_topic="o.topic",
+    mqtt_url="mqtt://broker:1884",
+    mqtt_topic_prefix="site/a",
+    aggregator_address="agg.local:7070",
+)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"kafka_bootstrap": "localhost:9092"},
+        {"kafka_bootstrap": "k1:9092, k2:9092"},  # spaces after commas are tolerated
+        {"kafka_bootstrap": "[::1]:9092"},
+        {"kafka_bootstrap": "k:1"},
+        {"kafka_bootstrap": "k:65535"},
+        {"aggregator_address": "10.0.0.1:50051"},
+        {"mqtt_url": "mqtt://localhost"},
+        {"mqtt_url": "mqtt://localhost:1883"},
+        {"metrics_topic": "a.b-c_d"},
+        {"mqtt_topic_prefix": "a/b/c"},
+    ],
+)
+def test_valid_values_are_accepted(fields: dict[str, str]) -> None:
+    plane = DataPlane(**fields)
+    for name, value in fields.items():
+        assert getattr(plane, name) == value
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"kafka_bootstrap": "localhost"}, "--kafka: expected host:port, got 'localhost'"),
+        ({"kafka_bootstrap": ":9092"}, "--kafka: expected host:port, got ':9092'"),
+        ({"kafka_bootstrap": "k:"}, "--kafka: expected host:port, got 'k:'"),
+        ({"kafka_bootstrap": "k:0"}, "--kafka: expected host:port, got 'k:0'"),
+        ({"kafka_bootstrap": "k:65536"}, "--kafka: expected host:port, got 'k:65536'"),
+        ({"kafka_bootstrap": "k:90x"}, "--kafka: expected host:port, got 'k:90x'"),
+        ({"kafka_bootstrap": "k:1,,k:2"}, "--kafka: expected host:port, got ''"),
+        ({"kafka_bootstrap": "k:1,bad"}, "--kafka: expected host:port, got 'bad'"),
+        ({"aggregator_address": "agg"}, "--aggregator: expected host:port, got 'agg'"),
+        ({"aggregator_address": "agg:-1"}, "--aggregator: expected host:port, got 'agg:-1'"),
+        (
+            {"mqtt_url": "localhost:1883"},
+            "--mqtt: expected mqtt://HOST[:PORT], got 'localhost:1883'",
+        ),
+        ({"mqtt_url": "tcp://b:1883"}, "--mqtt: expected mqtt://HOST[:PORT], got 'tcp://b:1883'"),
+        # Job masters parse the URL again when they subscribe: what passes here must pass there.
+        ({"mqtt_url": "mqtt://"}, "--mqtt: no host in 'mqtt://'"),
+        (
+            {"mqtt_url": "mqtt://b:x"},
+            "--mqtt: Port could not be cast to integer value as 'x' in 'mqtt://b:x'",
+        ),
+        ({"mqtt_url": "mqtt://b:1883/x"}, "--mqtt: unexpected path or query in 'mqtt://b:1883/x'"),
+        (
+            {"metrics_topic": ""},
+            "--metrics-topic: must be a non-empty name without spaces, '#' or '+'",
+        ),
+        (
+            {"metrics_topic": "a b"},
+            "--metrics-topic: must be a non-empty name without spaces, '#' or '+'",
+        ),
+        (
+            {"outcomes_topic": "a#"},
+            "--outcomes-topic: must be a non-empty name without spaces, '#' or '+'",
+        ),
+        (
+            {"mqtt_topic_prefix": "a/+"},
+            "--mqtt-topic-prefix: must be a non-empty name without spaces, '#' or '+'",
+        ),
+    ],
+)
+def test_invalid_values_raise_one_line_naming_the_flag(fields: dict[str, str], error: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(error)}$"):
+        DataPlane(**fields)
+
+
+def test_has_kafka_follows_the_bootstrap() -> None:
+    assert not DataPlane().has_kafka
+    assert DataPlane(kafka_bootstrap="k:1").has_kafka
+
+
+@pytest.mark.parametrize("plane", [DataPlane(), FULL], ids=["defaults", "everything set"])
+def test_protobuf_round_trip(plane: DataPlane) -> None:
+    wire = pb.DataPlane.FromString(plane.to_pb().SerializeToString())
+    assert DataPlane.from_pb(wire) == plane
+
+
+def test_an_empty_protobuf_means_no_data_plane_with_default_topics() -> None:
+    plane = DataPlane.from_pb(pb.DataPlane())
+    assert plane == DataPlane()
+    assert (plane.metrics_topic, plane.outcomes_topic, plane.mqtt_topic_prefix) == (
+        DEFAULT_METRICS_TOPIC,
+        DEFAULT_OUTCOMES_TOPIC,
+        DEFAULT_MQTT_TOPIC_PREFIX,
+    )
+    assert not plane.has_kafka and not plane.mqtt_url and not plane.aggregator_address
+
+
+def test_from_pb_validates_what_it_receives() -> None:
+    with pytest.raises(ValueError, match=r"^--kafka: "):
+        DataPlane.from_pb(pb.DataPlane(kafka_bootstrap="nonsense"))
+
+
+@pytest.mark.parametrize("with_aggregator", [True, False])
+def test_flags_parse_into_a_data_plane(with_aggregator: bool) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, with_aggregator=with_aggregator)
+    argv = ["--kafka", "k1:9092,k2:9093", "--metrics-topic", "m.topic"]
+    argv += ["--outcomes-topic", "o.topic", "--mqtt", "mqtt://broker:1884"]
+    argv += ["--mqtt-topic-prefix", "site/a"]
+    if with_aggregator:
+        argv += ["--aggregator", "agg.local:7070"]
+    plane = from_arguments(parser.parse_args(argv))
+    expected = FULL if with_aggregator else DataPlane(**{**FULL.__dict__, "aggregator_address": ""})
+    assert plane == expected
+
+
+def test_flag_defaults_are_no_data_plane() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert from_arguments(parser.parse_args([])) == DataPlane()
