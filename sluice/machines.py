@@ -71,6 +71,10 @@ def _percent(value: float) -> str:
     return f"{100 * value:.0f}%" if math.isfinite(value) else "-"
 
 
+def _decimal(value: float) -> str:
+    return f"{value:.1f}" if math.isfinite(value) else "-"
+
+
 def load_summary(status: apb.MachineStatus, load_metrics: list[str]) -> str:
     """The approximated CPU and memory utilisation and 1-minute load, e.g. ``12% 40% 0.8``."""
     values = dict(zip(load_metrics, status.approximated_load, strict=False))
@@ -78,7 +82,7 @@ def load_summary(status: apb.MachineStatus, load_metrics: list[str]) -> str:
         return "-"
     return (
         f"{_percent(values.get('cpu_ut', math.nan))} {_percent(values.get('mem_ut', math.nan))} "
-        f"{values.get('load_avg_1', math.nan):.1f}"
+        f"{_decimal(values.get('load_avg_1', math.nan))}"
     )
 
 
