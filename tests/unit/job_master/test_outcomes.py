@@ -1,0 +1,142 @@
+"""The job master's outcome events: which task states are reported and how, the job-ended
+marker, and the reporter (a no-op without Kafka; keyed by job id through the outbox with it)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from aggregator.state import OUTCOME_FROM_PB
+from job_master import outcomes
+from job_master.outcomes import (
+    OUTCOME_OF_STATE,
+    OutcomeReporter,
+    job_ended_event,
+    task_outcome_event,
+)
+from policies.scheduling.lifecycle import TaskState
+from sluice.data_plane import DataPlane
+from sluice_pb import metrics_pb2 as mpb
+
+
+@pytest.mark.parametrize(
+    ("state", "kind"),
+    [
+        (TaskState.SUCCEEDED, mpb.TASK_OUTCOME_FINISHED),
+        (TaskState.FAILED, mpb.TASK_OUTCOME_FAILED),
+        (TaskState.KILLED, mpb.TASK_OUTCOME_KILLED),
+        (TaskState.LOST, None),  # final, but not an outcome the job master reports
+        (TaskState.PENDING, None),
+        (TaskState.LAUNCHING, None),
+        (TaskState.RUNNING, None),
+        (TaskState.SUSPENDED, None),
+    ],
+)
+def test_final_states_map_to_outcome_kinds(state: TaskState, kind: int | None) -> None:
+    event = task_outcome_event("job-1", "task-2", 3, "node-4", state, now=1234.5)
+    if kind is None:
+        assert event is None
+        return
+    assert event is not None
+    decoded = mpb.OutcomeEvent.FromString(event.SerializeToString())
+    assert decoded.WhichOneof("event") == "task"
+    assert (decoded.schema_version, decoded.job_id, decoded.timestamp) == (1, "job-1", 1234.5)
+    assert (decoded.task.task_id, decoded.task.attempt, decoded.task.node_id) == (
+        "task-2",
+        3,
+        "node-4",
+    )
+    assert decoded.task.kind == kind
+
+
+def test_every_kind_the_job_master_sends_is_one_the_aggregator_rates() -> None:
+    assert set(OUTCOME_OF_STATE.values()) <= set(OUTCOME_FROM_PB)
+
+
+@pytest.mark.parametrize("state", [TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED])
+def test_a_task_that_never_reached_a_node_is_not_reported(state: TaskState) -> None:
+    assert task_outcome_event("job-1", "task-2", 1, "", state, now=1.0) is None
+
+
+def test_the_job_ended_event() -> None:
+    event = mpb.OutcomeEvent.FromString(
+        job_ended_event("job-1", "succeeded", now=99.0).SerializeToString()
+    )
+    assert event.WhichOneof("event") == "job_ended"
+    assert (event.schema_version, event.job_id, event.timestamp) == (1, "job-1", 99.0)
+    assert event.job_ended.final_state == "succeeded"
+
+
+def outbox_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "kafka-outbox" and t.is_alive())
+
+
+def test_without_kafka_the_reporter_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_producer(*args: object) -> object:
+        raise AssertionError("no producer without Kafka")
+
+    monkeypatch.setattr(outcomes, "kafka_producer", no_producer)
+    before = outbox_threads()
+    reporter = OutcomeReporter("job-1", DataPlane(mqtt_url="mqtt://localhost"))
+    reporter.task_ended("task-1", 1, "node-1", TaskState.FAILED)
+    reporter.job_ended("failed")
+    reporter.close()
+    assert outbox_threads() == before
+
+
+@dataclass
+class Ack:
+    def get(self, timeout: float | None = None) -> None:
+        return None
+
+
+@dataclass
+class RecordingProducer:
+    sent: list[tuple[str, bytes, bytes]] = field(default_factory=list)
+    closed: bool = False
+
+    def send(self, topic: str, value: bytes, key: bytes) -> Ack:
+        self.sent.append((topic, key, value))
+        return Ack()
+
+    def flush(self, timeout: float | None = None) -> None:
+        return None
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+
+def test_with_kafka_outcomes_and_the_end_go_to_the_outcomes_topic_keyed_by_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    producers: list[RecordingProducer] = []
+
+    def factory(bootstrap: str, client_id: str) -> Any:
+        assert (bootstrap, client_id) == ("k:9092", "sluice-jm")
+        producers.append(RecordingProducer())
+        return producers[-1]
+
+    monkeypatch.setattr(outcomes, "kafka_producer", factory)
+    plane = DataPlane(kafka_bootstrap="k:9092", outcomes_topic="jm.outcomes")
+    reporter = OutcomeReporter("job-1", plane)
+    reporter.task_ended("t1", 1, "node-1", TaskState.FAILED)
+    reporter.task_ended("t2", 1, "node-2", TaskState.RUNNING)  # not final: nothing sent
+    reporter.task_ended("t3", 2, "", TaskState.KILLED)  # never placed: nothing sent
+    reporter.task_ended("t4", 1, "node-2", TaskState.SUCCEEDED)
+    reporter.job_ended("succeeded")  # flushes, then closes
+
+    (producer,) = producers
+    assert producer.closed
+    assert {(topic, key) for topic, key, _ in producer.sent} == {("jm.outcomes", b"job-1")}
+    events = [mpb.OutcomeEvent.FromString(value) for _, _, value in producer.sent]
+    assert [(e.task.task_id, e.task.kind) for e in events[:2]] == [
+        ("t1", mpb.TASK_OUTCOME_FAILED),
+        ("t4", mpb.TASK_OUTCOME_FINISHED),
+    ]
+    assert events[2].WhichOneof("event") == "job_ended"
+    assert len(events) == 3
+    reporter.task_ended("t5", 1, "node-1", TaskState.FAILED)  # after the end: dropped quietly
+    assert len(producer.sent) == 3
