@@ -1,0 +1,586 @@
+"""deploy/: what can be checked without pulling a single image.
+
+The compose files cannot be run here (no registry), so these tests hold them to what the rest of
+the repository says: every ``sluice ...`` command line parses with the real CLI parser and passes
+the daemons' own address checks once the variables take the values of ``.env.example``; the
+addresses the RM hands to workers lead to services of the same file, through ports it publishes;
+every service restarts and is health-checked; the agent sees the host; the gRPC health check
+command works against a real Sluice gRPC server; the image installs every package pyproject.toml
+names.  If Docker Compose v2 is installed, ``docker compose config`` must accept both files and
+interpolate them as these tests do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from grpc_health.v1 import health_pb2
+
+from aggregator.influx_store import parse_influx_url
+from sluice import data_plane
+from sluice.cli import build_parser
+from sluice.mqtt import parse_mqtt_url
+from sluice.rpc import start_server
+
+ROOT = Path(__file__).resolve().parents[3]
+DEPLOY = ROOT / "deploy"
+CONTROL = DEPLOY / "docker-compose.yml"
+AGENT = DEPLOY / "agent-compose.yml"
+ENV_EXAMPLE = DEPLOY / ".env.example"
+# What a worker's shell provides (`export HOSTNAME`) rather than the .env file.
+SHELL_ENV = {"HOSTNAME": "worker-1"}
+
+# ---------------------------------------------------------------------------- helpers
+
+
+class MissingVariableError(KeyError):
+    """A ``${VAR}`` or ``${VAR:?msg}`` whose variable has no value."""
+
+
+_VARIABLE = re.compile(
+    r"\$(?:(?P<escaped>\$)"
+    r"|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
+    r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+def interpolate(text: str, env: Mapping[str, str]) -> str:
+    """Compose's interpolation: ``$$``, ``$VAR``, ``${VAR}``, ``${VAR:-d}``, ``${VAR-d}``,
+    ``${VAR:?msg}``, ``${VAR?msg}``.  Stricter than Compose in one way: a variable without a
+    default must have a value (Compose would warn and use ""), so a missing example fails."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match["escaped"]:
+            return "$"
+        name = match["braced"] or match["bare"]
+        op, arg = match["op"], match["arg"]
+        value = env.get(name)
+        unset_or_empty = value is None or (value == "" and op is not None and op.startswith(":"))
+        if op in (":-", "-") and unset_or_empty:
+            return str(arg)
+        if value is None or (op == ":?" and value == ""):
+            raise MissingVariableError(f"{name}: {arg or 'no value'}")
+        return value
+
+    return _VARIABLE.sub(replace, text)
+
+
+def interpolate_all(node: Any, env: Mapping[str, str]) -> Any:
+    """``interpolate`` applied to every string value (never to keys), as Compose does."""
+    if isinstance(node, str):
+        return interpolate(node, env)
+    if isinstance(node, list):
+        return [interpolate_all(item, env) for item in node]
+    if isinstance(node, dict):
+        return {key: interpolate_all(value, env) for key, value in node.items()}
+    return node
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines; blank lines and ``#`` comments ignored."""
+    env = {}
+    for text in path.read_text().splitlines():
+        line = text.strip()
+        if line and not line.startswith("#"):
+            key, sep, value = line.partition("=")
+            assert sep, f"{path.name}: not KEY=VALUE: {line!r}"
+            env[key.strip()] = value.strip()
+    return env
+
+
+def example_env() -> dict[str, str]:
+    return read_env_file(ENV_EXAMPLE) | SHELL_ENV
+
+
+def raw(path: Path) -> dict[str, Any]:
+    document = yaml.safe_load(path.read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def compose(path: Path) -> dict[str, Any]:
+    """The compose file with the example values substituted."""
+    document = interpolate_all(raw(path), example_env())
+    assert isinstance(document, dict)
+    return document
+
+
+def service(path: Path, name: str) -> dict[str, Any]:
+    found = compose(path)["services"][name]
+    assert isinstance(found, dict)
+    return found
+
+
+def published(svc: Mapping[str, Any]) -> dict[int, int]:
+    """Container port -> host port, from the short ``[IP:]HOST:CONTAINER`` syntax."""
+    ports = {}
+    for entry in svc.get("ports", []):
+        *_, host, container = str(entry).split(":")
+        ports[int(container)] = int(host)
+    return ports
+
+
+def mounts(svc: Mapping[str, Any]) -> dict[str, str]:
+    """Mount target -> source, from the short ``SOURCE:TARGET[:MODE]`` syntax."""
+    found = {}
+    for entry in svc.get("volumes", []):
+        source, target, *_ = str(entry).split(":")
+        found[target] = source
+    return found
+
+
+def host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def sluice_args(svc: Mapping[str, Any]) -> Any:
+    """The service's command parsed by the real CLI parser (argparse exits on an error)."""
+    command = svc["command"]
+    assert command[0] == "sluice", command
+    return build_parser().parse_args(command[1:])
+
+
+def option_strings(command: str) -> set[str]:
+    """The exact flags of ``sluice COMMAND`` (argparse would also take abbreviations)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {flag for action in sub.choices[command]._actions for flag in action.option_strings}
+
+
+def listeners(setting: str) -> dict[str, tuple[str, int]]:
+    """Kafka's ``NAME://host:port,...`` -> ``{NAME: (host, port)}``."""
+    parsed = {}
+    for item in setting.split(","):
+        name, _, address = item.partition("://")
+        parsed[name] = host_port(address)
+    return parsed
+
+
+def mosquitto_settings() -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in (DEPLOY / "mosquitto.conf").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, *values = line.split()
+            settings.setdefault(key, []).extend(values)
+    return settings
+
+
+def health_code(svc: Mapping[str, Any]) -> tuple[str, str]:
+    """``(python code, address)`` of a ``python -c CODE ADDRESS`` health check."""
+    test = svc["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"], test
+    assert len(test) == 5, test
+    return test[3], test[4]
+
+
+# ---------------------------------------------------------------------------- the helpers' rules
+
+INTERPOLATION = [
+    ("plain $$ stays", "$$SYS/#", {}, "$SYS/#"),
+    ("braced", "${A}:1", {"A": "x"}, "x:1"),
+    ("bare", "$A/b", {"A": "x"}, "x/b"),
+    ("default when unset", "${A:-7}", {}, "7"),
+    ("default when empty", "${A:-7}", {"A": ""}, "7"),
+    ("dash default keeps empty", "${A-7}", {"A": ""}, ""),
+    ("required set", "${A:?say}", {"A": "v"}, "v"),
+    ("two in one string", "mqtt://${H}:${P:-1883}", {"H": "h"}, "mqtt://h:1883"),
+]
+
+
+@pytest.mark.parametrize(("_", "text", "env", "expected"), INTERPOLATION)
+def test_interpolation_follows_compose(_: str, text: str, env: dict[str, str], expected: str):
+    assert interpolate(text, env) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "env"), [("${A:?say}", {}), ("${A:?say}", {"A": ""}), ("${A}", {}), ("$A", {})]
+)
+def test_interpolation_refuses_a_missing_value(text: str, env: dict[str, str]):
+    with pytest.raises(MissingVariableError):
+        interpolate(text, env)
+
+
+# ---------------------------------------------------------------------------- both files
+
+
+@pytest.mark.parametrize("path", [CONTROL, AGENT], ids=lambda p: p.name)
+def test_parses_as_yaml_with_services(path: Path):
+    document = raw(path)
+    assert isinstance(document["services"], dict)
+    assert document["services"]
+
+
+@pytest.mark.parametrize("path", [CONTROL, AGENT], ids=lambda p: p.name)
+def test_every_variable_has_a_default_or_an_example(path: Path):
+    compose(path)  # raises MissingVariableError naming the variable
+
+
+REQUIRED = [
+    (CONTROL, "SLUICE_HOST"),
+    (AGENT, "SLUICE_RM"),
+    (AGENT, "SLUICE_NODE_HOST"),
+    (AGENT, "HOSTNAME"),
+]
+
+
+@pytest.mark.parametrize(("path", "name"), REQUIRED, ids=[n for _, n in REQUIRED])
+def test_refuses_to_start_without_a_required_variable(path: Path, name: str):
+    env = {k: v for k, v in example_env().items() if k != name}
+    with pytest.raises(MissingVariableError, match=name):
+        interpolate_all(raw(path), env)
+    with pytest.raises(MissingVariableError, match=name):
+        interpolate_all(raw(path), env | {name: ""})
+
+
+SERVICES = [(CONTROL, name) for name in ("kafka", "mosquitto", "influxdb", "aggregator", "rm")] + [
+    (AGENT, "agent")
+]
+
+
+def test_the_files_define_exactly_these_services():
+    defined = {(path, name) for path in (CONTROL, AGENT) for name in compose(path)["services"]}
+    assert defined == set(SERVICES)
+
+
+@pytest.mark.parametrize(("path", "name"), SERVICES, ids=[n for _, n in SERVICES])
+def test_every_service_restarts_and_is_health_checked(path: Path, name: str):
+    svc = service(path, name)
+    assert svc["restart"] in ("always", "unless-stopped", "on-failure")
+    check = svc["healthcheck"]
+    assert check["test"][0] in ("CMD", "CMD-SHELL")
+    assert check["retries"] >= 1
+
+
+def test_named_volumes_are_declared_and_state_is_kept():
+    document = compose(CONTROL)
+    declared = set(document["volumes"])
+    by_service = {name: mounts(svc) for name, svc in document["services"].items()}
+    used = {source for found in by_service.values() for source in found.values()}
+    assert {s for s in used if not s.startswith(("./", "/"))} == declared
+    assert sluice_args(service(CONTROL, "rm")).state_dir.as_posix() in by_service["rm"]
+    assert by_service["influxdb"]["/var/lib/influxdb"] == "influxdb-data"
+    kafka = service(CONTROL, "kafka")["environment"]
+    assert kafka["KAFKA_LOG_DIRS"] in by_service["kafka"]
+
+
+def test_sluice_services_build_the_one_image_from_this_repository():
+    for path, name in [(CONTROL, "rm"), (CONTROL, "aggregator"), (AGENT, "agent")]:
+        svc = service(path, name)
+        assert svc["image"] == example_env()["SLUICE_IMAGE"]
+        context = (DEPLOY / svc["build"]["context"]).resolve()
+        assert context == ROOT
+        assert (context / svc["build"]["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
+
+
+# ---------------------------------------------------------------------------- command lines
+
+SLUICE_SERVICES = [
+    (CONTROL, "rm", "rm"),
+    (CONTROL, "aggregator", "aggregator"),
+    (AGENT, "agent", "agent"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "command"), SLUICE_SERVICES, ids=[n for _, n, _ in SLUICE_SERVICES]
+)
+def test_sluice_command_parses_with_the_real_cli(path: Path, name: str, command: str):
+    svc = service(path, name)
+    args = sluice_args(svc)
+    assert args.command == command
+    flags = {token for token in svc["command"][2:] if token.startswith("--")}
+    assert flags <= option_strings(command), "spelled out, not abbreviated"
+    assert args.log_level == example_env()["SLUICE_LOG_LEVEL"]
+    data_plane.check_host_port("--listen", args.listen)
+    data_plane.check_host_port("--advertise", args.advertise)
+    assert host_port(args.listen)[0] == "0.0.0.0"  # reachable from outside its container
+
+
+def test_the_daemons_accept_their_data_plane_flags():
+    rm = sluice_args(service(CONTROL, "rm"))
+    aggregator = sluice_args(service(CONTROL, "aggregator"))
+    assert data_plane.from_arguments(rm).has_kafka
+    assert data_plane.from_arguments(aggregator).has_kafka
+    parse_mqtt_url(aggregator.mqtt)
+    parse_influx_url(aggregator.influx_url)
+    agent = sluice_args(service(AGENT, "agent"))
+    data_plane.check_host_port("--rm", agent.rm)
+    assert agent.runtime == example_env()["SLUICE_RUNTIME"]
+
+
+def test_rm_hands_out_the_published_addresses_of_this_files_services():
+    # The RM only passes these on, to agents and job masters on the workers: they must be the
+    # control-plane host's address and a port this file publishes for the right service.
+    host = example_env()["SLUICE_HOST"]
+    rm = sluice_args(service(CONTROL, "rm"))
+    kafka, mosquitto = service(CONTROL, "kafka"), service(CONTROL, "mosquitto")
+    aggregator = service(CONTROL, "aggregator")
+
+    kafka_host, kafka_port = host_port(rm.kafka)
+    external = listeners(kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"])["EXTERNAL"]
+    assert (kafka_host, kafka_port) == external == (host, kafka_port)
+    bound = listeners(kafka["environment"]["KAFKA_LISTENERS"])["EXTERNAL"][1]
+    assert published(kafka)[bound] == kafka_port
+
+    assert parse_mqtt_url(rm.mqtt) == (host, published(mosquitto)[1883])
+
+    agg_args = sluice_args(aggregator)
+    agg_port = host_port(agg_args.listen)[1]
+    assert rm.aggregator == agg_args.advertise == f"{host}:{published(aggregator)[agg_port]}"
+
+    rm_port = host_port(rm.listen)[1]
+    assert rm.advertise == f"{host}:{published(service(CONTROL, 'rm'))[rm_port]}"
+
+
+def test_aggregator_reaches_its_neighbours_by_service_name():
+    aggregator = sluice_args(service(CONTROL, "aggregator"))
+    kafka = service(CONTROL, "kafka")["environment"]
+    internal = listeners(kafka["KAFKA_ADVERTISED_LISTENERS"])["INTERNAL"]
+    assert host_port(aggregator.kafka) == internal
+    assert internal[0] == "kafka"
+    assert listeners(kafka["KAFKA_LISTENERS"])["INTERNAL"][1] == internal[1]
+
+    assert parse_mqtt_url(aggregator.mqtt) == ("mosquitto", 1883)
+    target = parse_influx_url(aggregator.influx_url)
+    assert (target.host, target.port) == ("influxdb", 8086)
+    assert 8086 in published(service(CONTROL, "influxdb"))
+    depends = service(CONTROL, "aggregator")["depends_on"]
+    assert {n: d["condition"] for n, d in depends.items()} == dict.fromkeys(
+        ("kafka", "mosquitto", "influxdb"), "service_healthy"
+    )
+
+
+def test_kafka_is_a_consistent_single_kraft_node():
+    env = service(CONTROL, "kafka")["environment"]
+    bound = listeners(env["KAFKA_LISTENERS"])
+    protocols = dict(
+        item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(",")
+    )
+    assert set(bound) == set(protocols)
+    assert set(listeners(env["KAFKA_ADVERTISED_LISTENERS"])) < set(bound)
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    controller = env["KAFKA_CONTROLLER_LISTENER_NAMES"]
+    node, _, voter = env["KAFKA_CONTROLLER_QUORUM_VOTERS"].partition("@")
+    assert node == env["KAFKA_NODE_ID"]
+    assert host_port(voter) == (service(CONTROL, "kafka")["hostname"], bound[controller][1])
+    assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] in bound
+    assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "1"
+
+
+def test_mosquitto_allows_anonymous_clients_on_the_published_port():
+    settings = mosquitto_settings()
+    assert settings["allow_anonymous"] == ["true"]
+    port = int(settings["listener"][0])
+    mosquitto = service(CONTROL, "mosquitto")
+    assert published(mosquitto)[port] == port
+    assert "./mosquitto.conf:/mosquitto/config/mosquitto.conf:ro" in mosquitto["volumes"]
+
+
+# ---------------------------------------------------------------------------- the agent
+
+
+def test_agent_runs_on_the_host():
+    agent = service(AGENT, "agent")
+    assert agent["network_mode"] == "host"
+    assert agent["pid"] == "host"
+    assert agent["cgroup"] == "host"
+    assert agent["privileged"] is True
+    found = mounts(agent)
+    assert found["/sys/fs/cgroup"] == "/sys/fs/cgroup"
+    assert found["/var/run/docker.sock"] == "/var/run/docker.sock"
+    state_dir = sluice_args(agent).state_dir.as_posix()
+    assert found[state_dir] == state_dir
+
+
+def test_agent_is_named_by_the_environment_and_finds_the_published_rm():
+    command = raw(AGENT)["services"]["agent"]["command"]
+    assert command[command.index("--rm") + 1].startswith("${SLUICE_RM")
+    assert command[command.index("--node-id") + 1].startswith("${HOSTNAME")
+    args = sluice_args(service(AGENT, "agent"))
+    assert args.node_id == SHELL_ENV["HOSTNAME"]
+    rm = service(CONTROL, "rm")
+    rm_port = host_port(sluice_args(rm).listen)[1]
+    assert args.rm == f"{example_env()['SLUICE_HOST']}:{published(rm)[rm_port]}"
+    assert host_port(args.advertise) == (
+        example_env()["SLUICE_NODE_HOST"],
+        host_port(args.listen)[1],
+    )
+
+
+# ---------------------------------------------------------------------------- health checks
+
+
+def run_health_check(code: str, address: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, address],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_sluice_services_share_one_health_check_aimed_at_their_own_port():
+    codes = set()
+    for path, name, _ in SLUICE_SERVICES:
+        svc = service(path, name)
+        code, address = health_code(svc)
+        codes.add(code)
+        assert address == f"127.0.0.1:{host_port(sluice_args(svc).listen)[1]}"
+    assert len(codes) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "ok", "says"),
+    [
+        (health_pb2.HealthCheckResponse.SERVING, True, ""),
+        (health_pb2.HealthCheckResponse.NOT_SERVING, False, "NOT_SERVING"),
+    ],
+)
+def test_health_check_reads_a_sluice_servers_status(status: int, ok: bool, says: str):
+    code, _ = health_code(service(CONTROL, "rm"))
+    server, port, health = start_server([], "127.0.0.1:0")
+    try:
+        health.set("", status)
+        result = run_health_check(code, f"127.0.0.1:{port}")
+    finally:
+        server.stop(grace=None)
+    assert (result.returncode == 0) is ok, result.stderr
+    assert says in result.stderr
+
+
+def test_health_check_fails_when_nothing_listens():
+    code, _ = health_code(service(CONTROL, "rm"))
+    server, port, _ = start_server([], "127.0.0.1:0")
+    server.stop(grace=None).wait()
+    result = run_health_check(code, f"127.0.0.1:{port}")
+    assert result.returncode != 0
+    assert "UNAVAILABLE" in result.stderr
+
+
+# ---------------------------------------------------------------------------- image and docs
+
+
+def test_dockerfile_installs_every_package_pyproject_names():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.MULTILINE)
+    assert "busybox-static" in dockerfile
+    assert re.search(r"pip install .* \.\s", dockerfile)
+    copied = {
+        source
+        for line in dockerfile.splitlines()
+        if line.startswith("COPY ")
+        for source in line.split()[1:-1]
+    }
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {
+        p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    }
+    assert packages | {"pyproject.toml", pyproject["project"]["readme"]} <= copied
+    assert all((ROOT / source).exists() for source in copied)
+
+
+def test_readme_explains_every_variable_and_owns_up_to_being_unrun():
+    readme = (DEPLOY / "README.md").read_text()
+    for name in read_env_file(ENV_EXAMPLE).keys() | SHELL_ENV.keys():
+        assert f"`{name}`" in readme, name
+    assert "not run" in readme
+
+
+# ---------------------------------------------------------------------------- docker compose
+
+
+def compose_v2() -> list[str] | None:
+    """A Docker Compose v2 command, if one is installed (v1 lacks `cgroup` and `name`)."""
+    candidates: list[list[str]] = []
+    if shutil.which("docker"):
+        candidates.append(["docker", "compose"])
+    for found in (shutil.which("docker-compose"), Path(sys.executable).parent / "docker-compose"):
+        if found and Path(found).exists():
+            candidates.append([str(found)])
+    for command in candidates:
+        try:
+            version = subprocess.run(
+                [*command, "version", "--short"],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if re.match(r"v?([2-9]|\d{2,})\.", version):
+            return command
+    return None
+
+
+def compose_env() -> dict[str, str]:
+    """This process's environment without the variables the files use, plus the worker's
+    shell's: an exported SLUICE_RM would otherwise override the example's."""
+    used = read_env_file(ENV_EXAMPLE).keys() | SHELL_ENV.keys()
+    return {k: v for k, v in os.environ.items() if k not in used} | SHELL_ENV
+
+
+ComposeConfig = Callable[[Path], dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def compose_config() -> ComposeConfig:
+    command = compose_v2()
+    if command is None:
+        pytest.skip("Docker Compose v2 is not installed (`docker compose` or `docker-compose`)")
+
+    def config(path: Path) -> dict[str, Any]:
+        # The normalised model on stdout, not the exit status alone: some wrappers lose it.
+        result = subprocess.run(
+            [
+                *command,
+                "--env-file",
+                str(ENV_EXAMPLE),
+                "-f",
+                str(path),
+                "config",
+                "--format",
+                "json",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=compose_env(),
+            cwd=DEPLOY,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip(), result.stderr
+        # Compose prints a valid compose file, so every "$" of a value comes out as "$$".
+        model = interpolate_all(json.loads(result.stdout), {})
+        assert isinstance(model, dict)
+        return model
+
+    return config
+
+
+@pytest.mark.parametrize("path", [CONTROL, AGENT], ids=lambda p: p.name)
+def test_docker_compose_accepts_the_file_as_these_tests_read_it(
+    compose_config: ComposeConfig, path: Path
+):
+    model = compose_config(path)
+    ours = compose(path)["services"]
+    assert set(model["services"]) == set(ours)
+    for name, svc in ours.items():
+        theirs = model["services"][name]
+        assert theirs.get("command") == svc.get("command"), name
+        assert theirs["healthcheck"]["test"] == svc["healthcheck"]["test"], name
