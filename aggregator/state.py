@@ -34,6 +34,7 @@ OUTCOME_FROM_PB = {
     mpb.TASK_OUTCOME_KILLED: TaskOutcome.KILLED,
     mpb.TASK_OUTCOME_EVICTED: TaskOutcome.EVICTED,
     mpb.TASK_OUTCOME_STRAGGLER: TaskOutcome.TAILED,
+    mpb.TASK_OUTCOME_LOST: TaskOutcome.CRASHED,  # the machine, not the task, gave way
 }
 OUTCOMES_SCHEMA_VERSION = 1
 

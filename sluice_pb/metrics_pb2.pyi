@@ -15,12 +15,14 @@ class TaskOutcomeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_OUTCOME_KILLED: _ClassVar[TaskOutcomeKind]
     TASK_OUTCOME_EVICTED: _ClassVar[TaskOutcomeKind]
     TASK_OUTCOME_STRAGGLER: _ClassVar[TaskOutcomeKind]
+    TASK_OUTCOME_LOST: _ClassVar[TaskOutcomeKind]
 TASK_OUTCOME_UNSPECIFIED: TaskOutcomeKind
 TASK_OUTCOME_FINISHED: TaskOutcomeKind
 TASK_OUTCOME_FAILED: TaskOutcomeKind
 TASK_OUTCOME_KILLED: TaskOutcomeKind
 TASK_OUTCOME_EVICTED: TaskOutcomeKind
 TASK_OUTCOME_STRAGGLER: TaskOutcomeKind
+TASK_OUTCOME_LOST: TaskOutcomeKind
 
 class PressureStall(_message.Message):
     __slots__ = ("some_avg10", "some_avg60", "some_avg300", "some_total_us", "full_avg10", "full_avg60", "full_avg300", "full_total_us")

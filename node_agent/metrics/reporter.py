@@ -143,6 +143,8 @@ class MetricsReporter:
         if reading is None:
             failure = self._counters.last_failure or "counted nothing this interval"
             return Counters(reason=f"perf stat: {failure}"), per_task
+        if reading.cpi is None:
+            return Counters(reason="perf stat: no instructions counted this interval"), per_task
         return Counters(cpi=reading.cpi, mpki=reading.mpki), per_task
 
     def _task_figures(self) -> list[TaskFigures]:

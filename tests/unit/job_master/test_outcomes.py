@@ -28,7 +28,7 @@ from sluice_pb import metrics_pb2 as mpb
         (TaskState.SUCCEEDED, mpb.TASK_OUTCOME_FINISHED),
         (TaskState.FAILED, mpb.TASK_OUTCOME_FAILED),
         (TaskState.KILLED, mpb.TASK_OUTCOME_KILLED),
-        (TaskState.LOST, None),  # final, but not an outcome the job master reports
+        (TaskState.LOST, mpb.TASK_OUTCOME_LOST),  # the machine went away under it
         (TaskState.PENDING, None),
         (TaskState.LAUNCHING, None),
         (TaskState.RUNNING, None),
