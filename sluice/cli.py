@@ -250,6 +250,7 @@ def _say(message: str) -> None:
 def cmd_local_up(args: argparse.Namespace) -> int:
     if args.nodes < 1:
         raise UserError("--nodes: must be at least 1")
+    _check_data_plane_flags(args)
     cluster = local_cluster.up(
         local_cluster.LocalClusterSpec(
             directory=args.dir,
@@ -266,6 +267,21 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     )
     print(cluster["rm"])
     return 0
+
+
+def _check_data_plane_flags(args: argparse.Namespace) -> None:
+    """Refuse bad --kafka / --mqtt / --influx-url / --period before starting anything."""
+    from aggregator.influx_store import parse_influx_url
+    from sluice.data_plane import DataPlane
+
+    try:
+        DataPlane(kafka_bootstrap=args.kafka or "", mqtt_url=args.mqtt or "")
+        if args.influx_url:
+            parse_influx_url(args.influx_url)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if not args.period > 0:
+        raise UserError("--period: must be positive")
 
 
 def cmd_local_down(args: argparse.Namespace) -> int:

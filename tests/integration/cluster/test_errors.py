@@ -194,3 +194,43 @@ def test_cli_run_drives_the_job_from_the_client(cluster: Cluster, tmp_path: Path
     assert detail.summary.client_mode
     assert detail.summary.state == pb.JOB_SUCCEEDED
     assert not detail.summary.master_node  # no job master was started on a node
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["local", "up", "--kafka", "bad"], "--kafka: expected host:port, got 'bad'"),
+        (
+            ["local", "up", "--mqtt", "tcp://x"],
+            "--mqtt: expected mqtt://HOST[:PORT], got 'tcp://x'",
+        ),
+        (["local", "up", "--period", "0"], "--period: must be positive"),
+        (["aggregator"], "--kafka: required (the broker agents publish metrics to)"),
+        (["aggregator", "--kafka", "h:1", "--window", "1"], "--window: must be at least 2 samples"),
+        (
+            ["aggregator", "--kafka", "h:1", "--influx-url", "ftp://x"],
+            "--influx-url: 'ftp://x': expected http(s)://[user:pass@]host:port[/database]",
+        ),
+        (["rm", "--kafka", "h:x"], "--kafka: expected host:port, got 'h:x'"),
+        (
+            ["agent", "--rm", "h:1", "--metrics-interval", "0"],
+            "--metrics-interval: must be positive",
+        ),
+    ],
+)
+def test_data_plane_flags_are_refused_in_one_line_before_anything_starts(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sluice", "--dir", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == f"sluice: error: {message}"
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "cluster.json").exists()
+    assert not (tmp_path / "logs").exists()  # nothing was started
