@@ -28,7 +28,7 @@ from policies.oversubscription.candidates import compute_candidates
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.oversubscription.least_loaded import least_loaded_candidates
 from sluice import data_plane
-from sluice.daemon import publish_address, stop_on_signals
+from sluice.daemon import publish_address, serve_until_signalled
 from sluice.errors import UserError
 from sluice.mqtt import parse_mqtt_url
 from sluice.rpc import start_server
@@ -182,14 +182,7 @@ def run(args: argparse.Namespace) -> int:
             daemon=True,
         ),
     ]
-    for thread in threads:
-        thread.start()
-    stop_on_signals(stop, log, "shutting down")
-    stop.wait()
-    health.enter_graceful_shutdown()
-    server.stop(grace=1).wait()
-    for thread in threads:
-        thread.join(timeout=5)
+    serve_until_signalled(stop, threads, server, health, log, "shutting down")
     reader.close()
     if publisher is not None:
         publisher.close()

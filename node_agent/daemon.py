@@ -30,7 +30,7 @@ from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
 from node_agent.service import AgentServicer
 from policies.scheduling.resources import Resources
-from sluice.daemon import publish_address, stop_on_signals
+from sluice.daemon import publish_address, serve_until_signalled
 from sluice.data_plane import DataPlane
 from sluice.errors import UserError
 from sluice.kafka_outbox import DEFAULT_BUFFER
@@ -315,15 +315,9 @@ def run(args: argparse.Namespace) -> int:
         ),
         threading.Thread(target=reporter.run, args=(stop,), name="metrics", daemon=True),
     ]
-    for thread in threads:
-        thread.start()
-
-    stop_on_signals(stop, log, "stopping the agent; tasks keep running")
-    stop.wait()
-    health.enter_graceful_shutdown()
-    server.stop(grace=1).wait()
-    for thread in threads:
-        thread.join(timeout=5)
+    serve_until_signalled(
+        stop, threads, server, health, log, "stopping the agent; tasks keep running"
+    )
     daemon.close()
     reporter.close()
     tasks.close()

@@ -18,7 +18,7 @@ from resource_manager.service import (
 )
 from resource_manager.store import Store
 from sluice import data_plane
-from sluice.daemon import publish_address, stop_on_signals
+from sluice.daemon import publish_address, serve_until_signalled
 from sluice.errors import UserError
 from sluice.rpc import start_server
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -95,12 +95,7 @@ def run(args: argparse.Namespace) -> int:
     housekeeping = threading.Thread(
         target=housekeeping_loop, args=(state, stop), name="housekeeping", daemon=True
     )
-    housekeeping.start()
-
-    stop_on_signals(stop, log, "shutting down")
-    stop.wait()
-    health.enter_graceful_shutdown()
-    server.stop(grace=2).wait()
+    serve_until_signalled(stop, [housekeeping], server, health, log, "shutting down", grace=2)
     store.close()
     log.info("resource manager stopped")
     return 0

@@ -1,11 +1,16 @@
-"""What every Sluice daemon does the same way: publish its address, stop on a signal."""
+"""What every Sluice daemon does the same way: publish its address, run its loops until a
+signal, and shut its gRPC server down gracefully."""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health
 
 
 def publish_address(path: Path | None, address: str) -> None:
@@ -26,3 +31,25 @@ def stop_on_signals(stop: threading.Event, log: logging.Logger, what: str) -> No
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+
+def serve_until_signalled(
+    stop: threading.Event,
+    threads: Sequence[threading.Thread],
+    server: grpc.Server,
+    health_servicer: health.HealthServicer,
+    log: logging.Logger,
+    what: str,
+    *,
+    grace: float = 1.0,
+) -> None:
+    """Start ``threads``, wait for SIGTERM/SIGINT (or ``stop``), then report NOT_SERVING, stop
+    the server with ``grace`` seconds for calls in flight, and join the threads (5 s each)."""
+    for thread in threads:
+        thread.start()
+    stop_on_signals(stop, log, what)
+    stop.wait()
+    health_servicer.enter_graceful_shutdown()
+    server.stop(grace=grace).wait()
+    for thread in threads:
+        thread.join(timeout=5)

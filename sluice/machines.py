@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import grpc
 
@@ -39,25 +40,20 @@ def aggregator_address(flag: str | None, client: RMClient) -> str:
 
 
 def list_machines(address: str) -> apb.ListMachinesReply:
-    ch = channel(address)
-    try:
-        listing: apb.ListMachinesReply = agrpc.AggregatorServiceStub(ch).ListMachines(
-            apb.ListMachinesRequest(), timeout=TIMEOUT
-        )
-        return listing
-    except grpc.RpcError as error:
-        raise UserError(describe_rpc_error(error, f"the aggregator at {address}")) from None
-    finally:
-        ch.close()
+    reply: apb.ListMachinesReply = _ask(address, "ListMachines", apb.ListMachinesRequest())
+    return reply
 
 
 def get_candidates(address: str) -> apb.CandidatesReply:
+    reply: apb.CandidatesReply = _ask(address, "GetCandidates", apb.GetCandidatesRequest())
+    return reply
+
+
+def _ask(address: str, method: str, request: object) -> Any:
+    """One call to the aggregator; an RPC failure becomes a one-line UserError."""
     ch = channel(address)
     try:
-        reply: apb.CandidatesReply = agrpc.AggregatorServiceStub(ch).GetCandidates(
-            apb.GetCandidatesRequest(), timeout=TIMEOUT
-        )
-        return reply
+        return getattr(agrpc.AggregatorServiceStub(ch), method)(request, timeout=TIMEOUT)
     except grpc.RpcError as error:
         raise UserError(describe_rpc_error(error, f"the aggregator at {address}")) from None
     finally:
