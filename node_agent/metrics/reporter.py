@@ -21,7 +21,7 @@ from node_agent.metrics.counters import CounterReading, CounterSampler, CounterS
 from node_agent.metrics.host import HostSampler
 from node_agent.metrics.pressure import read_cgroup_pressure
 from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
-from node_agent.runtime.base import TaskState
+from node_agent.runtime.base import TaskObservation, TaskState
 from sluice.data_plane import DataPlane
 from sluice.kafka_outbox import KafkaOutbox, kafka_producer
 
@@ -97,8 +97,9 @@ class MetricsReporter:
         if publisher is None:
             raise RuntimeError("no metrics publisher: the data plane is not known yet")
         machine = self._host.sample(time.monotonic())  # rates need a clock that never steps
-        tasks = self._task_figures()
-        counters, per_task = self._counters_of(tasks)
+        live = self._live_tasks()
+        tasks = self._task_figures(live)
+        counters, per_task = self._counters_of(live)
         self._sequence += 1
         config = self.agent.config
         message = build_node_metrics(
@@ -124,17 +125,27 @@ class MetricsReporter:
         if self.publisher is not None:
             self.publisher.close()
 
-    def _counters_of(self, tasks: list[TaskFigures]) -> tuple[Counters, dict[str, CounterReading]]:
+    def _live_tasks(self) -> list[tuple[TaskObservation, Path | None]]:
+        """The live tasks, each with its cgroup v2 directory (None where there is none)."""
+        return [
+            (o, self.agent.pressure_dir(o.task_key))
+            for o in self.agent.observations()
+            if o.state is not TaskState.EXITED
+        ]
+
+    def _counters_of(
+        self, live: list[tuple[TaskObservation, Path | None]]
+    ) -> tuple[Counters, dict[str, CounterReading]]:
         """Machine-wide counters, and per task where its cgroup can be counted (cgroup v2:
         ``perf stat -G`` takes the path below the cgroup2 mount), from one short perf run."""
         if not self._support.available:
             return Counters(reason=self._support.reason), {}
+        roots = cgroup2_roots()
         cgroup_of = {}
-        for task in tasks:
-            directory = self.agent.pressure_dir(task.task_key)
-            name = cgroup2_name(directory) if directory is not None else None
+        for observation, directory in live:
+            name = relative_to_roots(directory, roots) if directory is not None else None
             if name:
-                cgroup_of[task.task_key] = name
+                cgroup_of[observation.task_key] = name
         readings = self._counters.measure(
             sorted(set(cgroup_of.values())), duration=min(0.2, self.interval / 4)
         )
@@ -147,14 +158,11 @@ class MetricsReporter:
             return Counters(reason="perf stat: no instructions counted this interval"), per_task
         return Counters(cpi=reading.cpi, mpki=reading.mpki), per_task
 
-    def _task_figures(self) -> list[TaskFigures]:
+    def _task_figures(self, live: list[tuple[TaskObservation, Path | None]]) -> list[TaskFigures]:
         usage = self.agent.task_usage
         figures = []
-        for observation in self.agent.observations():
-            if observation.state is TaskState.EXITED:
-                continue
+        for observation, pressure_dir in live:
             rate = usage.get(observation.task_key)
-            pressure_dir = self.agent.pressure_dir(observation.task_key)
             figures.append(
                 TaskFigures(
                     task_key=observation.task_key,
@@ -172,19 +180,29 @@ class MetricsReporter:
         return figures
 
 
-def cgroup2_name(directory: Path, mounts: Path = Path("/proc/mounts")) -> str | None:
-    """``directory`` relative to the cgroup2 mount holding it (perf's ``-G`` name), or None."""
+def cgroup2_roots(mounts: Path = Path("/proc/mounts")) -> list[Path]:
+    """The cgroup2 mount points, deepest first (none if the mount table is unreadable)."""
     try:
         lines = mounts.read_text().splitlines()
     except OSError:
-        return None
+        return []
     roots = [
         Path(f[1]) for f in (line.split() for line in lines) if len(f) > 2 and f[2] == "cgroup2"
     ]
-    for root in sorted(roots, key=lambda r: len(r.parts), reverse=True):
+    return sorted(roots, key=lambda r: len(r.parts), reverse=True)
+
+
+def relative_to_roots(directory: Path, roots: list[Path]) -> str | None:
+    """``directory`` below the first of ``roots`` holding it, or None."""
+    for root in roots:
         if directory.is_relative_to(root) and directory != root:
             return str(directory.relative_to(root))
     return None
+
+
+def cgroup2_name(directory: Path, mounts: Path = Path("/proc/mounts")) -> str | None:
+    """``directory`` relative to the cgroup2 mount holding it (perf's ``-G`` name), or None."""
+    return relative_to_roots(directory, cgroup2_roots(mounts))
 
 
 def _default_publisher(plane: DataPlane, buffer: int) -> KafkaOutbox:
