@@ -20,17 +20,16 @@ from pathlib import Path
 from aggregator.influx_store import InfluxSampleStore, parse_influx_url
 from aggregator.kafka_reader import TopicReader
 from aggregator.mqtt_publisher import CandidatePublisher
-from aggregator.rounds import Ranking, Round
 from aggregator.service import AggregatorServicer
 from aggregator.state import AggregatorState, Settings
 from policies.oversubscription.candidate_sync import MachineList
 from policies.oversubscription.candidates import compute_candidates
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.oversubscription.least_loaded import least_loaded_candidates
+from policies.oversubscription.rounds import Ranking, Round
 from sluice import data_plane
 from sluice.daemon import publish_address, serve_until_signalled
 from sluice.errors import UserError
-from sluice.mqtt import parse_mqtt_url
 from sluice.rpc import start_server
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import aggregator_pb2_grpc as agrpc
@@ -88,8 +87,6 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, data_plane.DataPlane]
         plane = data_plane.from_arguments(args)
         if not plane.has_kafka:
             raise ValueError("--kafka: required (the broker agents publish metrics to)")
-        if args.mqtt:
-            parse_mqtt_url(args.mqtt)
         if args.influx_url:
             parse_influx_url(args.influx_url)
         for flag, value in (("--period", args.period), ("--stale-after", args.stale_after)):

@@ -8,11 +8,11 @@ import math
 
 import grpc
 
-from aggregator.rounds import Round
 from aggregator.state import AggregatorState
 from policies.oversubscription.candidates import approximate_machines
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.oversubscription.machine_filter import FilterPhase
+from policies.oversubscription.rounds import Round
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import aggregator_pb2_grpc as agrpc
 

@@ -2,10 +2,10 @@
 newest sample of every machine and the latest round.
 
 Threads: the Kafka thread calls ``ingest``, the period thread ``run_round``, gRPC handlers read
-``latest`` and ``statuses``.  Decisions are made by pure code (``aggregator.rounds``, the
-ranking function, ``RatingBook``); this class only decodes what arrives, keeps it, and takes
-consistent snapshots.  Decoding errors are counted and logged, never raised: one bad message
-must not stop the pipeline.
+``latest`` and the per-machine queries.  Decisions are made by pure code
+(``policies.oversubscription.rounds``, the ranking function, ``RatingBook``); this class only
+decodes what arrives, keeps it, and takes consistent snapshots.  Decoding errors are counted and
+logged, never raised: one bad message must not stop the pipeline.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from google.protobuf.message import DecodeError
 
 from aggregator.kafka_reader import Record
 from aggregator.ratings import RatingBook
-from aggregator.rounds import Ranking, Round, compute_round, first_versions
 from aggregator.samples import MachineSample, sample_from_metrics
 from aggregator.windows import WindowStore
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.oversubscription.machine_rating import TaskOutcome
+from policies.oversubscription.rounds import Ranking, Round, compute_round, first_versions
 from sluice_pb import metrics_pb2 as mpb
 
 log = logging.getLogger("sluice.aggregator")

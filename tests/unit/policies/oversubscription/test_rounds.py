@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from aggregator.rounds import Ranking, Round, compute_round, first_versions
 from policies.oversubscription.candidate_sync import (
     LocalReplica,
     SyncAction,
@@ -18,6 +17,7 @@ from policies.oversubscription.config import LOAD_METRICS, QUEUE_METRICS, Oversu
 from policies.oversubscription.least_loaded import least_loaded_candidates
 from policies.oversubscription.machine_filter import FilterPhase, FilterResult
 from policies.oversubscription.machine_rating import MachineRatings
+from policies.oversubscription.rounds import Ranking, Round, compute_round, first_versions
 from policies.oversubscription.snapshot import MachineWindows
 
 CONFIG = OversubscriptionConfig()
