@@ -11,6 +11,7 @@ lint:
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy .
+	$(dir $(PY))lint-imports --no-cache --no-logo
 
 test:
 	bash scripts/test.sh

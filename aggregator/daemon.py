@@ -22,15 +22,15 @@ from aggregator.kafka_reader import TopicReader
 from aggregator.mqtt_publisher import CandidatePublisher
 from aggregator.service import AggregatorServicer
 from aggregator.state import AggregatorState, Settings
+from plumbing import data_plane
+from plumbing.daemon import publish_address, serve_until_signalled
+from plumbing.errors import UserError
+from plumbing.rpc import start_server
 from policies.oversubscription.candidate_sync import MachineList
 from policies.oversubscription.candidates import compute_candidates
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.oversubscription.least_loaded import least_loaded_candidates
 from policies.oversubscription.rounds import Ranking, Round
-from sluice import data_plane
-from sluice.daemon import publish_address, serve_until_signalled
-from sluice.errors import UserError
-from sluice.rpc import start_server
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import aggregator_pb2_grpc as agrpc
 

@@ -9,7 +9,7 @@ Two topics under a prefix (default ``sluice/v1``):
 The messages themselves come from :mod:`policies.oversubscription.candidate_sync`; this module
 only moves bytes.  :class:`CandidatePublisher` runs an ``aiomqtt`` client on a private event loop
 in a daemon thread; the aggregator's round loop hands messages over without blocking.  The
-plumbing it shares with the job master's feed is in :mod:`sluice.mqtt`.
+plumbing it shares with the job master's feed is in :mod:`plumbing.mqtt`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import threading
 
 import aiomqtt
 
-from sluice.mqtt import (
+from plumbing.mqtt import (
     DEFAULT_PREFIX,
     LoopThread,
     Reconnector,

@@ -24,8 +24,7 @@ from typing import Protocol
 
 import aiomqtt
 
-from policies.oversubscription.candidate_sync import LocalReplica, SyncAction, apply_message
-from sluice.mqtt import (
+from plumbing.mqtt import (
     DEFAULT_PREFIX,
     LoopThread,
     Reconnector,
@@ -33,7 +32,8 @@ from sluice.mqtt import (
     parse_mqtt_url,
     topics,
 )
-from sluice.rpc import channel
+from plumbing.rpc import channel
+from policies.oversubscription.candidate_sync import LocalReplica, SyncAction, apply_message
 from sluice_pb import aggregator_pb2 as agg_pb
 from sluice_pb import aggregator_pb2_grpc as agg_grpc
 

@@ -27,13 +27,19 @@ import grpc
 from job_master.candidate_feed import AggregatorResync, CandidateFeed
 from job_master.outcomes import OutcomeReporter
 from job_master.plan import Container, JobPlan, Launch
+from plumbing.data_plane import DataPlane
+from plumbing.rpc import channel
+from plumbing.wire import (
+    JOB_STATE_TO_PB,
+    TASK_STATE_FROM_PB,
+    progress_to_pb,
+    resources_from_pb,
+    resources_to_pb,
+    spec_document_from_pb,
+)
 from policies.scheduling.jobspec import parse_job_spec
 from policies.scheduling.lifecycle import JobState
 from policies.scheduling.progress import PhaseProgress
-from resource_manager.convert import progress_to_pb, spec_document_from_pb
-from sluice.data_plane import DataPlane
-from sluice.rpc import channel
-from sluice.wire import JOB_STATE_TO_PB, TASK_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2 as rm_pb

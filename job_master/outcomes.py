@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import time
 
+from plumbing.data_plane import DataPlane
+from plumbing.kafka_outbox import KafkaOutbox, kafka_producer
 from policies.scheduling.lifecycle import TaskState
-from sluice.data_plane import DataPlane
-from sluice.kafka_outbox import KafkaOutbox, kafka_producer
 from sluice_pb import metrics_pb2 as mpb
 
 log = logging.getLogger("sluice.jm.outcomes")

@@ -29,13 +29,13 @@ from node_agent.metrics.reporter import MetricsReporter
 from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
 from node_agent.service import AgentServicer
+from plumbing.daemon import publish_address, serve_until_signalled
+from plumbing.data_plane import DataPlane
+from plumbing.errors import UserError
+from plumbing.kafka_outbox import DEFAULT_BUFFER
+from plumbing.rpc import channel, start_server
+from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.resources import Resources
-from sluice.daemon import publish_address, serve_until_signalled
-from sluice.data_plane import DataPlane
-from sluice.errors import UserError
-from sluice.kafka_outbox import DEFAULT_BUFFER
-from sluice.rpc import channel, start_server
-from sluice.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import node_agent_pb2_grpc as agent_grpc

@@ -16,9 +16,9 @@ from node_agent.runtime.base import (
     TaskObservation,
     UnknownTaskError,
 )
+from plumbing.errors import UserError
+from plumbing.wire import TASK_STATE_TO_PB
 from policies.scheduling.resources import Resources
-from sluice.errors import UserError
-from sluice.wire import TASK_STATE_TO_PB
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import node_agent_pb2_grpc as agent_grpc

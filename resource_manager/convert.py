@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from policies.scheduling.jobspec import JobSpec
+from plumbing.wire import (
+    JOB_STATE_TO_PB,
+    TASK_STATE_FROM_PB,
+    TASK_STATE_TO_PB,
+    progress_to_pb,
+    resources_to_pb,
+)
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.records import (
@@ -10,84 +16,11 @@ from resource_manager.records import (
     JobRecord,
     NodeRecord,
     NodeState,
-    PhaseProgress,
     TaskObservation,
     TaskRecord,
 )
-from sluice.wire import (
-    JOB_STATE_TO_PB,
-    TASK_STATE_FROM_PB,
-    TASK_STATE_TO_PB,
-    resources_to_pb,
-)
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
-
-
-def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
-    return pb.JobSpec(
-        name=spec.name,
-        priority=spec.priority,
-        max_retries=spec.max_retries,
-        phases=[
-            pb.PhaseSpec(
-                name=p.name,
-                tasks=p.tasks,
-                command=list(p.command),
-                resources=resources_to_pb(p.resources),
-                after=list(p.after),
-                image=p.image or "",
-            )
-            for p in spec.phases
-        ],
-    )
-
-
-def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
-    """A structured spec as the document form the validator reads (proto3 has no 'unset':
-    an empty image means none, zero resources stay zero and are refused by validation)."""
-    phases: list[dict[str, object]] = []
-    for p in message.phases:
-        phase: dict[str, object] = {
-            "name": p.name,
-            "tasks": p.tasks,
-            "command": list(p.command),
-            "resources": {"cpu": p.resources.cpu, "memory_mb": p.resources.memory_mb},
-            "after": list(p.after),
-        }
-        if p.image:
-            phase["image"] = p.image
-        phases.append(phase)
-    return {
-        "name": message.name,
-        "priority": message.priority,
-        "phases": phases,
-        "max_retries": message.max_retries,
-    }
-
-
-def progress_to_pb(progress: PhaseProgress) -> rm_pb.PhaseProgress:
-    return rm_pb.PhaseProgress(
-        name=progress.name,
-        tasks=progress.tasks,
-        pending=progress.pending,
-        running=progress.running,
-        succeeded=progress.succeeded,
-        failed=progress.failed,
-        dropped=progress.dropped,
-    )
-
-
-def progress_from_pb(message: rm_pb.PhaseProgress) -> PhaseProgress:
-    return PhaseProgress(
-        name=message.name,
-        tasks=message.tasks,
-        pending=message.pending,
-        running=message.running,
-        succeeded=message.succeeded,
-        failed=message.failed,
-        dropped=message.dropped,
-    )
 
 
 def job_summary_to_pb(job: JobRecord) -> rm_pb.JobSummary:

@@ -7,6 +7,10 @@ import logging
 import threading
 from pathlib import Path
 
+from plumbing import data_plane
+from plumbing.daemon import publish_address, serve_until_signalled
+from plumbing.errors import UserError
+from plumbing.rpc import start_server
 from resource_manager.core import ResourceManagerCore
 from resource_manager.service import (
     JobServicer,
@@ -17,10 +21,6 @@ from resource_manager.service import (
     wall_clock,
 )
 from resource_manager.store import Store
-from sluice import data_plane
-from sluice.daemon import publish_address, serve_until_signalled
-from sluice.errors import UserError
-from sluice.rpc import start_server
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 

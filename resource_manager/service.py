@@ -15,6 +15,9 @@ from typing import NoReturn, TypeVar
 import grpc
 import yaml
 
+from plumbing import wire
+from plumbing.data_plane import DataPlane
+from plumbing.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.jobspec import SpecError, parse_job_spec
 from resource_manager import convert
 from resource_manager.core import (
@@ -25,8 +28,6 @@ from resource_manager.core import (
     ResourceManagerCore,
     StopAllocation,
 )
-from sluice.data_plane import DataPlane
-from sluice.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 
@@ -111,7 +112,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
             job = core.job(request.job_id)
             return rm_pb.JobDetail(
                 summary=convert.job_summary_to_pb(job),
-                spec=convert.spec_to_pb(job.spec),
+                spec=wire.spec_to_pb(job.spec),
                 tasks=[
                     convert.task_to_pb(t, core.node_address(t.node_id))
                     for t in core.job_tasks(job.job_id)
@@ -174,7 +175,7 @@ def _document(request: rm_pb.SubmitJobRequest) -> object:
             where = f" at line {mark.line + 1}" if mark is not None else ""
             raise SpecError("job", f"not valid YAML{where}") from None
     if request.WhichOneof("source") == "spec":
-        return convert.spec_document_from_pb(request.spec)
+        return wire.spec_document_from_pb(request.spec)
     raise SpecError("spec", "is required (give spec or spec_yaml)")
 
 
@@ -250,7 +251,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
         def register(core: ResourceManagerCore, now: float) -> rm_pb.RegisterMasterResponse:
             job, held = core.register_master(request.job_id, now=now)
             return rm_pb.RegisterMasterResponse(
-                spec=convert.spec_to_pb(job.spec),
+                spec=wire.spec_to_pb(job.spec),
                 kill_requested=job.kill_requested or job.state.is_final,
                 allocations=[
                     convert.allocation_to_pb(a, core.node_address(a.node_id)) for a in held
@@ -264,7 +265,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
         self, request: rm_pb.AllocateRequest, context: grpc.ServicerContext
     ) -> rm_pb.AllocateResponse:
         asks = [PhaseAsk(a.phase, a.count, resources_from_pb(a.resources)) for a in request.asks]
-        progress = [convert.progress_from_pb(p) for p in request.progress]
+        progress = [wire.progress_from_pb(p) for p in request.progress]
 
         def allocate(core: ResourceManagerCore, now: float) -> rm_pb.AllocateResponse:
             result = core.allocate(
@@ -296,7 +297,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
         state = JOB_STATE_FROM_PB.get(request.state)
         if state is None:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "state: must be a job state")
-        progress = [convert.progress_from_pb(p) for p in request.progress]
+        progress = [wire.progress_from_pb(p) for p in request.progress]
         _guard(
             context,
             lambda: self._state.run(

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sluice.errors import UserError
+from plumbing.errors import UserError
 
 START_TIMEOUT = 30.0
 

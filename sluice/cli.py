@@ -18,13 +18,13 @@ from pathlib import Path
 import grpc
 import yaml
 
+from plumbing.errors import UserError
+from plumbing.rpc import describe_rpc_error
+from plumbing.wire import JOB_STATE_FROM_PB
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
 from sluice import local_cluster, machines
 from sluice.client import RMClient, agent_stub, default_dir, resolve_rm
-from sluice.errors import UserError
 from sluice.render import as_json, job_detail, jobs_table, nodes_table, progress_line
-from sluice.rpc import describe_rpc_error
-from sluice.wire import JOB_STATE_FROM_PB
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -272,7 +272,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
 def _check_data_plane_flags(args: argparse.Namespace) -> None:
     """Refuse bad --kafka / --mqtt / --influx-url / --period before starting anything."""
     from aggregator.influx_store import parse_influx_url
-    from sluice.data_plane import DataPlane
+    from plumbing.data_plane import DataPlane
 
     try:
         DataPlane(kafka_bootstrap=args.kafka or "", mqtt_url=args.mqtt or "")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import grpc
 
-from sluice.errors import UserError
-from sluice.rpc import channel
+from plumbing.errors import UserError
+from plumbing.rpc import channel
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from job_master.candidate_feed import AggregatorResync, CandidateFeed
+from plumbing.wire import JOB_STATE_FROM_PB
 from sluice import local_cluster, machines
 from sluice.client import RMClient
 from sluice.render import progress_line
-from sluice.wire import JOB_STATE_FROM_PB
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb.common_pb2 import JOB_SUCCEEDED
 

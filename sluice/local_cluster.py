@@ -25,9 +25,9 @@ from pathlib import Path
 import grpc
 
 from node_agent.runtime import make_runtime
+from plumbing.errors import UserError
 from sluice import brokers
 from sluice.client import RMClient, agent_stub, cluster_file, read_cluster
-from sluice.errors import UserError
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 

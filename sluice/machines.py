@@ -13,10 +13,10 @@ from typing import Any
 
 import grpc
 
+from plumbing.errors import UserError
+from plumbing.rpc import channel, describe_rpc_error
 from sluice.client import RMClient
-from sluice.errors import UserError
 from sluice.render import table
-from sluice.rpc import channel, describe_rpc_error
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import aggregator_pb2_grpc as agrpc
 from sluice_pb import metrics_pb2 as mpb

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
-from sluice.wire import job_state_name, task_state_name
+from plumbing.wire import job_state_name, task_state_name
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 

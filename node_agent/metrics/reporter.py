@@ -22,8 +22,8 @@ from node_agent.metrics.host import HostSampler
 from node_agent.metrics.pressure import read_cgroup_pressure
 from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
 from node_agent.runtime.base import TaskObservation, TaskState
-from sluice.data_plane import DataPlane
-from sluice.kafka_outbox import KafkaOutbox, kafka_producer
+from plumbing.data_plane import DataPlane
+from plumbing.kafka_outbox import KafkaOutbox, kafka_producer
 
 log = logging.getLogger("sluice.agent.metrics")
 

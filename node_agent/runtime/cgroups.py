@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from node_agent.runtime.base import ResourceLimits, RuntimeError_, TaskUsage
-from sluice.errors import UserError
+from plumbing.errors import UserError
 
 CFS_PERIOD_US = 100_000
 """CFS period for every task; the quota is ``cpu * CFS_PERIOD_US``."""

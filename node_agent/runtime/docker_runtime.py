@@ -43,7 +43,7 @@ from node_agent.runtime.base import (
 )
 from node_agent.runtime.task_image import DEFAULT_IMAGE, ensure_image
 from node_agent.runtime.task_state import StateStore, TaskDir
-from sluice.errors import UserError
+from plumbing.errors import UserError
 
 LABEL_NODE = "sluice.node"
 LABEL_JOB = "sluice.job"

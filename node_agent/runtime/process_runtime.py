@@ -42,7 +42,7 @@ from node_agent.runtime.base import (
     UnknownTaskError,
 )
 from node_agent.runtime.task_state import StateStore, TaskDir, atomic_write, encode_name
-from sluice.errors import UserError
+from plumbing.errors import UserError
 
 WRAPPER = r"""
 IFS=:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from plumbing.errors import UserError
 from policies.approximation.drop_search import (
     PAPER_ACCURACY_CURVE,
     AccuracyCurve,
@@ -34,7 +35,6 @@ from policies.approximation.job_time import (
 )
 from policies.approximation.phase_type import PhaseType, erlang_with_mean, scaled
 from policies.approximation.priority_queues import Discipline
-from sluice.errors import UserError
 
 MAX_PHASES = 2_000
 """Largest job-time PH the command builds: dense matrices of this order still solve in ~0.1 s."""

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from plumbing.errors import UserError
 from policies.oversubscription.candidates import approximate_machines
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.oversubscription.machine_filter import FilterPhase, FilterResult, filter_machines
 from policies.oversubscription.snapshot import MachineLoads, MachineWindows
-from sluice.errors import UserError
 
 MODES = [mode.value for mode in OversubscriptionMode]
 _TOP_FIELDS = {"mode", "config", "machines"}

@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from plumbing.errors import UserError
 from policies.preemption.amounts import QueueState
 from policies.preemption.plan import ClusterPlan, plan_preemption
 from policies.preemption.resources import Mode, PreemptionSettings, Resources
 from policies.preemption.victims import Container
-from sluice.errors import UserError
 
 PAPER_RESOURCES = ("cpu", "memory_mb")
 MODES = [mode.value for mode in Mode]

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from plumbing.errors import UserError
 from policies.reservation.deadline import (
     ParetoFit,
     deadline_for_isolation,
@@ -23,7 +24,6 @@ from policies.reservation.deadline import (
     utilization_for_isolation,
 )
 from policies.reservation.stragglers import straggler_study
-from sluice.errors import UserError
 
 MAX_STUDY_SAMPLES = 50_000_000
 """runs × tasks above this would need gigabytes; refuse rather than swap."""

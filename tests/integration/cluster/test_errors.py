@@ -160,7 +160,7 @@ def test_rm_and_agents_serve_health_and_reflection(cluster: Cluster) -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-    from sluice.rpc import channel
+    from plumbing.rpc import channel
 
     for address, service in [
         (cluster.info["rm"], "sluice.v1.JobService"),

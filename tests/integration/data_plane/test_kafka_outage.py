@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from plumbing.data_plane import DEFAULT_METRICS_TOPIC
 from sluice import brokers, local_cluster
 from sluice.brokers import ServiceProcess
-from sluice.data_plane import DEFAULT_METRICS_TOPIC
 from sluice_pb import common_pb2 as pb
 from sluice_pb import metrics_pb2 as mpb
 from tests.integration.cluster.harness import (

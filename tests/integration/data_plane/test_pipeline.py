@@ -19,9 +19,9 @@ import pytest
 from influxdb import InfluxDBClient
 from kafka import KafkaConsumer, TopicPartition
 
+from plumbing.data_plane import DEFAULT_METRICS_TOPIC
 from policies.oversubscription.candidate_sync import LocalReplica, SyncAction, apply_message
 from sluice.brokers import ServiceProcess
-from sluice.data_plane import DEFAULT_METRICS_TOPIC
 from sluice_pb import metrics_pb2 as mpb
 from tests.integration.cluster.harness import Cluster, start_cluster, wait_until
 from tests.integration.data_plane.mqtt_tap import MqttTap

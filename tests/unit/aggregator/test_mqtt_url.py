@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.mqtt import parse_mqtt_url
+from plumbing.mqtt import parse_mqtt_url
 
 GOOD = [
     ("mqtt://localhost:1883", ("localhost", 1883)),

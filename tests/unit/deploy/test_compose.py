@@ -29,10 +29,10 @@ import yaml
 from grpc_health.v1 import health_pb2
 
 from aggregator.influx_store import parse_influx_url
-from sluice import data_plane
+from plumbing import data_plane
+from plumbing.mqtt import parse_mqtt_url
+from plumbing.rpc import start_server
 from sluice.cli import build_parser
-from sluice.mqtt import parse_mqtt_url
-from sluice.rpc import start_server
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"

@@ -17,8 +17,8 @@ from job_master.outcomes import (
     job_ended_event,
     task_outcome_event,
 )
+from plumbing.data_plane import DataPlane
 from policies.scheduling.lifecycle import TaskState
-from sluice.data_plane import DataPlane
 from sluice_pb import metrics_pb2 as mpb
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from node_agent.runtime import cgroups
 from node_agent.runtime.base import ResourceLimits, RuntimeError_, TaskUsage
-from sluice.errors import UserError
+from plumbing.errors import UserError
 from tests.unit.node_agent.conftest import FakeClock, write_files
 
 MiB = 1024 * 1024

@@ -9,7 +9,7 @@ import pytest
 from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
 from node_agent.runtime.process_runtime import ProcessRuntime
-from sluice.errors import UserError
+from plumbing.errors import UserError
 from tests.unit.node_agent.conftest import make_launch, write_files
 
 

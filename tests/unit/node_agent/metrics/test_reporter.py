@@ -15,9 +15,9 @@ from node_agent.metrics.counters import CounterReading, CounterSampler, CounterS
 from node_agent.metrics.host import HostSample, HostSampler
 from node_agent.metrics.reporter import MetricsReporter
 from node_agent.runtime.base import ResourceLimits, TaskObservation, TaskRuntime, TaskState
+from plumbing.data_plane import DataPlane
+from plumbing.kafka_outbox import KafkaOutbox
 from policies.scheduling.resources import Resources
-from sluice.data_plane import DataPlane
-from sluice.kafka_outbox import KafkaOutbox
 from sluice_pb import metrics_pb2 as mpb
 
 MIB = 1024 * 1024

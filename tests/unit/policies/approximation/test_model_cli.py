@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import yaml
 
+from plumbing.errors import UserError
 from policies.approximation.job_time import TaskLevelJob, task_level_model
 from policies.approximation.phase_type import moments
 from policies.approximation.priority_queues import (
     PriorityWorkload,
     non_preemptive_response_times,
 )
-from sluice.errors import UserError
 from sluice.model import dias
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "model" / "dias.yaml"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sluice.errors import UserError
+from plumbing.errors import UserError
 from sluice.model import preempt
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "model" / "preempt_snapshot.json"

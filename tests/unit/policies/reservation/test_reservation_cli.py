@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.errors import UserError
+from plumbing.errors import UserError
 from sluice.model import reservation
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
-from sluice.kafka_outbox import KafkaOutbox
+from plumbing.kafka_outbox import KafkaOutbox
 
 TOPIC = "sluice.test"
 

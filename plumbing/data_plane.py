@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from sluice.mqtt import parse_mqtt_url
+from plumbing.mqtt import parse_mqtt_url
 from sluice_pb import common_pb2 as pb
 
 DEFAULT_METRICS_TOPIC = "sluice.metrics"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from sluice.data_plane import (
+from plumbing.data_plane import (
     DEFAULT_METRICS_TOPIC,
     DEFAULT_MQTT_TOPIC_PREFIX,
     DEFAULT_OUTCOMES_TOPIC,

@@ -1,0 +1,116 @@
+"""Conversions at the wire's edge shared by every service: lifecycle states, resources, job
+specs and phase progress."""
+
+from __future__ import annotations
+
+from policies.scheduling.jobspec import JobSpec
+from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.progress import PhaseProgress
+from policies.scheduling.resources import Resources
+from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+
+JOB_STATE_TO_PB = {
+    JobState.SUBMITTED: pb.JOB_SUBMITTED,
+    JobState.STARTING: pb.JOB_STARTING,
+    JobState.RUNNING: pb.JOB_RUNNING,
+    JobState.SUCCEEDED: pb.JOB_SUCCEEDED,
+    JobState.FAILED: pb.JOB_FAILED,
+    JobState.KILLED: pb.JOB_KILLED,
+}
+JOB_STATE_FROM_PB = {v: k for k, v in JOB_STATE_TO_PB.items()}
+
+TASK_STATE_TO_PB = {
+    TaskState.PENDING: pb.TASK_PENDING,
+    TaskState.LAUNCHING: pb.TASK_LAUNCHING,
+    TaskState.RUNNING: pb.TASK_RUNNING,
+    TaskState.SUSPENDED: pb.TASK_SUSPENDED,
+    TaskState.SUCCEEDED: pb.TASK_SUCCEEDED,
+    TaskState.FAILED: pb.TASK_FAILED,
+    TaskState.KILLED: pb.TASK_KILLED,
+    TaskState.LOST: pb.TASK_LOST,
+}
+TASK_STATE_FROM_PB = {v: k for k, v in TASK_STATE_TO_PB.items()}
+
+
+def job_state_name(state: pb.JobState) -> str:
+    """'running' for JOB_RUNNING, and so on (for people and JSON output)."""
+    return JOB_STATE_FROM_PB[state].value if state in JOB_STATE_FROM_PB else "unknown"
+
+
+def task_state_name(state: pb.TaskState) -> str:
+    return TASK_STATE_FROM_PB[state].value if state in TASK_STATE_FROM_PB else "unknown"
+
+
+def resources_to_pb(resources: Resources) -> pb.Resources:
+    return pb.Resources(cpu=resources.cpu, memory_mb=resources.memory_mb)
+
+
+def resources_from_pb(message: pb.Resources) -> Resources:
+    return Resources(cpu=message.cpu, memory_mb=int(message.memory_mb))
+
+
+def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
+    return pb.JobSpec(
+        name=spec.name,
+        priority=spec.priority,
+        max_retries=spec.max_retries,
+        phases=[
+            pb.PhaseSpec(
+                name=p.name,
+                tasks=p.tasks,
+                command=list(p.command),
+                resources=resources_to_pb(p.resources),
+                after=list(p.after),
+                image=p.image or "",
+            )
+            for p in spec.phases
+        ],
+    )
+
+
+def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
+    """A structured spec as the document form the validator reads (proto3 has no 'unset':
+    an empty image means none, zero resources stay zero and are refused by validation)."""
+    phases: list[dict[str, object]] = []
+    for p in message.phases:
+        phase: dict[str, object] = {
+            "name": p.name,
+            "tasks": p.tasks,
+            "command": list(p.command),
+            "resources": {"cpu": p.resources.cpu, "memory_mb": p.resources.memory_mb},
+            "after": list(p.after),
+        }
+        if p.image:
+            phase["image"] = p.image
+        phases.append(phase)
+    return {
+        "name": message.name,
+        "priority": message.priority,
+        "phases": phases,
+        "max_retries": message.max_retries,
+    }
+
+
+def progress_to_pb(progress: PhaseProgress) -> rm_pb.PhaseProgress:
+    return rm_pb.PhaseProgress(
+        name=progress.name,
+        tasks=progress.tasks,
+        pending=progress.pending,
+        running=progress.running,
+        succeeded=progress.succeeded,
+        failed=progress.failed,
+        dropped=progress.dropped,
+    )
+
+
+def progress_from_pb(message: rm_pb.PhaseProgress) -> PhaseProgress:
+    return PhaseProgress(
+        name=message.name,
+        tasks=message.tasks,
+        pending=message.pending,
+        running=message.running,
+        succeeded=message.succeeded,
+        failed=message.failed,
+        dropped=message.dropped,
+    )
