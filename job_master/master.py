@@ -26,7 +26,7 @@ import grpc
 
 from job_master.candidate_feed import AggregatorResync, CandidateFeed
 from job_master.outcomes import OutcomeReporter
-from job_master.plan import Container, JobPlan, Launch
+from job_master.plan import AttemptRecord, Container, JobPlan, Launch
 from plumbing.data_plane import DataPlane
 from plumbing.rpc import channel
 from plumbing.wire import (
@@ -38,8 +38,9 @@ from plumbing.wire import (
     spec_document_from_pb,
 )
 from policies.scheduling.jobspec import parse_job_spec
-from policies.scheduling.lifecycle import JobState
+from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
+from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -63,16 +64,23 @@ class RMUnreachableError(Exception):
     pass
 
 
+class SupersededError(Exception):
+    """The RM started a newer attempt of this job's job master; this one must leave the job's
+    tasks to it and exit."""
+
+
 class JobMaster:
     def __init__(
         self,
         rm_address: str,
         job_id: str,
         *,
+        attempt: int = 1,
         on_progress: ProgressCallback | None = None,
         stop: threading.Event | None = None,
     ) -> None:
         self.job_id = job_id
+        self.attempt = attempt
         self._rm_address = rm_address
         self._channel = channel(rm_address)
         self._rm = rm_grpc.MasterServiceStub(self._channel)
@@ -124,6 +132,9 @@ class JobMaster:
                 return result
             except grpc.RpcError as error:
                 code = error.code() if isinstance(error, grpc.Call) else None
+                if code is grpc.StatusCode.FAILED_PRECONDITION:
+                    details = error.details() if isinstance(error, grpc.Call) else str(error)
+                    raise SupersededError(f"{what}: {details}") from None
                 if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
                 if time.monotonic() > deadline:
@@ -146,13 +157,23 @@ class JobMaster:
         registration = self._call_rm(
             "register",
             lambda: self._rm.RegisterMaster(
-                rm_pb.RegisterMasterRequest(job_id=self.job_id), timeout=RPC_TIMEOUT
+                rm_pb.RegisterMasterRequest(job_id=self.job_id, attempt=self.attempt),
+                timeout=RPC_TIMEOUT,
             ),
         )
         spec = parse_job_spec(spec_document_from_pb(registration.spec))
         plan = JobPlan(spec)
         for allocation in registration.allocations:
             plan.on_granted(_container(allocation))
+        if registration.history:
+            plan.adopt(_attempt(sequenced.event) for sequenced in registration.history)
+            self._events_after = max(sequenced.seq for sequenced in registration.history)
+            log.info(
+                "job %s: attempt %d adopts %d task attempts of earlier job masters",
+                self.job_id,
+                self.attempt,
+                len(registration.history),
+            )
         if registration.kill_requested:
             plan.kill("killed before the job master started")
         self._join_data_plane(DataPlane.from_pb(registration.data_plane))
@@ -184,6 +205,7 @@ class JobMaster:
                     releases=list(decisions.releases),
                     progress=_progress_to_pb(progress),
                     events_after=self._events_after,
+                    master_attempt=self.attempt,
                 )
                 response = self._call_rm(
                     "allocate", functools.partial(self._rm.Allocate, request, timeout=RPC_TIMEOUT)
@@ -247,6 +269,7 @@ class JobMaster:
                     state=JOB_STATE_TO_PB[state],
                     message=message,
                     progress=_progress_to_pb(progress),
+                    master_attempt=self.attempt,
                 ),
                 timeout=RPC_TIMEOUT,
             ),
@@ -304,6 +327,18 @@ class JobMaster:
             log.warning("stopping %s failed (the RM will stop it): %s", task_id, error)
 
 
+def _attempt(event: pb.TaskEvent) -> AttemptRecord:
+    return AttemptRecord(
+        task_id=event.task_id,
+        attempt=event.attempt,
+        # An unknown state (a newer RM) reads as still running: the attempt is not counted as
+        # failed, and its later events settle it.
+        state=TASK_STATE_FROM_PB.get(event.state, TaskState.RUNNING),
+        allocation_id=event.allocation_id,
+        message=event.message,
+    )
+
+
 def _container(allocation: rm_pb.Allocation) -> Container:
     return Container(
         allocation_id=allocation.allocation_id,
@@ -318,14 +353,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="job_master", description="Sluice job master")
     parser.add_argument("--rm", required=True)
     parser.add_argument("--job", required=True)
+    parser.add_argument("--attempt", type=int, default=1, help="the job master attempt (1, 2...)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kafka").setLevel(logging.ERROR)  # outages are reported by the outbox
     try:
-        state = JobMaster(args.rm, args.job).run()
+        state = JobMaster(args.rm, args.job, attempt=args.attempt).run()
     except RMUnreachableError as error:
         log.error("%s", error)
         return 3
+    except SupersededError as error:
+        log.warning("%s: leaving the job's tasks to the newer attempt", error)
+        return 4
     return 0 if state is JobState.SUCCEEDED else 1

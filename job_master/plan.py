@@ -23,6 +23,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.jobspec import JobSpec, PhaseSpec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
@@ -71,10 +72,14 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class PhaseAsk:
-    phase: str
-    count: int
-    resources: Resources
+class AttemptRecord:
+    """One task attempt as the RM recorded it (what an earlier job master attempt launched)."""
+
+    task_id: str
+    attempt: int
+    state: TaskState
+    allocation_id: str
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,48 @@ class JobPlan:
         task = self.tasks[task_id]
         if task.attempt == attempt and task.step is Step.LAUNCHING:
             self._attempt_failed(task, f"launch failed: {problem}")
+
+    def adopt(self, history: Iterable[AttemptRecord]) -> None:
+        """Take the job over from an earlier job master attempt.
+
+        ``history`` is every task attempt the RM recorded, in sequence order, and the containers
+        the job holds have been announced with :meth:`on_granted`.  A task that succeeded once
+        stays done; a live attempt in a held container keeps running there; every failed
+        attempt counts against ``max_retries`` as before; attempt numbers continue, so no attempt
+        is ever launched twice under one name."""
+        latest: dict[str, AttemptRecord] = {}
+        succeeded: set[str] = set()
+        for record in history:
+            task = self.tasks.get(record.task_id)
+            if task is None:
+                continue
+            task.attempt = max(task.attempt, record.attempt)
+            if record.state is TaskState.SUCCEEDED:
+                succeeded.add(task.task_id)
+            elif record.state.is_final:
+                task.failures += 1
+                task.last_problem = record.message or record.state.value
+                self.failed_attempts[task.phase] = self.failed_attempts.get(task.phase, 0) + 1
+            if record.attempt >= latest.get(task.task_id, record).attempt:
+                latest[task.task_id] = record
+        for task_id, record in latest.items():
+            task = self.tasks[task_id]
+            container = self.containers.get(record.allocation_id)
+            if task_id in succeeded:
+                task.step = Step.SUCCEEDED
+            elif not record.state.is_final and container is not None:
+                task.step = Step.RUNNING
+                task.allocation_id = container.allocation_id
+                container.task_id = task_id
+            elif task.failures > self.spec.max_retries:
+                task.step = Step.GAVE_UP
+                if self.outcome is None:
+                    self.outcome = (
+                        JobState.FAILED,
+                        f"task {task_id} failed {task.failures} times; last: {task.last_problem}",
+                    )
+        self._open_barriers()
+        self._check_done()
 
     def kill(self, reason: str) -> None:
         if self.outcome is None:

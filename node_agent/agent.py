@@ -6,8 +6,13 @@ commands.  Job masters always run as plain processes (like YARN's application ma
 a node whose tasks run in Docker.
 
 Threads: gRPC handlers call the public methods; :meth:`NodeAgent.monitor_once` runs on a monitor
-thread.  One lock guards the agent's own tables; runtime calls happen outside it where they may
-block (stop grace periods, freezes).
+thread and, after a command, on the handler's.  One pass runs at a time (it updates the usage
+counters both callers read).  One lock guards the agent's own tables; runtime calls happen
+outside it where they may block (stop grace periods, freezes).
+
+Job masters are named ``<job>.master.<attempt>`` on the node: a second attempt of one job
+master never collides with the first.  Task ids of real tasks (``<phase>-<index>``) can never be
+``master``; the service refuses any other shape.
 """
 
 from __future__ import annotations
@@ -23,16 +28,17 @@ from pathlib import Path
 
 from node_agent.runtime.base import (
     ResourceLimits,
+    RunObservation,
+    RunState,
+    RuntimeError_,
     TaskExistsError,
     TaskLaunch,
-    TaskObservation,
     TaskRuntime,
-    TaskState,
     TaskUsage,
     UnknownTaskError,
 )
 from policies.scheduling.cpu_sets import choose_cpuset
-from policies.scheduling.lifecycle import TaskState as LifecycleState
+from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -45,19 +51,25 @@ def task_key(job_id: str, task_id: str, attempt: int) -> str:
     return f"{job_id}.{task_id}.{attempt}"
 
 
+class AllocationBusyError(RuntimeError_):
+    """A live task already runs in the allocation: one container runs one task attempt."""
+
+
 @dataclass(frozen=True)
 class TaskEvent:
-    """A task attempt's new state, to be reported to the RM."""
+    """A task attempt's new state, to be reported to the RM (``job_master``: the job master's
+    own process, not a task)."""
 
     job_id: str
     task_id: str
     attempt: int
     allocation_id: str
-    state: LifecycleState
+    state: TaskState
     exit_code: int
     message: str
     timestamp: float
     start_time: float
+    job_master: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,10 +98,11 @@ class NodeAgent:
         self.tasks = tasks
         self.masters = masters or tasks
         self._lock = threading.Lock()
-        self._reported: dict[str, LifecycleState] = {}
+        self._monitor_lock = threading.Lock()  # one monitor pass at a time
+        self._reported: dict[str, TaskState] = {}
         self._stop_requested: set[str] = set()
         self._outbox: list[TaskEvent] = []
-        self._observed: dict[str, TaskObservation] = {}
+        self._observed: dict[str, RunObservation] = {}
         self._usage_prev: dict[str, tuple[float, float]] = {}
         self.used = Resources()
         self.task_usage: dict[str, TaskUsageRate] = {}
@@ -119,18 +132,21 @@ class NodeAgent:
         resources: Resources,
         image: str | None,
         env: dict[str, str] | None = None,
-    ) -> TaskObservation:
-        """Start a task attempt; TaskExistsError when that attempt is already known here."""
+    ) -> RunObservation:
+        """Start a task attempt; TaskExistsError when that attempt is already known here,
+        AllocationBusyError when another live task runs in the allocation."""
         key = task_key(job_id, task_id, attempt)
         runtime = self.masters if task_id == MASTER_TASK_ID else self.tasks
         with self._lock:
             if key in self._observed:
                 raise TaskExistsError(f"task {key} already exists on this node")
-            assigned = {
-                k: o.limits.cpuset
-                for k, o in self._observed.items()
-                if o.state is not TaskState.EXITED
-            }
+            live = {k: o for k, o in self._observed.items() if o.state is not RunState.EXITED}
+            for other in live.values():
+                if other.allocation_id == allocation_id and other.job_id == job_id:
+                    raise AllocationBusyError(
+                        f"allocation {allocation_id} already runs {other.task_key}"
+                    )
+            assigned = {k: o.limits.cpuset for k, o in live.items()}
             cpuset = choose_cpuset(self.config.cpu_ids, assigned, resources.cpu)
         launch = TaskLaunch(
             task_key=key,
@@ -144,13 +160,13 @@ class NodeAgent:
             env=dict(env or {}),
         )
         runtime.start(launch)
-        observation = TaskObservation(
+        observation = RunObservation(
             task_key=key,
             job_id=job_id,
             task_id=task_id,
             attempt=attempt,
             allocation_id=allocation_id,
-            state=TaskState.RUNNING,
+            state=RunState.RUNNING,
             limits=launch.limits,
             started_at=time.time(),
         )
@@ -167,13 +183,29 @@ class NodeAgent:
         return observation
 
     def launch_master(
-        self, job_id: str, allocation_id: str, resources: Resources, rm_address: str
+        self,
+        job_id: str,
+        allocation_id: str,
+        resources: Resources,
+        rm_address: str,
+        attempt: int = 1,
     ) -> None:
-        argv = [sys.executable, "-m", "job_master", "--rm", rm_address, "--job", job_id]
+        """Start attempt ``attempt`` of the job's job master, unless it already exists here."""
+        argv = [
+            sys.executable,
+            "-m",
+            "job_master",
+            "--rm",
+            rm_address,
+            "--job",
+            job_id,
+            "--attempt",
+            str(attempt),
+        ]
         try:
-            self.start_task(job_id, MASTER_TASK_ID, 1, allocation_id, argv, resources, None)
-        except TaskExistsError:
-            log.info("job master of %s already runs here", job_id)
+            self.start_task(job_id, MASTER_TASK_ID, attempt, allocation_id, argv, resources, None)
+        except (TaskExistsError, AllocationBusyError):
+            log.debug("job master attempt %d of %s already runs here", attempt, job_id)
 
     def stop(self, key: str, grace_seconds: float = 5.0) -> None:
         with self._lock:
@@ -189,7 +221,7 @@ class NodeAgent:
                 for key, o in self._observed.items()
                 if o.job_id == job_id
                 and (not allocation_id or o.allocation_id == allocation_id)
-                and o.state is not TaskState.EXITED
+                and o.state is not RunState.EXITED
             ]
         for key in keys:
             log.info("stopping %s: %s", key, reason)
@@ -213,7 +245,7 @@ class NodeAgent:
             others = {
                 k: o.limits.cpuset
                 for k, o in self._observed.items()
-                if k != key and o.state is not TaskState.EXITED
+                if k != key and o.state is not RunState.EXITED
             }
         chosen = tuple(cpuset) or choose_cpuset(self.config.cpu_ids, others, resources.cpu)
         limits = ResourceLimits(resources.cpu, resources.memory_mb, chosen)
@@ -223,9 +255,9 @@ class NodeAgent:
         )
         return limits
 
-    def usage(self, observation: TaskObservation) -> TaskUsage | None:
+    def usage(self, observation: RunObservation) -> TaskUsage | None:
         """Current usage of a live task; None once it exited (or vanished meanwhile)."""
-        if observation.state is TaskState.EXITED:
+        if observation.state is RunState.EXITED:
             return None
         try:
             return self._runtime_of(observation.task_key).usage(observation.task_key)
@@ -242,7 +274,7 @@ class NodeAgent:
     def drain(self) -> int:
         """Stop every task and remove every cgroup/container of this node."""
         with self._lock:
-            live = sum(1 for o in self._observed.values() if o.state is not TaskState.EXITED)
+            live = sum(1 for o in self._observed.values() if o.state is not RunState.EXITED)
         for runtime in self._runtimes():
             runtime.purge()
         with self._lock:
@@ -253,7 +285,7 @@ class NodeAgent:
 
     # ------------------------------------------------------------------ observation
 
-    def observations(self) -> list[TaskObservation]:
+    def observations(self) -> list[RunObservation]:
         with self._lock:
             return list(self._observed.values())
 
@@ -263,26 +295,29 @@ class NodeAgent:
             return [
                 self.event_for(o)
                 for key, o in self._observed.items()
-                if not self._reported.get(key, LifecycleState.RUNNING).is_final
+                if not self._reported.get(key, TaskState.RUNNING).is_final
             ]
 
     def monitor_once(self, now: float) -> None:
-        """Observe the runtimes, queue events for changed tasks, refresh usage, prune old tasks."""
-        observed: dict[str, TaskObservation] = {}
-        for runtime in self._runtimes():
-            for observation in runtime.observe():
-                observed[observation.task_key] = observation
-        used, per_task = self._measure_usage(observed, now)
-        with self._lock:
-            self._observed = observed
-            self.used = used
-            self.task_usage = per_task
-            for key, observation in observed.items():
-                event = self.event_for(observation)
-                if self._reported.get(key) != event.state:
-                    self._reported[key] = event.state
-                    self._outbox.append(event)
-        self._prune(observed, now)
+        """Observe the runtimes, queue events for changed tasks, refresh usage, prune old tasks.
+
+        Passes are serialised: a command handler's pass waits for the monitor thread's."""
+        with self._monitor_lock:
+            observed: dict[str, RunObservation] = {}
+            for runtime in self._runtimes():
+                for observation in runtime.observe():
+                    observed[observation.task_key] = observation
+            used, per_task = self._measure_usage(observed, now)
+            with self._lock:
+                self._observed = observed
+                self.used = used
+                self.task_usage = per_task
+                for key, observation in observed.items():
+                    event = self.event_for(observation)
+                    if self._reported.get(key) != event.state:
+                        self._reported[key] = event.state
+                        self._outbox.append(event)
+            self._prune(observed, now)
 
     def take_outbox(self) -> list[TaskEvent]:
         with self._lock:
@@ -307,7 +342,7 @@ class NodeAgent:
             except Exception:
                 log.exception("cleanup of %s failed; will retry at the next prune", key)
 
-    def event_for(self, observation: TaskObservation) -> TaskEvent:
+    def event_for(self, observation: RunObservation) -> TaskEvent:
         state, message = self._lifecycle_state(observation)
         return TaskEvent(
             job_id=observation.job_id,
@@ -319,24 +354,25 @@ class NodeAgent:
             message=message,
             timestamp=observation.finished_at or observation.started_at,
             start_time=observation.started_at,
+            job_master=observation.task_id == MASTER_TASK_ID,
         )
 
-    def _lifecycle_state(self, observation: TaskObservation) -> tuple[LifecycleState, str]:
-        if observation.state is TaskState.RUNNING:
-            return LifecycleState.RUNNING, ""
-        if observation.state is TaskState.SUSPENDED:
-            return LifecycleState.SUSPENDED, ""
+    def _lifecycle_state(self, observation: RunObservation) -> tuple[TaskState, str]:
+        if observation.state is RunState.RUNNING:
+            return TaskState.RUNNING, ""
+        if observation.state is RunState.SUSPENDED:
+            return TaskState.SUSPENDED, ""
         code = observation.exit_code or 0
         if observation.task_key in self._stop_requested:
-            return LifecycleState.KILLED, f"stopped (exit code {code})"
+            return TaskState.KILLED, f"stopped (exit code {code})"
         if code == 0:
-            return LifecycleState.SUCCEEDED, ""
+            return TaskState.SUCCEEDED, ""
         if code > 128:
-            return LifecycleState.FAILED, f"killed by signal {code - 128}"
-        return LifecycleState.FAILED, f"exit code {code}"
+            return TaskState.FAILED, f"killed by signal {code - 128}"
+        return TaskState.FAILED, f"exit code {code}"
 
     def _measure_usage(
-        self, observed: dict[str, TaskObservation], now: float
+        self, observed: dict[str, RunObservation], now: float
     ) -> tuple[Resources, dict[str, TaskUsageRate]]:
         """The node's total usage and each live task's, from the CPU time consumed since the
         previous pass (a task seen for the first time counts 0 cores)."""
@@ -346,7 +382,7 @@ class NodeAgent:
         current: dict[str, tuple[float, float]] = {}
         per_task: dict[str, TaskUsageRate] = {}
         for key, observation in observed.items():
-            if observation.state is TaskState.EXITED:
+            if observation.state is RunState.EXITED:
                 continue
             runtime = self.masters if observation.task_id == MASTER_TASK_ID else self.tasks
             try:
@@ -363,12 +399,12 @@ class NodeAgent:
         self._usage_prev = current
         return Resources(cpu=cpu, memory_mb=memory // (1024 * 1024)), per_task
 
-    def _prune(self, observed: dict[str, TaskObservation], now: float) -> None:
+    def _prune(self, observed: dict[str, RunObservation], now: float) -> None:
         """Forget tasks that ended longer ago than the retention period (logs included)."""
         for key, observation in observed.items():
             finished = observation.finished_at
             expired = finished is not None and now - finished > self.config.exited_retention_s
-            if observation.state is TaskState.EXITED and expired:
+            if observation.state is RunState.EXITED and expired:
                 runtime = self.masters if observation.task_id == MASTER_TASK_ID else self.tasks
                 runtime.forget(key)
                 with self._lock:

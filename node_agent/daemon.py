@@ -6,18 +6,28 @@ out, RM commands in), and metrics (one ``NodeMetrics`` sample per ``--metrics-in
 Kafka topic the RM names at registration, or ``--kafka``).  A lost RM is retried with backoff;
 tasks keep running meanwhile.  SIGTERM stops the agent but not its tasks: a restarted agent
 adopts them.
+
+The agent's identity lives in ``<state-dir>/identity.json``: its node id, its cluster id and an
+instance id made once.  A restarted agent keeps them, so the RM tells it apart from a second
+agent claiming the same node id (which it refuses while the first still heartbeats), and a
+state directory is never used for another node or cluster.  The RM re-sends a command with
+every heartbeat until the node's report shows it done; one already being carried out is not
+started twice.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -35,6 +45,7 @@ from plumbing.errors import UserError
 from plumbing.kafka_outbox import DEFAULT_BUFFER
 from plumbing.rpc import channel, start_server
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
+from policies.scheduling.identifiers import cluster_id_problem, node_id_problem
 from policies.scheduling.resources import Resources
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -51,6 +62,11 @@ MAX_BACKOFF = 10.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rm", required=True, help="resource manager address host:port")
     parser.add_argument("--node-id", default=socket.gethostname())
+    parser.add_argument(
+        "--cluster-id",
+        default="sluice",
+        help="the cluster this agent belongs to; must be the RM's (default: %(default)s)",
+    )
     parser.add_argument("--listen", default="127.0.0.1:0", help="host:port (port 0 = any free)")
     parser.add_argument("--advertise", help="address others use to reach this agent")
     parser.add_argument("--runtime", choices=["process", "docker"], default="process")
@@ -94,7 +110,55 @@ def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
         timestamp=event.timestamp,
         node_id=node_id,
         start_time=event.start_time,
+        job_master=event.job_master,
     )
+
+
+# The RM's answers that no retry changes: the agent is misconfigured (another live agent has
+# its node id, it belongs to another cluster, its node id is malformed).
+_REFUSALS = (
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.INVALID_ARGUMENT,
+)
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    node_id: str
+    cluster_id: str
+    instance_id: str
+
+
+def load_identity(state_dir: Path, node_id: str, cluster_id: str) -> AgentIdentity:
+    """The agent's identity from ``state_dir/identity.json``, made on first use.  Raises
+    UserError if the directory belongs to another node or cluster."""
+    for flag, problem in (
+        ("--node-id", node_id_problem(node_id)),
+        ("--cluster-id", cluster_id_problem(cluster_id)),
+    ):
+        if problem is not None:
+            raise UserError(f"{flag}: {problem}")
+    path = state_dir / "identity.json"
+    try:
+        recorded = json.loads(path.read_text())
+        identity = AgentIdentity(
+            str(recorded["node_id"]), str(recorded["cluster_id"]), str(recorded["instance_id"])
+        )
+    except FileNotFoundError:
+        identity = AgentIdentity(node_id, cluster_id, uuid.uuid4().hex)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(identity.__dict__))
+        tmp.replace(path)
+        return identity
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"--state-dir: {path} is unreadable ({error})") from None
+    if (identity.node_id, identity.cluster_id) != (node_id, cluster_id):
+        raise UserError(
+            f"--state-dir: {state_dir} belongs to node {identity.node_id!r} of cluster "
+            f"{identity.cluster_id!r}, not {node_id!r} of {cluster_id!r}"
+        )
+    return identity
 
 
 class AgentDaemon:
@@ -108,8 +172,13 @@ class AgentDaemon:
         runtime: str,
         stop_event: threading.Event,
         on_data_plane: Callable[[DataPlane], None] | None = None,
+        identity: AgentIdentity | None = None,
     ) -> None:
         self.agent = agent
+        self.identity = identity or AgentIdentity(agent.config.node_id, "", "")
+        self.refused: str | None = None  # why the RM refused this agent at its first registration
+        self._in_flight: set[tuple[str, str]] = set()
+        self._in_flight_lock = threading.Lock()
         self._on_data_plane = on_data_plane
         self.address = address
         self.runtime = runtime
@@ -118,6 +187,7 @@ class AgentDaemon:
         self._rm = rm_grpc.NodeServiceStub(self._channel)
         self.stop_event = stop_event
         self._registered = False
+        self._ever_registered = False
         self._rm_reachable = True
         self._commands = ThreadPoolExecutor(max_workers=4, thread_name_prefix="command")
 
@@ -145,9 +215,12 @@ class AgentDaemon:
             capacity=resources_to_pb(config.capacity),
             runtime=self.runtime,
             live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
+            instance_id=self.identity.instance_id,
+            cluster_id=self.identity.cluster_id,
         )
         response = self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
         self._registered = True
+        self._ever_registered = True
         if self._on_data_plane is not None and response.HasField("data_plane"):
             self._on_data_plane(DataPlane.from_pb(response.data_plane))
         log.info(
@@ -164,7 +237,17 @@ class AgentDaemon:
                 self._rm_call_ok()
                 backoff = interval
             except grpc.RpcError as error:
-                self._rm_call_failed("heartbeat", error)
+                code = error.code() if isinstance(error, grpc.Call) else None
+                if code in _REFUSALS and not self._registered:
+                    details = error.details() if isinstance(error, grpc.Call) else str(error)
+                    if not self._ever_registered:
+                        log.error("the resource manager refused this agent: %s", details)
+                        self.refused = details
+                        self.stop_event.set()
+                        return
+                    log.error("the resource manager refuses to register this agent: %s", details)
+                else:
+                    self._rm_call_failed("heartbeat", error)
                 backoff = min(backoff * 2, MAX_BACKOFF)
             self.stop_event.wait(backoff)
 
@@ -175,6 +258,7 @@ class AgentDaemon:
                 node_id=config.node_id,
                 used=resources_to_pb(self.agent.used),
                 live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
+                instance_id=self.identity.instance_id,
             ),
             timeout=RPC_TIMEOUT,
         )
@@ -184,9 +268,16 @@ class AgentDaemon:
             self.register()
             return
         for command in response.commands:
-            self._commands.submit(self._execute, command)
+            kind = command.WhichOneof("command") or ""
+            detail = getattr(command, kind) if kind else None
+            key = (kind, str(getattr(detail, "allocation_id", "")))
+            with self._in_flight_lock:
+                if key in self._in_flight:
+                    continue  # repeated by the RM while still being carried out
+                self._in_flight.add(key)
+            self._commands.submit(self._execute, command, key)
 
-    def _execute(self, command: rm_pb.NodeCommand) -> None:
+    def _execute(self, command: rm_pb.NodeCommand, key: tuple[str, str]) -> None:
         try:
             kind = command.WhichOneof("command")
             if kind == "launch_master":
@@ -196,14 +287,19 @@ class AgentDaemon:
                     launch.allocation_id,
                     resources_from_pb(launch.resources),
                     launch.rm_address,
+                    launch.attempt or 1,
                 )
             elif kind == "stop_allocation":
                 stop = command.stop_allocation
                 self.agent.stop_allocation(stop.job_id, stop.allocation_id, stop.reason)
             else:
                 log.warning("ignoring an unknown command from the resource manager: %s", command)
-        except Exception:
-            log.exception("command %s failed", command)
+        except Exception as error:
+            log.warning("command %s failed: %s", key[0], error)
+            log.debug("command %s failed", command, exc_info=True)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.discard(key)
 
     def monitor_loop(self, interval: float) -> None:
         while not self.stop_event.is_set():
@@ -242,12 +338,24 @@ def run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     node_id: str = args.node_id
+    identity = load_identity(state_dir, node_id, args.cluster_id)
     try:
-        tasks = make_runtime(args.runtime, node_id, state_dir / "tasks", docker_url=args.docker_url)
+        tasks = make_runtime(
+            args.runtime,
+            node_id,
+            state_dir / "tasks",
+            cluster_id=identity.cluster_id,
+            docker_url=args.docker_url,
+        )
         masters = (
             tasks
             if args.runtime == "process"
-            else make_runtime("process", f"{node_id}-masters", state_dir / "masters")
+            else make_runtime(
+                "process",
+                f"{node_id}-masters",
+                state_dir / "masters",
+                cluster_id=identity.cluster_id,
+            )
         )
     except RuntimeUnavailableError as error:
         raise UserError(f"--runtime {args.runtime}: {error}") from None
@@ -291,6 +399,7 @@ def run(args: argparse.Namespace) -> int:
         args.runtime,
         stop,
         on_data_plane=lambda plane: reporter.use(_override(plane, args)),
+        identity=identity,
     )
     if args.kafka:
         reporter.use(_override(DataPlane(), args))
@@ -323,6 +432,8 @@ def run(args: argparse.Namespace) -> int:
     tasks.close()
     if masters is not tasks:
         masters.close()
+    if daemon.refused is not None:
+        raise UserError(f"the resource manager refused this agent: {daemon.refused}")
     log.info("node agent stopped")
     return 0
 

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import NoReturn, TypeVar
 
 import grpc
 
-from node_agent.agent import NodeAgent, task_key
+from node_agent.agent import AllocationBusyError, NodeAgent, task_key
 from node_agent.runtime.base import (
     ResourceLimits,
+    RunObservation,
     RuntimeError_,
     TaskExistsError,
-    TaskObservation,
     UnknownTaskError,
 )
 from plumbing.errors import UserError
@@ -37,12 +38,35 @@ def _guard(context: grpc.ServicerContext, action: Callable[[], T]) -> T:
         return action()
     except TaskExistsError as error:
         _abort(context, grpc.StatusCode.ALREADY_EXISTS, str(error))
+    except AllocationBusyError as error:
+        _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
     except UnknownTaskError as error:
         _abort(context, grpc.StatusCode.NOT_FOUND, str(error))
     except UserError as error:
         _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
     except RuntimeError_ as error:
         _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
+
+
+# A task of a phase is "<phase>-<index>" (the job master's plan names them so); anything else,
+# "master" above all (the RM's job master launches), is refused.
+_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}-[0-9]{1,9}")
+_MAX_ID = 128
+
+
+def start_request_problem(request: agent_pb.StartTaskRequest) -> str | None:
+    """Why a StartTask request is malformed (one line naming the field), or None."""
+    if not _TASK_ID.fullmatch(request.task_id):
+        return f"task_id: {request.task_id[:80]!r} is not a task of a phase (<phase>-<index>)"
+    for name in ("job_id", "allocation_id"):
+        value = getattr(request, name)
+        if not value or len(value) > _MAX_ID or not value.isprintable() or "/" in value:
+            return f"{name}: must be 1-{_MAX_ID} printable characters without '/'"
+    if request.attempt < 0:
+        return f"attempt: must be positive, got {request.attempt}"
+    if not request.command:
+        return "command: must not be empty"
+    return None
 
 
 def _key(ref: agent_pb.TaskRef) -> str:
@@ -56,7 +80,7 @@ def _status(agent: NodeAgent, key: str) -> agent_pb.TaskStatus:
     raise UnknownTaskError(f"no task {key} on this node")
 
 
-def status_to_pb(agent: NodeAgent, observation: TaskObservation) -> agent_pb.TaskStatus:
+def status_to_pb(agent: NodeAgent, observation: RunObservation) -> agent_pb.TaskStatus:
     event = agent.event_for(observation)
     usage = agent.usage(observation)
     return agent_pb.TaskStatus(
@@ -88,8 +112,9 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     def StartTask(
         self, request: agent_pb.StartTaskRequest, context: grpc.ServicerContext
     ) -> agent_pb.StartTaskResponse:
-        if not request.command:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "command: must not be empty")
+        problem = start_request_problem(request)
+        if problem is not None:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
         if request.resources.cpu <= 0 or request.resources.memory_mb <= 0:
             _abort(
                 context,

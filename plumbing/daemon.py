@@ -3,6 +3,7 @@ signal, and shut its gRPC server down gracefully."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import threading
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health
 
 
@@ -53,3 +55,28 @@ def serve_until_signalled(
     server.stop(grace=grace).wait()
     for thread in threads:
         thread.join(timeout=5)
+
+
+async def serve_aio_until_signalled(
+    stop: asyncio.Event,
+    server: grpc.aio.Server,
+    health_servicer: health_aio.HealthServicer,
+    log: logging.Logger,
+    what: str,
+    *,
+    grace: float = 1.0,
+) -> None:
+    """The asyncio form of :func:`serve_until_signalled`: wait for SIGTERM/SIGINT (or
+    ``stop``), report NOT_SERVING and stop the server with ``grace`` seconds for calls in
+    flight."""
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        log.info("received %s: %s", signal.Signals(signum).name, what)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    await stop.wait()
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(grace)

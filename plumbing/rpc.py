@@ -12,6 +12,7 @@ from concurrent import futures
 from typing import Any
 
 import grpc
+from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -77,3 +78,34 @@ def describe_rpc_error(error: grpc.RpcError, target: str) -> str:
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return f"{target} did not answer in time"
     return str(details)
+
+
+async def start_aio_server(
+    registrations: Iterable[tuple[Callable[[Any, grpc.aio.Server], None], object, str]],
+    address: str,
+) -> tuple[grpc.aio.Server, int, health_aio.HealthServicer]:
+    """Like :func:`start_server`, for servicers written with ``async def``: one event loop
+    serves every call, so a stream that waits (a watcher) holds no thread and no number of them
+    can starve the others.  Call from inside the loop that will run the server."""
+    server = grpc.aio.server(options=CHANNEL_OPTIONS)
+    names = []
+    for add, servicer, name in registrations:
+        add(servicer, server)
+        names.append(name)
+    health_servicer = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in [*names, ""]:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection(
+        [
+            *names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ],
+        server,
+    )
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    await server.start()
+    return server, port, health_servicer

@@ -9,15 +9,14 @@ from plumbing.wire import (
     progress_to_pb,
     resources_to_pb,
 )
-from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.records import (
     AllocationRecord,
     JobRecord,
     NodeRecord,
     NodeState,
-    TaskObservation,
     TaskRecord,
+    TaskReport,
 )
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -37,6 +36,7 @@ def job_summary_to_pb(job: JobRecord) -> rm_pb.JobSummary:
         phases=[progress_to_pb(p) for p in job.progress],
         master_node=job.master_node,
         client_mode=job.client_mode,
+        master_attempt=job.master_attempt,
     )
 
 
@@ -71,17 +71,23 @@ def task_event_to_pb(task: TaskRecord) -> pb.TaskEvent:
     )
 
 
-def observation_from_pb(message: pb.TaskEvent) -> TaskObservation:
-    return TaskObservation(
+def report_from_pb(message: pb.TaskEvent) -> TaskReport | None:
+    """An agent's report, or None when its state is one this RM does not know (an agent of a
+    newer version): unknown is not LOST, so the caller ignores it and says so."""
+    state = TASK_STATE_FROM_PB.get(message.state)
+    if state is None:
+        return None
+    return TaskReport(
         job_id=message.job_id,
         task_id=message.task_id,
         attempt=message.attempt,
         allocation_id=message.allocation_id,
-        state=TASK_STATE_FROM_PB.get(message.state, TaskState.LOST),
+        state=state,
         exit_code=message.exit_code,
         message=message.message,
         timestamp=message.timestamp,
         start_time=message.start_time,
+        job_master=message.job_master,
     )
 
 

@@ -1,19 +1,33 @@
 """The resource manager's bookkeeping: jobs, nodes, allocations and task attempts.
 
-This is the RM without its network: every method is one request or one tick, takes the time now
-as an argument, writes through to the :class:`Store` and returns what the caller must send.  The
-placement decision itself is the pure :func:`policies.scheduling.priority_fifo.place`.  Not
-thread-safe: the gRPC layer serialises calls with one lock.
+This is the RM without its network.  Every method is one request or one tick, takes the time as
+a :class:`Now` and changes :class:`Tables`; the caller wraps each call in a unit of work
+(``tables.begin()`` ... ``commit()`` or ``rollback()``), so a request is applied whole or not at
+all, in memory and on disk.  Placement itself is the pure
+:func:`policies.scheduling.priority_fifo.place`.  Not thread-safe: the gRPC layer runs one
+request at a time.
+
+Nodes are driven by reconciliation, not by queued commands: every heartbeat answer is computed
+from what the RM wants the node to run and what the node just reported (:meth:`_commands_for`).
+A job master not yet seen on its node is launched again; a task no job should be running is
+stopped again; until the node's report shows it done.  A lost answer costs one interval.
+
+Job masters have attempts, like YARN's application masters: when the node holding a job master
+is lost, or its process ends before it reports a final state, a new attempt is placed (up to
+``max_master_attempts``); the job's tasks keep running and the new job master adopts them.  An
+older attempt that is still alive (a partition healed) is refused from then on.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from policies.scheduling import priority_fifo
+from policies.scheduling.asks import AskError, PhaseAsk, check_asks
+from policies.scheduling.identifiers import node_id_problem
 from policies.scheduling.jobspec import JobSpec, SpecError, check_fits_cluster
 from policies.scheduling.lifecycle import (
     JOB_TRANSITIONS,
@@ -24,34 +38,60 @@ from policies.scheduling.lifecycle import (
     check_transition,
 )
 from policies.scheduling.node_liveness import lost_nodes
+from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
+from resource_manager.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+)
 from resource_manager.records import (
-    MASTER_PHASE,
-    MASTER_TASK_ID,
+    AllocationKind,
     AllocationRecord,
     JobRecord,
     NodeRecord,
     NodeState,
-    PhaseProgress,
-    TaskObservation,
+    Now,
     TaskRecord,
+    TaskReport,
 )
-from resource_manager.store import Store
+from resource_manager.tables import Tables
 
 log = logging.getLogger(__name__)
 
 MASTER_RESOURCES = Resources(cpu=0.1, memory_mb=256)
 
+__all__ = [
+    "MASTER_RESOURCES",
+    "AllocateResult",
+    "CoreSettings",
+    "LaunchMaster",
+    "NodeCommand",
+    "PhaseAsk",
+    "ResourceManagerCore",
+    "StopAllocation",
+]
 
-class NotFoundError(KeyError):
-    """An unknown job or node id."""
 
-    def __str__(self) -> str:
-        return str(self.args[0])
+@dataclass(frozen=True)
+class CoreSettings:
+    """The RM's knobs.
 
+    ``max_master_share``: the fraction of the cluster's capacity (in each resource) job masters
+    may hold together, like YARN's maximum-am-resource-percent; one job master may always run.
+    Beyond it jobs wait in SUBMITTED, so masters can never take every node and leave no room
+    for the tasks they wait for.  ``max_master_attempts``: job masters launched per job
+    (YARN's am.max-attempts).  ``lost_node_retention``: how long a lost node stays listed.
+    ``master_exit_grace``: how long the job master of a succeeded job may keep running (to
+    flush what it publishes) before its node is told to stop it."""
 
-class ConflictError(ValueError):
-    """A request that contradicts the job's state (e.g. a second job master)."""
+    cluster_id: str = "sluice"
+    node_timeout: float = 10.0
+    max_master_share: float = 0.1
+    max_master_attempts: int = 2
+    lost_node_retention: float = 600.0
+    master_exit_grace: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +99,7 @@ class LaunchMaster:
     job_id: str
     allocation_id: str
     resources: Resources
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -72,13 +113,6 @@ NodeCommand = LaunchMaster | StopAllocation
 
 
 @dataclass(frozen=True)
-class PhaseAsk:
-    phase: str
-    count: int
-    resources: Resources
-
-
-@dataclass(frozen=True)
 class AllocateResult:
     granted: tuple[AllocationRecord, ...]
     events: tuple[TaskRecord, ...]
@@ -86,64 +120,74 @@ class AllocateResult:
     kill_requested: bool
 
 
-@dataclass
-class _JobAsks:
-    """Outstanding asks of a running job: phase -> (count still wanted, resources)."""
-
-    by_phase: dict[str, PhaseAsk] = field(default_factory=dict)
+@dataclass(frozen=True)
+class MasterRegistration:
+    job: JobRecord
+    held: tuple[AllocationRecord, ...]  # the job's task containers
+    history: tuple[TaskRecord, ...]  # every task attempt so far, in seq order
 
 
 class ResourceManagerCore:
     """All state transitions of the RM.  See the module docstring."""
 
-    def __init__(self, store: Store, *, node_timeout: float = 10.0) -> None:
-        self._store = store
-        self._node_timeout = node_timeout
-        self.jobs: dict[str, JobRecord] = {}
-        self.tasks: dict[tuple[str, str, int], TaskRecord] = {}
-        self.allocations: dict[str, AllocationRecord] = {}
-        self.nodes: dict[str, NodeRecord] = {}
-        self._asks: dict[str, _JobAsks] = defaultdict(_JobAsks)
-        self._commands: dict[str, list[NodeCommand]] = defaultdict(list)
-        self._lost_allocations: dict[str, list[str]] = defaultdict(list)
-        self.version = 0  # bumped on every change a watcher could see
-        for job in store.load_jobs():
-            self.jobs[job.job_id] = job
-        for task in store.load_tasks():
-            self.tasks[task.key] = task
-        for allocation in store.load_allocations():
-            self.allocations[allocation.allocation_id] = allocation
-        # Commands live in memory: a LaunchMaster not yet delivered died with the previous RM.
-        # Send it again; an agent that already runs that job master ignores the repeat.
-        for job in self.jobs.values():
-            master = self.allocations.get(job.master_allocation)
-            if job.state is JobState.STARTING and master is not None:
-                self._commands[master.node_id].append(
-                    LaunchMaster(job.job_id, master.allocation_id, master.resources)
-                )
+    def __init__(self, tables: Tables, settings: CoreSettings | None = None) -> None:
+        self.tables = tables
+        self.settings = settings or CoreSettings()
+        self._asks: dict[str, dict[str, PhaseAsk]] = {}  # job -> phase -> still wanted
+        self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
+
+    @property
+    def jobs(self) -> dict[str, JobRecord]:
+        return self.tables.jobs
+
+    @property
+    def tasks(self) -> dict[tuple[str, str, int], TaskRecord]:
+        return self.tables.tasks
+
+    @property
+    def allocations(self) -> dict[str, AllocationRecord]:
+        return self.tables.allocations
+
+    @property
+    def nodes(self) -> dict[str, NodeRecord]:
+        return self.tables.nodes
 
     # ================================================================ clients
 
-    def submit(self, spec: JobSpec, *, client_mode: bool, now: float) -> JobRecord:
-        """Accept a validated spec.  Raises SpecError when a phase fits on no node."""
-        check_fits_cluster(spec, [n.capacity for n in self._ready_nodes()])
+    def submit(
+        self, spec: JobSpec, *, client_mode: bool, now: Now, idempotency_key: str = ""
+    ) -> JobRecord:
+        """Accept a validated spec.  Raises SpecError when a phase fits on no node.  A repeated
+        ``idempotency_key`` answers the job it created (ConflictError if the spec differs)."""
+        if idempotency_key:
+            earlier = self.tables.job_by_key(idempotency_key)
+            if earlier is not None:
+                if earlier.spec != spec or earlier.client_mode != client_mode:
+                    raise ConflictError(
+                        f"idempotency_key {idempotency_key!r} was used for {earlier.job_id}, "
+                        "with another spec"
+                    )
+                return earlier
+        capacities = [n.capacity for n in self._ready_nodes()]
+        check_fits_cluster(spec, capacities)
         if not client_mode:
-            check_fits_master([n.capacity for n in self._ready_nodes()])
-        seq = self._store.next_counter("job")
+            check_fits_master(capacities)
+        seq = self.tables.next_counter("job")
         job = JobRecord(
             job_id=f"job-{seq:06d}",
             seq=seq,
             spec=spec,
             state=JobState.SUBMITTED,
-            submit_time=now,
+            submit_time=now.wall,
             client_mode=client_mode,
             progress=tuple(PhaseProgress(p.name, p.tasks, pending=p.tasks) for p in spec.phases),
+            master_attempt=1 if client_mode else 0,
+            idempotency_key=idempotency_key,
         )
-        self.jobs[job.job_id] = job
-        self._save_job(job)
+        self.tables.put_job(job)
         log.info("job %s (%s, priority %d) submitted", job.job_id, spec.name, spec.priority)
         self._schedule(now)
-        return job
+        return self.jobs[job.job_id]
 
     def job(self, job_id: str) -> JobRecord:
         try:
@@ -154,18 +198,16 @@ class ResourceManagerCore:
     def job_tasks(self, job_id: str) -> list[TaskRecord]:
         self.job(job_id)
         return sorted(
-            (t for t in self.tasks.values() if t.job_id == job_id),
-            key=lambda t: (t.phase, t.task_id, t.attempt),
+            self.tables.tasks_of_job(job_id), key=lambda t: (t.phase, t.task_id, t.attempt)
         )
 
-    def kill(self, job_id: str, *, now: float, reason: str = "killed by user") -> JobRecord:
+    def kill(self, job_id: str, *, now: Now, reason: str = "killed by user") -> JobRecord:
         """Kill a job: final at once; its containers are stopped through the nodes' heartbeats."""
         job = self.job(job_id)
         if job.state.is_final:
             return job
-        job.kill_requested = True
-        self._finish(job, JobState.KILLED, reason, now)
-        return job
+        self._finish(replace(job, kill_requested=True), JobState.KILLED, reason, now)
+        return self.jobs[job_id]
 
     # ================================================================ node agents
 
@@ -175,13 +217,48 @@ class ResourceManagerCore:
         address: str,
         runtime: str,
         capacity: Resources,
-        live_tasks: Sequence[TaskObservation],
+        live_tasks: Sequence[TaskReport],
         *,
-        now: float,
+        now: Now,
+        instance_id: str = "",
+        cluster_id: str = "",
     ) -> None:
+        """Admit a node (again).  Refuses a bad node id, an agent of another cluster, and a
+        second agent for a node id whose agent still heartbeats (another state directory)."""
+        problem = node_id_problem(node_id)
+        if problem is not None:
+            raise InvalidRequestError("node_id", problem)
+        if not address:
+            raise InvalidRequestError("address", "is required")
+        if not capacity.is_positive():
+            raise InvalidRequestError("capacity", "cpu and memory_mb must be positive")
+        if cluster_id and cluster_id != self.settings.cluster_id:
+            raise ConflictError(
+                f"cluster_id: the agent was started for cluster {cluster_id!r}; this resource "
+                f"manager runs cluster {self.settings.cluster_id!r}"
+            )
         previous = self.nodes.get(node_id)
-        self.nodes[node_id] = NodeRecord(
-            node_id=node_id, address=address, runtime=runtime, capacity=capacity, last_heartbeat=now
+        if (
+            previous is not None
+            and previous.state is NodeState.READY
+            and previous.instance_id != instance_id
+            and now.monotonic - previous.last_seen <= self.settings.node_timeout
+        ):
+            raise AlreadyExistsError(
+                f"node_id: {node_id} is held by another live agent at {previous.address} "
+                f"(heard from {now.monotonic - previous.last_seen:.1f} s ago); give this agent "
+                "another --node-id"
+            )
+        self.tables.put_node(
+            NodeRecord(
+                node_id=node_id,
+                address=address,
+                runtime=runtime,
+                capacity=capacity,
+                instance_id=instance_id,
+                last_heartbeat=now.wall,
+                last_seen=now.monotonic,
+            )
         )
         log.info(
             "node %s %s at %s (%s, %g cpu, %d MiB)",
@@ -192,58 +269,72 @@ class ResourceManagerCore:
             capacity.cpu,
             capacity.memory_mb,
         )
-        self._reconcile(node_id, live_tasks, now)
-        self._touch()
+        self._observe_reports(node_id, live_tasks, now)
         self._schedule(now)
 
     def heartbeat(
         self,
         node_id: str,
         used: Resources,
-        live_tasks: Sequence[TaskObservation],
+        live_tasks: Sequence[TaskReport],
         *,
-        now: float,
+        now: Now,
+        instance_id: str = "",
     ) -> tuple[bool, list[NodeCommand]]:
-        """Record a heartbeat; return (must re-register, commands for the node)."""
+        """Record a heartbeat; return (must re-register, what the node should do now)."""
         node = self.nodes.get(node_id)
-        if node is None or node.state is NodeState.LOST:
+        if node is None or node.state is NodeState.LOST or node.instance_id != instance_id:
             return True, []
-        node.last_heartbeat = now
-        node.used = used
-        node.running_tasks = sum(1 for t in live_tasks if not t.state.is_final)
-        self._reconcile(node_id, live_tasks, now)
-        commands = self._commands.pop(node_id, [])
+        self.tables.put_node(
+            replace(
+                node,
+                last_heartbeat=now.wall,
+                last_seen=now.monotonic,
+                used=used,
+                running_tasks=sum(1 for t in live_tasks if not t.state.is_final),
+            )
+        )
+        self._observe_reports(node_id, live_tasks, now)
         self._schedule(now)
-        return False, commands
+        return False, self._commands_for(node_id, live_tasks, now)
 
-    def report_events(self, node_id: str, events: Iterable[TaskObservation], *, now: float) -> None:
-        for event in events:
-            self._observe_task(node_id, event, now)
+    def report_events(self, node_id: str, events: Iterable[TaskReport], *, now: Now) -> None:
+        self._observe_reports(node_id, list(events), now)
         self._schedule(now)
 
-    def tick(self, now: float) -> None:
-        """Periodic housekeeping: declare silent nodes lost and release what they held."""
-        ready = {n.node_id: n.last_heartbeat for n in self._ready_nodes()}
-        for node_id in sorted(lost_nodes(ready, now, self._node_timeout)):
+    def tick(self, now: Now) -> None:
+        """Periodic housekeeping: declare silent nodes lost (by the monotonic clock, so a step
+        of the wall clock loses nobody), and forget nodes lost long ago."""
+        ready = {n.node_id: n.last_seen for n in self._ready_nodes()}
+        lost = sorted(lost_nodes(ready, now.monotonic, self.settings.node_timeout))
+        for node_id in lost:
             self._lose_node(node_id, now)
+        if lost:
+            self._schedule(now)  # new job master attempts, retried tasks' containers
+        retention = self.settings.lost_node_retention
+        for node in list(self.nodes.values()):
+            if node.state is NodeState.LOST and now.monotonic - node.last_seen > retention:
+                self.tables.remove_node(node.node_id)
+                log.info("node %s forgotten: lost for more than %.0f s", node.node_id, retention)
 
     # ================================================================ job masters
 
-    def register_master(
-        self, job_id: str, *, now: float
-    ) -> tuple[JobRecord, list[AllocationRecord]]:
+    def register_master(self, job_id: str, *, attempt: int, now: Now) -> MasterRegistration:
+        """A job master announces itself; it receives what it needs to drive (or resume) the
+        job: the job, its task containers and the history of its task attempts."""
         job = self.job(job_id)
-        if job.state in (JobState.SUBMITTED, JobState.STARTING):
+        if not job.state.is_final:
+            self._check_attempt(job, attempt)
             if job.state is JobState.SUBMITTED and not job.client_mode:
-                raise ConflictError(f"job {job_id} has no job master allocation yet")
-            self._move(job, JobState.RUNNING)
-            job.start_time = now
-            self._save_job(job)
-            log.info("job %s: job master registered", job_id)
-        held = [
-            a for a in self.allocations.values() if a.job_id == job_id and a.phase != MASTER_PHASE
-        ]
-        return job, held
+                raise ConflictError(
+                    f"job {job_id} has no job master allocation yet (attempt {attempt} was lost)"
+                )
+        if job.state in (JobState.SUBMITTED, JobState.STARTING):
+            self._move(job, JobState.RUNNING, start_time=job.start_time or now.wall)
+            log.info("job %s: job master attempt %d registered", job_id, attempt)
+        held = tuple(a for a in self.tables.allocations_of_job(job_id) if not a.is_master)
+        history = tuple(sorted(self.tables.tasks_of_job(job_id), key=lambda t: t.seq))
+        return MasterRegistration(self.jobs[job_id], held, history)
 
     def allocate(
         self,
@@ -253,51 +344,70 @@ class ResourceManagerCore:
         progress: Sequence[PhaseProgress],
         events_after: int,
         *,
-        now: float,
+        now: Now,
+        attempt: int = 1,
     ) -> AllocateResult:
+        """One job master round: give back ``releases``, record ``progress``, replace the job's
+        asks, place what fits, and answer new grants and task events after ``events_after``.
+        Everything is checked against the job's spec before anything changes."""
         job = self.job(job_id)
+        if not job.state.is_final:
+            self._check_attempt(job, attempt)
+        self._check_releases(job_id, releases)
+        self._check_progress(job, progress)
+        released = set(releases)
+        delivered = Counter(
+            a.phase
+            for a in self.tables.allocations_of_job(job_id)
+            if a.delivered and not a.is_master and a.allocation_id not in released
+        )
+        try:
+            check_asks(job.spec, asks, delivered)
+        except AskError as error:
+            raise InvalidRequestError(error.field, error.problem) from None
+
         for allocation_id in releases:
-            allocation = self.allocations.get(allocation_id)
-            if allocation is not None and allocation.job_id == job_id:
-                self._release(allocation)
+            self.tables.remove_allocation(allocation_id)
         if progress and tuple(progress) != job.progress:
-            job.progress = tuple(progress)
-            self._save_job(job)
+            self.tables.put_job(replace(job, progress=tuple(progress)))
+            job = self.jobs[job_id]
         if job.state is JobState.RUNNING and not job.kill_requested:
             # The master counts only containers it has been told of; grants made since its last
             # call (not yet delivered) already serve part of its absolute ask.
             undelivered = Counter(
-                a.phase for a in self.allocations.values() if a.job_id == job_id and not a.delivered
+                a.phase
+                for a in self.tables.allocations_of_job(job_id)
+                if not a.delivered and not a.is_master
             )
-            self._asks[job_id] = _JobAsks(
+            self._set_asks(
+                job_id,
                 {
                     a.phase: replace(a, count=a.count - undelivered[a.phase])
                     for a in asks
                     if a.count > undelivered[a.phase]
-                }
+                },
             )
             self._schedule(now)
         else:
-            self._asks.pop(job_id, None)
+            self._set_asks(job_id, None)
         granted = []
-        for allocation in list(self.allocations.values()):
-            if (
-                allocation.job_id == job_id
-                and not allocation.delivered
-                and allocation.phase != MASTER_PHASE
-            ):
-                delivered = replace(allocation, delivered=True)
-                self.allocations[allocation.allocation_id] = delivered
-                self._store.save_allocation(delivered)
-                granted.append(delivered)
+        for allocation in self.tables.allocations_of_job(job_id):
+            if not allocation.delivered and not allocation.is_master:
+                delivered_now = replace(allocation, delivered=True)
+                self.tables.put_allocation(delivered_now)
+                granted.append(delivered_now)
         events = sorted(
-            (t for t in self.tasks.values() if t.job_id == job_id and t.seq > events_after),
+            (t for t in self.tables.tasks_of_job(job_id) if t.seq > events_after),
             key=lambda t: t.seq,
         )
+        lost = self._lost_allocations.pop(job_id, [])
+        if lost:
+            self.tables.journal(lambda: self._lost_allocations.__setitem__(job_id, lost))
+        job = self.jobs[job_id]
         return AllocateResult(
             granted=tuple(granted),
-            events=tuple(e for e in events if e.task_id != MASTER_TASK_ID),
-            lost_allocations=tuple(self._lost_allocations.pop(job_id, [])),
+            events=tuple(events),
+            lost_allocations=tuple(lost),
             kill_requested=job.kill_requested or job.state.is_final,
         )
 
@@ -308,244 +418,394 @@ class ResourceManagerCore:
         message: str,
         progress: Sequence[PhaseProgress],
         *,
-        now: float,
+        now: Now,
+        attempt: int = 1,
     ) -> JobRecord:
         job = self.job(job_id)
         if not state.is_final:
-            raise ConflictError(f"{state.value} is not a final job state")
+            raise InvalidRequestError("state", f"{state.value} is not a final job state")
         if job.state.is_final:
             return job
+        self._check_attempt(job, attempt)
+        self._check_progress(job, progress)
         if progress:
-            job.progress = tuple(progress)
+            job = replace(job, progress=tuple(progress))
         self._finish(job, state, message, now)
-        return job
+        return self.jobs[job_id]
 
     # ================================================================ views
 
     def node_allocated(self, node_id: str) -> Resources:
         total = Resources()
-        for allocation in self.allocations.values():
-            if allocation.node_id == node_id:
-                total = total + allocation.resources
+        for allocation in self.tables.allocations_of_node(node_id):
+            total = total + allocation.resources
         return total
 
     def node_address(self, node_id: str) -> str:
         node = self.nodes.get(node_id)
         return node.address if node else ""
 
+    # ================================================================ checks
+
+    def _check_attempt(self, job: JobRecord, attempt: int) -> None:
+        if attempt == job.master_attempt:
+            return
+        if 0 < attempt < job.master_attempt:
+            raise ConflictError(
+                f"job master attempt {attempt} of {job.job_id} was superseded by attempt "
+                f"{job.master_attempt}"
+            )
+        raise ConflictError(
+            f"attempt: job {job.job_id} has no job master attempt {attempt} "
+            f"(its current attempt is {job.master_attempt})"
+        )
+
+    def _check_releases(self, job_id: str, releases: Sequence[str]) -> None:
+        """Only the job's own task containers can be given back; unknown ids are ignored (a
+        release repeated after a lost answer is no error)."""
+        for index, allocation_id in enumerate(releases):
+            allocation = self.allocations.get(allocation_id)
+            if allocation is not None and (allocation.job_id != job_id or allocation.is_master):
+                raise InvalidRequestError(
+                    f"releases[{index}]",
+                    f"{allocation_id} is not a task container of {job_id}",
+                )
+
+    def _check_progress(self, job: JobRecord, progress: Sequence[PhaseProgress]) -> None:
+        """Progress must describe the job's phases, in order, with counts within each phase."""
+        if not progress:
+            return
+        if len(progress) != len(job.spec.phases):
+            raise InvalidRequestError(
+                "progress",
+                f"must list the job's {len(job.spec.phases)} phases, got {len(progress)}",
+            )
+        for index, (reported, phase) in enumerate(zip(progress, job.spec.phases, strict=True)):
+            field = f"progress[{index}]"
+            if reported.name != phase.name or reported.tasks != phase.tasks:
+                raise InvalidRequestError(
+                    field, f"must be phase {phase.name!r} of {phase.tasks} tasks"
+                )
+            counts = (reported.pending, reported.running, reported.succeeded, reported.dropped)
+            if min(*counts, reported.failed) < 0 or sum(counts) > phase.tasks:
+                raise InvalidRequestError(field, "task counts must be >= 0 and add up to tasks")
+
     # ================================================================ internals
 
     def _ready_nodes(self) -> list[NodeRecord]:
         return [n for n in self.nodes.values() if n.state is NodeState.READY]
 
-    def _touch(self) -> None:
-        self.version += 1
+    def _move(self, job: JobRecord, state: JobState, **changes: object) -> JobRecord:
+        check_transition(JOB_TRANSITIONS, job.state, state)
+        moved = replace(job, state=state, **changes)  # type: ignore[arg-type]
+        self.tables.put_job(moved)
+        return moved
 
-    def _save_job(self, job: JobRecord) -> None:
-        self._store.save_job(job)
-        self._touch()
-
-    def _move(self, job: JobRecord, state: JobState) -> None:
-        job.state = check_transition(JOB_TRANSITIONS, job.state, state)
-
-    def _finish(self, job: JobRecord, state: JobState, message: str, now: float) -> None:
-        self._move(job, state)
-        job.finish_time = now
-        job.message = message
-        self._save_job(job)
-        self._asks.pop(job.job_id, None)
+    def _finish(self, job: JobRecord, state: JobState, message: str, now: Now) -> None:
+        """Make the job final and give back its task containers.  Its job master's container
+        stays until the node reports the process ended; stopping anything still running is
+        left to reconciliation (:meth:`_commands_for`)."""
+        self._move(job, state, finish_time=now.wall, message=message)
+        self._set_asks(job.job_id, None)
         log.info("job %s %s%s", job.job_id, state.value, f": {message}" if message else "")
-        for allocation in [a for a in self.allocations.values() if a.job_id == job.job_id]:
-            # The job master's own process ends by itself after reporting; anything else of a
-            # final job is stopped by its node.
-            if allocation.phase != MASTER_PHASE or state is not JobState.SUCCEEDED:
-                self._commands[allocation.node_id].append(
-                    StopAllocation(job.job_id, allocation.allocation_id, f"job {state.value}")
-                )
-            if allocation.phase != MASTER_PHASE:
-                self._release(allocation)
+        for allocation in self.tables.allocations_of_job(job.job_id):
+            if not allocation.is_master:
+                self.tables.remove_allocation(allocation.allocation_id)
         self._schedule(now)
 
-    def _release(self, allocation: AllocationRecord) -> None:
-        self.allocations.pop(allocation.allocation_id, None)
-        self._store.delete_allocation(allocation.allocation_id)
-        self._touch()
+    def _master_lost(self, job: JobRecord, reason: str, now: Now) -> None:
+        """The job's current job master is gone: start another attempt if any is left."""
+        attempts = self.settings.max_master_attempts
+        if job.kill_requested or job.master_attempt >= attempts:
+            self._finish(
+                job, JobState.FAILED, f"{reason} (attempt {job.master_attempt} of {attempts})", now
+            )
+            return
+        log.warning(
+            "job %s: %s; starting job master attempt %d", job.job_id, reason, job.master_attempt + 1
+        )
+        self._move(
+            job,
+            JobState.SUBMITTED,
+            master_node="",
+            master_allocation="",
+            message=f"{reason}; job master attempt {job.master_attempt + 1} pending",
+        )
 
-    def _schedule(self, now: float) -> None:
+    def _schedule(self, now: Now) -> None:
         """Grant containers to the outstanding asks (master asks included) in priority order."""
         asks: list[priority_fifo.Ask] = []
-        for job in self.jobs.values():
-            if job.kill_requested or job.state.is_final:
+        for job_id in self._admitted_masters():
+            job = self.jobs[job_id]
+            asks.append(
+                priority_fifo.Ask(
+                    job.job_id, job.spec.priority, job.seq, "", 1, MASTER_RESOURCES, master=True
+                )
+            )
+        for job_id, by_phase in self._asks.items():
+            job = self.jobs[job_id]
+            if job.state is not JobState.RUNNING or job.kill_requested:
                 continue
-            if job.state is JobState.SUBMITTED and not job.client_mode:
+            for ask in by_phase.values():
                 asks.append(
                     priority_fifo.Ask(
-                        job.job_id, job.spec.priority, job.seq, MASTER_PHASE, 1, MASTER_RESOURCES
+                        job.job_id, job.spec.priority, job.seq, ask.phase, ask.count, ask.resources
                     )
                 )
-            elif job.state is JobState.RUNNING:
-                for ask in self._asks.get(job.job_id, _JobAsks()).by_phase.values():
-                    asks.append(
-                        priority_fifo.Ask(
-                            job.job_id,
-                            job.spec.priority,
-                            job.seq,
-                            ask.phase,
-                            ask.count,
-                            ask.resources,
-                        )
-                    )
         if not asks:
             return
-        # One pass over the allocations, not one per node: this runs on every heartbeat.
-        allocated: dict[str, Resources] = defaultdict(Resources)
-        for allocation in self.allocations.values():
-            allocated[allocation.node_id] = allocated[allocation.node_id] + allocation.resources
         nodes = [
-            priority_fifo.NodeSlot(n.node_id, n.capacity, allocated[n.node_id])
+            priority_fifo.NodeSlot(n.node_id, n.capacity, self.node_allocated(n.node_id))
             for n in self._ready_nodes()
         ]
         for placement in priority_fifo.place(nodes, asks):
             self._grant(placement, now)
 
-    def _grant(self, placement: priority_fifo.Placement, now: float) -> None:
-        number = self._store.next_counter("allocation")
+    def _admitted_masters(self) -> list[str]:
+        """Jobs waiting for a job master container that may have one now: in priority order,
+        while job masters together stay within ``max_master_share`` of the cluster."""
+        waiting = [
+            self.jobs[job_id]
+            for job_id in self.tables.active_jobs
+            if self.jobs[job_id].state is JobState.SUBMITTED
+            and not self.jobs[job_id].client_mode
+            and not self.jobs[job_id].kill_requested
+        ]
+        if not waiting:
+            return []
+        capacity = Resources()
+        for node in self._ready_nodes():
+            capacity = capacity + node.capacity
+        limit = Resources(
+            capacity.cpu * self.settings.max_master_share,
+            int(capacity.memory_mb * self.settings.max_master_share),
+        )
+        held = [a.resources for a in self.allocations.values() if a.is_master]
+        used = Resources()
+        for resources in held:
+            used = used + resources
+        admitted: list[str] = []
+        for job in sorted(waiting, key=lambda j: (-j.spec.priority, j.seq)):
+            after = used + MASTER_RESOURCES
+            if (held or admitted) and not after.fits_in(limit):
+                break  # one job master may always run, so a small cluster is never stuck
+            admitted.append(job.job_id)
+            used = after
+        return admitted
+
+    def _grant(self, placement: priority_fifo.Placement, now: Now) -> None:
+        number = self.tables.next_counter("allocation")
+        job = self.jobs[placement.job_id]
         allocation = AllocationRecord(
             allocation_id=f"{placement.job_id}-a{number}",
             job_id=placement.job_id,
+            kind=AllocationKind.JOB_MASTER if placement.master else AllocationKind.TASK,
             phase=placement.phase,
             node_id=placement.node_id,
             resources=placement.resources,
-            granted_time=now,
+            granted_time=now.wall,
         )
-        self.allocations[allocation.allocation_id] = allocation
-        self._store.save_allocation(allocation)
-        job = self.jobs[placement.job_id]
-        if placement.phase == MASTER_PHASE:
-            self._move(job, JobState.STARTING)
-            job.master_node = placement.node_id
-            job.master_allocation = allocation.allocation_id
-            self._save_job(job)
-            self._commands[placement.node_id].append(
-                LaunchMaster(job.job_id, allocation.allocation_id, allocation.resources)
+        self.tables.put_allocation(allocation)
+        if placement.master:
+            self._move(
+                job,
+                JobState.STARTING,
+                master_node=placement.node_id,
+                master_allocation=allocation.allocation_id,
+                master_attempt=job.master_attempt + 1,
             )
-            log.info("job %s: job master placed on %s", job.job_id, placement.node_id)
+            log.info(
+                "job %s: job master attempt %d placed on %s",
+                job.job_id,
+                job.master_attempt + 1,
+                placement.node_id,
+            )
             return
-        asks = self._asks[placement.job_id].by_phase
-        ask = asks.get(placement.phase)
+        wanted = dict(self._asks.get(placement.job_id, {}))
+        ask = wanted.get(placement.phase)
         if ask is not None:
-            remaining = ask.count - 1
-            if remaining > 0:
-                asks[placement.phase] = replace(ask, count=remaining)
+            if ask.count > 1:
+                wanted[placement.phase] = replace(ask, count=ask.count - 1)
             else:
-                del asks[placement.phase]
-        self._touch()
+                del wanted[placement.phase]
+            self._set_asks(placement.job_id, wanted)
 
-    def _reconcile(self, node_id: str, live: Sequence[TaskObservation], now: float) -> None:
-        """Apply a node's report of what runs there; stop what no job should be running."""
-        for observation in live:
-            allocation = self.allocations.get(observation.allocation_id)
-            job = self.jobs.get(observation.job_id)
-            orphan = (
-                allocation is None
-                or job is None
-                or (job.state.is_final and observation.task_id != MASTER_TASK_ID)
-            )
-            if orphan and not observation.state.is_final:
-                self._commands[node_id].append(
-                    StopAllocation(
-                        observation.job_id, observation.allocation_id, "no such allocation or job"
-                    )
-                )
-                continue
-            self._observe_task(node_id, observation, now)
+    def _note_lost(self, job_id: str, allocation_id: str) -> None:
+        """Tell the job master at its next Allocate that this container went with its node."""
+        lost = self._lost_allocations.setdefault(job_id, [])
+        lost.append(allocation_id)
 
-    def _observe_task(self, node_id: str, event: TaskObservation, now: float) -> None:
-        if event.task_id == MASTER_TASK_ID:
-            self._observe_master(node_id, event, now)
-            return
-        key = (event.job_id, event.task_id, event.attempt)
+        def undo() -> None:
+            lost.remove(allocation_id)
+
+        self.tables.journal(undo)
+
+    def _set_asks(self, job_id: str, asks: dict[str, PhaseAsk] | None) -> None:
+        """Replace a job's outstanding asks (None: it has none), undoably."""
+        previous = self._asks.get(job_id)
+        if asks:
+            self._asks[job_id] = asks
+        else:
+            self._asks.pop(job_id, None)
+
+        def undo() -> None:
+            if previous is None:
+                self._asks.pop(job_id, None)
+            else:
+                self._asks[job_id] = previous
+
+        self.tables.journal(undo)
+
+    # ---------------------------------------------------------------- what nodes report
+
+    def _observe_reports(self, node_id: str, reports: Sequence[TaskReport], now: Now) -> None:
+        """Apply a node's reports.  A live task no job should be running is not recorded; the
+        heartbeat answer tells the node to stop it."""
+        for report in reports:
+            if report.job_master:
+                self._observe_master(report, now)
+            elif report.state.is_final or self._stop_reason(report, now) is None:
+                self._observe_task(node_id, report, now)
+
+    def _observe_task(self, node_id: str, report: TaskReport, now: Now) -> None:
+        key = (report.job_id, report.task_id, report.attempt)
         task = self.tasks.get(key)
         if task is None:
-            if event.job_id not in self.jobs:
+            allocation = self.allocations.get(report.allocation_id)
+            if report.job_id not in self.jobs or allocation is None or allocation.is_master:
+                return  # a task in no container of its job: nothing to record
+            if allocation.job_id != report.job_id:
                 return
-            allocation = self.allocations.get(event.allocation_id)
             task = TaskRecord(
-                job_id=event.job_id,
-                task_id=event.task_id,
-                attempt=event.attempt,
-                phase=allocation.phase if allocation else event.task_id.rsplit("-", 1)[0],
+                job_id=report.job_id,
+                task_id=report.task_id,
+                attempt=report.attempt,
+                phase=allocation.phase,
                 state=TaskState.LAUNCHING,
                 node_id=node_id,
-                allocation_id=event.allocation_id,
+                allocation_id=report.allocation_id,
                 seq=0,
-                start_time=event.start_time or event.timestamp or now,
+                start_time=report.start_time or report.timestamp or now.wall,
             )
-        if task.state == event.state:
+        if task.state == report.state:
             return
         try:
-            check_transition(TASK_TRANSITIONS, task.state, event.state)
+            check_transition(TASK_TRANSITIONS, task.state, report.state)
         except TransitionError:
-            log.debug("ignoring stale report %s for %s", event.state.value, key)
+            log.debug("ignoring stale report %s for %s", report.state.value, key)
             return
-        task.state = event.state
-        task.exit_code = event.exit_code
-        task.message = event.message
-        if event.state.is_final:
-            task.finish_time = event.timestamp or now
-        task.seq = self._store.next_counter("event")
-        self.tasks[key] = task
-        self._store.save_task(task)
-        self._touch()
+        self.tables.put_task(
+            replace(
+                task,
+                state=report.state,
+                exit_code=report.exit_code,
+                message=report.message,
+                finish_time=(report.timestamp or now.wall) if report.state.is_final else 0.0,
+                seq=self.tables.next_counter("event"),
+            )
+        )
 
-    def _observe_master(self, node_id: str, event: TaskObservation, now: float) -> None:
-        """The job master's process ended: release its allocation; fail the job if unfinished."""
-        if not event.state.is_final:
+    def _observe_master(self, report: TaskReport, now: Now) -> None:
+        """A job master's process ended: release its container; if it was the job's current
+        job master and the job is not final, the job master is lost."""
+        if not report.state.is_final:
             return
-        allocation = self.allocations.get(event.allocation_id)
-        if allocation is not None:
-            self._release(allocation)
-        job = self.jobs.get(event.job_id)
-        if job is None or job.state.is_final or job.master_allocation != event.allocation_id:
+        allocation = self.allocations.get(report.allocation_id)
+        if allocation is not None and allocation.is_master and allocation.job_id == report.job_id:
+            self.tables.remove_allocation(allocation.allocation_id)
+        job = self.jobs.get(report.job_id)
+        if job is None or job.state.is_final or job.master_allocation != report.allocation_id:
             return
-        reason = f"job master exited with code {event.exit_code} before reporting a final state"
-        self._finish(job, JobState.FAILED, reason, now)
+        self._master_lost(
+            job,
+            f"job master attempt {job.master_attempt} exited with code {report.exit_code} "
+            "before reporting a final state",
+            now,
+        )
 
-    def _lose_node(self, node_id: str, now: float) -> None:
+    def _stop_reason(self, report: TaskReport, now: Now) -> str | None:
+        """Why the node must stop this live task or job master, or None if it may run."""
+        job = self.jobs.get(report.job_id)
+        if job is None:
+            return "no such job"
+        allocation = self.allocations.get(report.allocation_id)
+        if allocation is None or allocation.job_id != report.job_id:
+            return f"allocation {report.allocation_id} is not {report.job_id}'s"
+        if allocation.is_master != report.job_master:
+            return f"allocation {report.allocation_id} is not for this process"
+        if report.job_master and job.master_allocation != allocation.allocation_id:
+            return "a newer job master attempt replaced it"
+        if not job.state.is_final:
+            return None
+        if report.job_master and job.state is JobState.SUCCEEDED:
+            # It exits by itself once its outcomes are flushed; stop it only if it lingers.
+            lingering = now.wall - job.finish_time > self.settings.master_exit_grace
+            return f"job succeeded {self.settings.master_exit_grace:g} s ago" if lingering else None
+        return f"job {job.state.value}"
+
+    def _commands_for(
+        self, node_id: str, reports: Sequence[TaskReport], now: Now
+    ) -> list[NodeCommand]:
+        """Reconcile the node: what it should run against what it just reported."""
+        reported = {r.allocation_id for r in reports}
+        commands: list[NodeCommand] = []
+        for allocation in self.tables.allocations_of_node(node_id):
+            if not allocation.is_master or allocation.allocation_id in reported:
+                continue
+            job = self.jobs[allocation.job_id]
+            if job.master_allocation == allocation.allocation_id and job.state is JobState.STARTING:
+                commands.append(
+                    LaunchMaster(
+                        job.job_id,
+                        allocation.allocation_id,
+                        allocation.resources,
+                        job.master_attempt,
+                    )
+                )
+            elif job.state.is_final or job.master_allocation != allocation.allocation_id:
+                # Its process is not running here (never launched, or ended and reported):
+                # nothing more will be heard of this container.
+                self.tables.remove_allocation(allocation.allocation_id)
+        stopping: set[str] = set()
+        for report in reports:
+            if report.state.is_final or report.allocation_id in stopping:
+                continue
+            reason = self._stop_reason(report, now)
+            if reason is not None:
+                stopping.add(report.allocation_id)
+                commands.append(StopAllocation(report.job_id, report.allocation_id, reason))
+        return commands
+
+    def _lose_node(self, node_id: str, now: Now) -> None:
         node = self.nodes[node_id]
-        node.state = NodeState.LOST
-        log.warning("node %s lost: no heartbeat for %.1f s", node_id, now - node.last_heartbeat)
-        for allocation in [a for a in self.allocations.values() if a.node_id == node_id]:
-            self._release(allocation)
+        self.tables.put_node(replace(node, state=NodeState.LOST))
+        log.warning(
+            "node %s lost: no heartbeat for %.1f s", node_id, now.monotonic - node.last_seen
+        )
+        for allocation in self.tables.allocations_of_node(node_id):
+            self.tables.remove_allocation(allocation.allocation_id)
             job = self.jobs.get(allocation.job_id)
             if job is None or job.state.is_final:
                 continue
-            if allocation.phase == MASTER_PHASE:
-                if job.state is JobState.STARTING:
-                    self._move(job, JobState.SUBMITTED)  # ask for a new job master container
-                    job.master_node = job.master_allocation = ""
-                    self._save_job(job)
-                else:
-                    self._finish(job, JobState.FAILED, f"job master's node {node_id} was lost", now)
+            if allocation.is_master:
+                if job.master_allocation == allocation.allocation_id:
+                    self._master_lost(job, f"job master's node {node_id} was lost", now)
             else:
-                self._lost_allocations[job.job_id].append(allocation.allocation_id)
-        for task in self.tasks.values():
-            if task.node_id == node_id and not task.state.is_final:
-                self._observe_task(
-                    node_id,
-                    TaskObservation(
-                        task.job_id,
-                        task.task_id,
-                        task.attempt,
-                        task.allocation_id,
-                        TaskState.LOST,
-                        message=f"node {node_id} lost",
-                        timestamp=now,
-                    ),
-                    now,
-                )
-        self._commands.pop(node_id, None)
-        self._touch()
+                self._note_lost(job.job_id, allocation.allocation_id)
+        for task in self.tables.live_tasks_of_node(node_id):
+            self._observe_task(
+                node_id,
+                TaskReport(
+                    task.job_id,
+                    task.task_id,
+                    task.attempt,
+                    task.allocation_id,
+                    TaskState.LOST,
+                    message=f"node {node_id} lost",
+                    timestamp=now.wall,
+                ),
+                now,
+            )
 
 
 def check_fits_master(capacities: Sequence[Resources]) -> None:

@@ -1,6 +1,8 @@
 """What the resource manager remembers about jobs, tasks, allocations and nodes.
 
-Plain dataclasses, free of protobuf: the gRPC layer converts at the edge (convert.py).
+Immutable dataclasses, free of protobuf: the gRPC layer converts at the edge (convert.py), and
+every change is a new record put into :class:`resource_manager.tables.Tables`, which can undo it.
+Desired state (``kill_requested``) is kept apart from observed state (``state``).
 """
 
 from __future__ import annotations
@@ -13,26 +15,36 @@ from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 
-# The job master runs in an allocation of its own, asked for under this phase name.
-MASTER_PHASE = "__master__"
-MASTER_TASK_ID = "master"
-
 __all__ = [
-    "MASTER_PHASE",
-    "MASTER_TASK_ID",
+    "AllocationKind",
     "AllocationRecord",
     "JobRecord",
     "NodeRecord",
     "NodeState",
+    "Now",
     "PhaseProgress",
-    "TaskObservation",
+    "TaskKey",
     "TaskRecord",
+    "TaskReport",
 ]
 
+TaskKey = tuple[str, str, int]
+"""(job id, task id, attempt): one task attempt."""
 
-@dataclass
+
+@dataclass(frozen=True)
+class Now:
+    """The time of one request: ``wall`` (epoch seconds) is what records show people;
+    ``monotonic`` measures intervals (node liveness), so a wall-clock step never loses a node."""
+
+    wall: float
+    monotonic: float
+
+
+@dataclass(frozen=True)
 class JobRecord:
-    """A job: observed ``state`` plus the user's wish (``kill_requested``), kept apart."""
+    """A job.  ``master_attempt`` counts the job masters launched for it (0 before the first;
+    client-mode jobs have 1, the submitter's).  ``master_allocation`` is the current one's."""
 
     job_id: str
     seq: int
@@ -47,9 +59,11 @@ class JobRecord:
     progress: tuple[PhaseProgress, ...] = ()
     master_node: str = ""
     master_allocation: str = ""
+    master_attempt: int = 0
+    idempotency_key: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TaskRecord:
     """One task attempt as node agents reported it; ``seq`` orders the changes for job masters."""
 
@@ -67,24 +81,37 @@ class TaskRecord:
     message: str = ""
 
     @property
-    def key(self) -> tuple[str, str, int]:
+    def key(self) -> TaskKey:
         return (self.job_id, self.task_id, self.attempt)
+
+
+class AllocationKind(enum.Enum):
+    """What a container is for: a task of a phase, or the job's own job master."""
+
+    TASK = "task"
+    JOB_MASTER = "job_master"
 
 
 @dataclass(frozen=True)
 class AllocationRecord:
-    """A container: ``resources`` of ``node_id`` granted to ``phase`` of ``job_id``.
+    """A container: ``resources`` of ``node_id`` granted to ``job_id``; ``phase`` names the
+    phase of a TASK container and is empty for a JOB_MASTER one.
 
     ``delivered`` turns true once the job master has been told of it, so a grant made just
     before an RM restart is still handed out after it."""
 
     allocation_id: str
     job_id: str
+    kind: AllocationKind
     phase: str
     node_id: str
     resources: Resources
     granted_time: float
     delivered: bool = False
+
+    @property
+    def is_master(self) -> bool:
+        return self.kind is AllocationKind.JOB_MASTER
 
 
 class NodeState(enum.Enum):
@@ -92,23 +119,30 @@ class NodeState(enum.Enum):
     LOST = "lost"
 
 
-@dataclass
+@dataclass(frozen=True)
 class NodeRecord:
-    """A node agent as last heard from; kept in memory only (nodes re-register after a restart)."""
+    """A node agent as last heard from; kept in memory only (nodes re-register after a restart).
+
+    ``instance_id`` is the agent's identity (kept in its state directory), so a second agent
+    claiming the same node id is told apart from the same agent restarted.  ``last_heartbeat``
+    is wall time, for people; ``last_seen`` is monotonic, for liveness."""
 
     node_id: str
     address: str
     runtime: str
     capacity: Resources
+    instance_id: str
     last_heartbeat: float
+    last_seen: float
     state: NodeState = NodeState.READY
     used: Resources = field(default_factory=Resources)
     running_tasks: int = 0
 
 
 @dataclass(frozen=True)
-class TaskObservation:
-    """A task attempt's state as a node agent reports it (event or heartbeat)."""
+class TaskReport:
+    """A task attempt's state as a node agent reports it (event or heartbeat).  ``job_master``
+    marks the job master's own process, launched by the RM, which is no task of any phase."""
 
     job_id: str
     task_id: str
@@ -119,3 +153,4 @@ class TaskObservation:
     message: str = ""
     timestamp: float = 0.0
     start_time: float = 0.0
+    job_master: bool = False

@@ -1,43 +1,114 @@
-"""The resource manager process: ``sluice rm``."""
+"""The resource manager process: ``sluice rm``.
+
+The RM keeps its cluster id and, when started on port 0, the port it first bound in its state
+directory: a restart with the same command line listens where the agents and job masters
+already look for it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
-import threading
 from pathlib import Path
 
 from plumbing import data_plane
-from plumbing.daemon import publish_address, serve_until_signalled
+from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
-from plumbing.rpc import start_server
-from resource_manager.core import ResourceManagerCore
+from plumbing.rpc import start_aio_server
+from policies.scheduling.identifiers import cluster_id_problem
+from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.service import (
     JobServicer,
     MasterServicer,
     NodeServicer,
     RMState,
-    housekeeping_loop,
-    wall_clock,
+    housekeeping,
+    system_now,
 )
 from resource_manager.store import Store
+from resource_manager.tables import Tables
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 
 log = logging.getLogger("sluice.rm")
 
+DEFAULT_CLUSTER_ID = "sluice"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--listen", default="127.0.0.1:7070", help="host:port (port 0 = any free)")
+    defaults = CoreSettings()
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:7070",
+        help="host:port; port 0 picks a free port the first time and keeps it afterwards",
+    )
     parser.add_argument(
         "--advertise", help="address job masters use to reach the RM (default: the bound one)"
     )
     parser.add_argument("--state-dir", type=Path, default=Path(".sluice/rm"))
     parser.add_argument(
-        "--node-timeout", type=float, default=10.0, help="seconds of silence before a node is lost"
+        "--cluster-id",
+        help=f"this cluster's name; agents must be started with the same (default: the one "
+        f"recorded in --state-dir, else {DEFAULT_CLUSTER_ID!r})",
+    )
+    parser.add_argument(
+        "--node-timeout",
+        type=float,
+        default=defaults.node_timeout,
+        help="seconds of silence before a node is lost",
+    )
+    parser.add_argument(
+        "--max-master-share",
+        type=float,
+        default=defaults.max_master_share,
+        help="fraction of the cluster job masters may hold together (one may always run; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-master-attempts",
+        type=int,
+        default=defaults.max_master_attempts,
+        help="job masters launched per job before it fails (default %(default)s)",
     )
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
     data_plane.add_arguments(parser)
+
+
+def _settings(args: argparse.Namespace, store: Store) -> CoreSettings:
+    recorded = store.setting("cluster_id")
+    cluster_id = args.cluster_id or recorded or DEFAULT_CLUSTER_ID
+    problem = cluster_id_problem(cluster_id)
+    if problem is not None:
+        raise UserError(f"--cluster-id: {problem}")
+    if recorded is not None and cluster_id != recorded:
+        raise UserError(
+            f"--cluster-id: {args.state_dir} holds cluster {recorded!r}, not {cluster_id!r}"
+        )
+    if not args.node_timeout > 0:
+        raise UserError("--node-timeout: must be positive")
+    if not 0 < args.max_master_share <= 1:
+        raise UserError("--max-master-share: must be in (0, 1]")
+    if args.max_master_attempts < 1:
+        raise UserError("--max-master-attempts: must be at least 1")
+    return CoreSettings(
+        cluster_id=cluster_id,
+        node_timeout=args.node_timeout,
+        max_master_share=args.max_master_share,
+        max_master_attempts=args.max_master_attempts,
+    )
+
+
+def _listen_address(listen: str, store: Store) -> str:
+    """``listen``, with port 0 replaced by the port a previous run bound, if any."""
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--listen: expected host:port, got {listen!r}")
+    recorded = store.setting("bound_port")
+    if port == "0" and recorded is not None:
+        return f"{host}:{recorded}"
+    return listen
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,37 +119,56 @@ def run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     store = Store(state_dir / "rm.sqlite3")
-    core = ResourceManagerCore(store, node_timeout=args.node_timeout)
-    host = args.listen.rsplit(":", 1)[0]
-    # The advertised address is only known once bound (port 0); servicers read it lazily.
-    state = RMState(core, wall_clock, advertise_address="", data_plane=plane)
+    try:
+        settings = _settings(args, store)
+        store.save_setting("cluster_id", settings.cluster_id)
+        return asyncio.run(_serve(args, store, settings, plane))
+    finally:
+        store.close()
+
+
+async def _serve(
+    args: argparse.Namespace, store: Store, settings: CoreSettings, plane: data_plane.DataPlane
+) -> int:
+    core = ResourceManagerCore(Tables(store), settings)
+    state = RMState(core, system_now, advertise_address="", data_plane=plane)
     names = rm_pb.DESCRIPTOR.services_by_name
-    server, port, health = start_server(
-        [
-            (
-                rm_grpc.add_JobServiceServicer_to_server,
-                JobServicer(state),
-                names["JobService"].full_name,
-            ),
-            (
-                rm_grpc.add_NodeServiceServicer_to_server,
-                NodeServicer(state),
-                names["NodeService"].full_name,
-            ),
-            (
-                rm_grpc.add_MasterServiceServicer_to_server,
-                MasterServicer(state),
-                names["MasterService"].full_name,
-            ),
-        ],
-        args.listen,
-    )
-    address = f"{host}:{port}"
+    listen = _listen_address(args.listen, store)
+    try:
+        server, port, health = await start_aio_server(
+            [
+                (
+                    rm_grpc.add_JobServiceServicer_to_server,
+                    JobServicer(state),
+                    names["JobService"].full_name,
+                ),
+                (
+                    rm_grpc.add_NodeServiceServicer_to_server,
+                    NodeServicer(state),
+                    names["NodeService"].full_name,
+                ),
+                (
+                    rm_grpc.add_MasterServiceServicer_to_server,
+                    MasterServicer(state),
+                    names["MasterService"].full_name,
+                ),
+            ],
+            listen,
+        )
+    except (OSError, RuntimeError) as error:
+        hint = " (the port this RM bound before; is another process on it?)"
+        raise UserError(
+            f"--listen {listen}: {error}{hint if listen != args.listen else ''}"
+        ) from None
+    store.save_setting("bound_port", str(port))
+    address = f"{listen.rpartition(':')[0]}:{port}"
+    # The advertised address is only known once bound (port 0); servicers read it lazily.
     state.advertise_address = args.advertise or address
     log.info(
-        "resource manager listening on %s (state in %s, %d jobs recovered)",
+        "resource manager of cluster %r listening on %s (state in %s, %d jobs recovered)",
+        settings.cluster_id,
         address,
-        state_dir,
+        args.state_dir,
         len(core.jobs),
     )
     if plane.has_kafka:
@@ -91,11 +181,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         log.info("no data plane configured (--kafka): agents publish no metrics")
     publish_address(args.address_file, address)
-    stop = threading.Event()
-    housekeeping = threading.Thread(
-        target=housekeeping_loop, args=(state, stop), name="housekeeping", daemon=True
-    )
-    serve_until_signalled(stop, [housekeeping], server, health, log, "shutting down", grace=2)
-    store.close()
+    ticks = asyncio.create_task(housekeeping(state))
+    try:
+        await serve_aio_until_signalled(
+            asyncio.Event(), server, health, log, "shutting down", grace=2
+        )
+    finally:
+        ticks.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticks
     log.info("resource manager stopped")
     return 0

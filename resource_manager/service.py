@@ -1,44 +1,90 @@
-"""The resource manager's gRPC servicers: translate, call the core under one lock, answer.
+"""The resource manager's gRPC servicers: translate, run the core as one unit of work, answer.
 
-No scheduling logic lives here.  Errors the caller made (bad spec, unknown id) become
-INVALID_ARGUMENT / NOT_FOUND with a one-line message; nothing is created on refusal.
+No scheduling logic lives here.  All servicers run on one asyncio event loop, so requests are
+applied one at a time without a lock, and a client stream that waits (``WatchJob``) holds no
+thread: however many users watch their jobs, heartbeats, registrations and task events are
+served.  Each request is one unit of work (:meth:`RMState.run`): if anything raises, memory
+and the database are left as they were before it.
+
+Errors the caller made (bad spec, bad ask, unknown id) become INVALID_ARGUMENT / NOT_FOUND /
+FAILED_PRECONDITION / ALREADY_EXISTS with a one-line message; nothing is created on refusal.  An
+unexpected error answers INTERNAL with a short message and logs one line (the traceback at
+debug level), and the RM keeps serving.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import NoReturn, TypeVar
 
 import grpc
-import yaml
 
 from plumbing import wire
 from plumbing.data_plane import DataPlane
 from plumbing.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
+from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.jobspec import SpecError, parse_job_spec
 from resource_manager import convert
-from resource_manager.core import (
+from resource_manager.core import LaunchMaster, NodeCommand, ResourceManagerCore, StopAllocation
+from resource_manager.errors import (
+    AlreadyExistsError,
     ConflictError,
-    LaunchMaster,
+    InvalidRequestError,
     NotFoundError,
-    PhaseAsk,
-    ResourceManagerCore,
-    StopAllocation,
 )
+from resource_manager.records import Now, TaskReport
+from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], float]
+Clock = Callable[[], Now]
 T = TypeVar("T")
+MAX_IDEMPOTENCY_KEY = 64
+
+
+def system_now() -> Now:
+    return Now(wall=time.time(), monotonic=time.monotonic())
+
+
+class JobWatchers:
+    """Wakes the streams watching a job when a unit of work changed it: O(changed jobs)."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, tuple[asyncio.Event, int]] = {}
+
+    def subscribe(self, job_id: str) -> asyncio.Event:
+        """The event the next change of ``job_id`` sets; pair with :meth:`unsubscribe`."""
+        event, count = self._events.get(job_id, (None, 0))
+        if event is None:
+            event = asyncio.Event()
+        self._events[job_id] = (event, count + 1)
+        return event
+
+    def unsubscribe(self, job_id: str) -> None:
+        event, count = self._events.get(job_id, (None, 0))
+        if event is not None:
+            if count <= 1:
+                del self._events[job_id]
+            else:
+                self._events[job_id] = (event, count - 1)
+
+    def notify(self, job_ids: set[str]) -> None:
+        for job_id in job_ids:
+            entry = self._events.get(job_id)
+            if entry is not None:
+                entry[0].set()
+                # Watchers subscribe again for the next change: a fresh, unset event.
+                self._events[job_id] = (asyncio.Event(), entry[1])
 
 
 class RMState:
-    """The core, its lock, and a condition that wakes watchers whenever the core changed."""
+    """The core, the clock, the data plane and the job watchers.  Every request runs through
+    :meth:`run` (a unit of work) or :meth:`read` (no writes allowed)."""
 
     def __init__(
         self,
@@ -51,64 +97,112 @@ class RMState:
         self.clock = clock
         self.advertise_address = advertise_address
         self.data_plane = data_plane or DataPlane()
-        self.changed = threading.Condition(threading.Lock())
+        self.watchers = JobWatchers()
+        self._unknown_states: set[tuple[str, int]] = set()
 
-    def run(self, action: Callable[[ResourceManagerCore, float], T]) -> T:
-        """Run ``action(core, now)`` under the lock; wake watchers if the core changed."""
-        with self.changed:
-            before = self.core.version
+    def run(self, action: Callable[[ResourceManagerCore, Now], T]) -> T:
+        """Apply ``action(core, now)`` whole or not at all, then wake who watches what changed."""
+        tables = self.core.tables
+        tables.begin()
+        try:
             result = action(self.core, self.clock())
-            if self.core.version != before:
-                self.changed.notify_all()
-            return result
+        except BaseException:
+            tables.rollback()
+            raise
+        self.watchers.notify(tables.commit())
+        return result
+
+    def read(self, view: Callable[[ResourceManagerCore], T]) -> T:
+        return view(self.core)
+
+    def reports(self, node_id: str, messages: list[pb.TaskEvent]) -> list[TaskReport]:
+        """Convert a node's reports; a state this RM does not know is ignored and logged once
+        per node and state, never read as LOST."""
+        reports = []
+        for message in messages:
+            report = convert.report_from_pb(message)
+            if report is not None:
+                reports.append(report)
+            elif (node_id, message.state) not in self._unknown_states:
+                self._unknown_states.add((node_id, message.state))
+                log.warning(
+                    "node %s reported task state %d, unknown to this resource manager (a newer "
+                    "agent?): ignoring such reports",
+                    node_id,
+                    message.state,
+                )
+        return reports
 
 
-def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
-    context.abort(code, message)
+async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, text: str) -> NoReturn:
+    await context.abort(code, text)
     raise AssertionError("unreachable")  # context.abort raises
 
 
-def _guard(context: grpc.ServicerContext, action: Callable[[], T]) -> T:
-    """Map the core's refusals to gRPC status codes."""
+async def _answer(context: grpc.aio.ServicerContext, what: str, call: Callable[[], T]) -> T:
+    """Run ``call`` and map the core's refusals to status codes; anything unexpected becomes
+    INTERNAL with one log line."""
     try:
-        return action()
-    except SpecError as error:
-        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        return call()
+    except (SpecError, InvalidRequestError) as error:
+        await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
     except NotFoundError as error:
-        _abort(context, grpc.StatusCode.NOT_FOUND, str(error))
+        await _abort(context, grpc.StatusCode.NOT_FOUND, str(error))
     except ConflictError as error:
-        _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
+    except AlreadyExistsError as error:
+        await _abort(context, grpc.StatusCode.ALREADY_EXISTS, str(error))
+    except Exception as error:
+        log.warning("%s failed: %s: %s (nothing was changed)", what, type(error).__name__, error)
+        log.debug("%s failed", what, exc_info=True)
+        await _abort(
+            context,
+            grpc.StatusCode.INTERNAL,
+            f"internal error in {what} ({type(error).__name__}); nothing was changed; "
+            "the resource manager's log has details",
+        )
 
 
 class JobServicer(rm_grpc.JobServiceServicer):
     def __init__(self, state: RMState) -> None:
         self._state = state
 
-    def SubmitJob(
-        self, request: rm_pb.SubmitJobRequest, context: grpc.ServicerContext
+    async def SubmitJob(
+        self, request: rm_pb.SubmitJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.SubmitJobResponse:
         def submit() -> rm_pb.SubmitJobResponse:
+            key = request.idempotency_key
+            if len(key) > MAX_IDEMPOTENCY_KEY or not key.isprintable():
+                raise InvalidRequestError(
+                    "idempotency_key", f"must be at most {MAX_IDEMPOTENCY_KEY} printable characters"
+                )
             spec = parse_job_spec(_document(request))
             job = self._state.run(
-                lambda core, now: core.submit(spec, client_mode=request.client_mode, now=now)
+                lambda core, now: core.submit(
+                    spec, client_mode=request.client_mode, now=now, idempotency_key=key
+                )
             )
             return rm_pb.SubmitJobResponse(job=convert.job_summary_to_pb(job))
 
-        return _guard(context, submit)
+        return await _answer(context, "SubmitJob", submit)
 
-    def ListJobs(
-        self, request: rm_pb.ListJobsRequest, context: grpc.ServicerContext
+    async def ListJobs(
+        self, request: rm_pb.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ListJobsResponse:
-        return self._state.run(
-            lambda core, _: rm_pb.ListJobsResponse(
-                jobs=[convert.job_summary_to_pb(j) for j in core.jobs.values()]
-            )
+        return await _answer(
+            context,
+            "ListJobs",
+            lambda: self._state.read(
+                lambda core: rm_pb.ListJobsResponse(
+                    jobs=[convert.job_summary_to_pb(j) for j in core.jobs.values()]
+                )
+            ),
         )
 
-    def GetJob(
-        self, request: rm_pb.GetJobRequest, context: grpc.ServicerContext
+    async def GetJob(
+        self, request: rm_pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.JobDetail:
-        def detail(core: ResourceManagerCore, _: float) -> rm_pb.JobDetail:
+        def detail(core: ResourceManagerCore) -> rm_pb.JobDetail:
             job = core.job(request.job_id)
             return rm_pb.JobDetail(
                 summary=convert.job_summary_to_pb(job),
@@ -119,61 +213,80 @@ class JobServicer(rm_grpc.JobServiceServicer):
                 ],
             )
 
-        return _guard(context, lambda: self._state.run(detail))
+        return await _answer(context, "GetJob", lambda: self._state.read(detail))
 
-    def WatchJob(
-        self, request: rm_pb.GetJobRequest, context: grpc.ServicerContext
-    ) -> Iterator[rm_pb.JobSummary]:
+    async def WatchJob(
+        self, request: rm_pb.GetJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[rm_pb.JobSummary]:
+        job_id = request.job_id
         last: rm_pb.JobSummary | None = None
-        while context.is_active():
-            with self._state.changed:
-                summary = _guard(
-                    context,
-                    lambda: convert.job_summary_to_pb(self._state.core.job(request.job_id)),
-                )
-                if summary == last:
-                    self._state.changed.wait(timeout=1.0)
-                    continue
-            last = summary
-            yield summary
-            if JOB_STATE_FROM_PB[summary.state].is_final:
-                return
+        watchers = self._state.watchers
 
-    def KillJob(
-        self, request: rm_pb.GetJobRequest, context: grpc.ServicerContext
+        def summary_now() -> rm_pb.JobSummary:
+            return self._state.read(lambda core: convert.job_summary_to_pb(core.job(job_id)))
+
+        while True:
+            changed = watchers.subscribe(job_id)
+            try:
+                summary = await _answer(
+                    context,
+                    "WatchJob",
+                    lambda: self._state.read(
+                        lambda core: convert.job_summary_to_pb(core.job(job_id))
+                    ),
+                )
+                if summary != last:
+                    last = summary
+                    yield summary
+                    if JOB_STATE_FROM_PB[summary.state].is_final:
+                        return
+                await changed.wait()
+            finally:
+                watchers.unsubscribe(job_id)
+
+    async def KillJob(
+        self, request: rm_pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.JobSummary:
-        job = _guard(
+        job = await _answer(
             context,
+            "KillJob",
             lambda: self._state.run(lambda core, now: core.kill(request.job_id, now=now)),
         )
         return convert.job_summary_to_pb(job)
 
-    def ListNodes(
-        self, request: rm_pb.ListNodesRequest, context: grpc.ServicerContext
+    async def ListNodes(
+        self, request: rm_pb.ListNodesRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ListNodesResponse:
-        return self._state.run(
-            lambda core, _: rm_pb.ListNodesResponse(
-                nodes=[
-                    convert.node_to_pb(n, core.node_allocated(n.node_id))
-                    for n in sorted(core.nodes.values(), key=lambda n: n.node_id)
-                ]
-            )
+        return await _answer(
+            context,
+            "ListNodes",
+            lambda: self._state.read(
+                lambda core: rm_pb.ListNodesResponse(
+                    nodes=[
+                        convert.node_to_pb(n, core.node_allocated(n.node_id))
+                        for n in sorted(core.nodes.values(), key=lambda n: n.node_id)
+                    ]
+                )
+            ),
         )
 
-    def GetClusterInfo(
-        self, request: rm_pb.GetClusterInfoRequest, context: grpc.ServicerContext
+    async def GetClusterInfo(
+        self, request: rm_pb.GetClusterInfoRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ClusterInfo:
-        return rm_pb.ClusterInfo(data_plane=self._state.data_plane.to_pb())
+        return rm_pb.ClusterInfo(
+            data_plane=self._state.data_plane.to_pb(),
+            cluster_id=self._state.core.settings.cluster_id,
+        )
 
 
 def _document(request: rm_pb.SubmitJobRequest) -> object:
     if request.WhichOneof("source") == "spec_yaml":
+        import yaml  # TODO(spec_text): the shared loader
+
         try:
             return yaml.safe_load(request.spec_yaml)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise SpecError("job", f"not valid YAML{where}") from None
+        except yaml.YAMLError:
+            raise SpecError("job", "not valid YAML") from None
     if request.WhichOneof("source") == "spec":
         return wire.spec_document_from_pb(request.spec)
     raise SpecError("spec", "is required (give spec or spec_yaml)")
@@ -183,61 +296,80 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
     def __init__(self, state: RMState) -> None:
         self._state = state
 
-    def RegisterNode(
-        self, request: rm_pb.RegisterNodeRequest, context: grpc.ServicerContext
+    async def RegisterNode(
+        self, request: rm_pb.RegisterNodeRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.RegisterNodeResponse:
-        if not request.node_id or not request.address:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "node_id and address are required")
-        live = [convert.observation_from_pb(e) for e in request.live_tasks]
-        self._state.run(
-            lambda core, now: core.register_node(
-                request.node_id,
-                request.address,
-                request.runtime,
-                resources_from_pb(request.capacity),
-                live,
-                now=now,
+        def register() -> None:
+            live = self._state.reports(request.node_id, list(request.live_tasks))
+            self._state.run(
+                lambda core, now: core.register_node(
+                    request.node_id,
+                    request.address,
+                    request.runtime,
+                    resources_from_pb(request.capacity),
+                    live,
+                    now=now,
+                    instance_id=request.instance_id,
+                    cluster_id=request.cluster_id,
+                )
             )
-        )
+
+        await _answer(context, "RegisterNode", register)
         return rm_pb.RegisterNodeResponse(
-            heartbeat_interval_s=0, data_plane=self._state.data_plane.to_pb()
+            heartbeat_interval_s=0,
+            data_plane=self._state.data_plane.to_pb(),
+            cluster_id=self._state.core.settings.cluster_id,
         )
 
-    def Heartbeat(
-        self, request: rm_pb.HeartbeatRequest, context: grpc.ServicerContext
+    async def Heartbeat(
+        self, request: rm_pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.HeartbeatResponse:
-        live = [convert.observation_from_pb(e) for e in request.live_tasks]
-        reregister, commands = self._state.run(
-            lambda core, now: core.heartbeat(
-                request.node_id, resources_from_pb(request.used), live, now=now
+        def beat() -> tuple[bool, list[NodeCommand]]:
+            live = self._state.reports(request.node_id, list(request.live_tasks))
+            return self._state.run(
+                lambda core, now: core.heartbeat(
+                    request.node_id,
+                    resources_from_pb(request.used),
+                    live,
+                    now=now,
+                    instance_id=request.instance_id,
+                )
             )
-        )
+
+        reregister, commands = await _answer(context, "Heartbeat", beat)
         response = rm_pb.HeartbeatResponse(reregister=reregister)
         for command in commands:
-            if isinstance(command, LaunchMaster):
-                response.commands.add().launch_master.CopyFrom(
-                    rm_pb.LaunchMaster(
-                        job_id=command.job_id,
-                        allocation_id=command.allocation_id,
-                        resources=resources_to_pb(command.resources),
-                        rm_address=self._state.advertise_address,
-                    )
-                )
-            elif isinstance(command, StopAllocation):
-                response.commands.add().stop_allocation.CopyFrom(
-                    rm_pb.StopAllocation(
-                        job_id=command.job_id,
-                        allocation_id=command.allocation_id,
-                        reason=command.reason,
-                    )
-                )
+            self._add_command(response, command)
         return response
 
-    def ReportTaskEvents(
-        self, request: rm_pb.ReportTaskEventsRequest, context: grpc.ServicerContext
+    def _add_command(self, response: rm_pb.HeartbeatResponse, command: NodeCommand) -> None:
+        if isinstance(command, LaunchMaster):
+            response.commands.add().launch_master.CopyFrom(
+                rm_pb.LaunchMaster(
+                    job_id=command.job_id,
+                    allocation_id=command.allocation_id,
+                    resources=resources_to_pb(command.resources),
+                    rm_address=self._state.advertise_address,
+                    attempt=command.attempt,
+                )
+            )
+        elif isinstance(command, StopAllocation):
+            response.commands.add().stop_allocation.CopyFrom(
+                rm_pb.StopAllocation(
+                    job_id=command.job_id,
+                    allocation_id=command.allocation_id,
+                    reason=command.reason,
+                )
+            )
+
+    async def ReportTaskEvents(
+        self, request: rm_pb.ReportTaskEventsRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ReportTaskEventsResponse:
-        events = [convert.observation_from_pb(e) for e in request.events]
-        self._state.run(lambda core, now: core.report_events(request.node_id, events, now=now))
+        def report() -> None:
+            events = self._state.reports(request.node_id, list(request.events))
+            self._state.run(lambda core, now: core.report_events(request.node_id, events, now=now))
+
+        await _answer(context, "ReportTaskEvents", report)
         return rm_pb.ReportTaskEventsResponse()
 
 
@@ -245,37 +377,53 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     def __init__(self, state: RMState) -> None:
         self._state = state
 
-    def RegisterMaster(
-        self, request: rm_pb.RegisterMasterRequest, context: grpc.ServicerContext
+    async def RegisterMaster(
+        self, request: rm_pb.RegisterMasterRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.RegisterMasterResponse:
-        def register(core: ResourceManagerCore, now: float) -> rm_pb.RegisterMasterResponse:
-            job, held = core.register_master(request.job_id, now=now)
+        def register() -> rm_pb.RegisterMasterResponse:
+            registration = self._state.run(
+                lambda core, now: core.register_master(
+                    request.job_id, attempt=request.attempt or 1, now=now
+                )
+            )
+            job = registration.job
+            core = self._state.core
             return rm_pb.RegisterMasterResponse(
                 spec=wire.spec_to_pb(job.spec),
                 kill_requested=job.kill_requested or job.state.is_final,
                 allocations=[
-                    convert.allocation_to_pb(a, core.node_address(a.node_id)) for a in held
+                    convert.allocation_to_pb(a, core.node_address(a.node_id))
+                    for a in registration.held
                 ],
                 data_plane=self._state.data_plane.to_pb(),
+                history=[
+                    rm_pb.SequencedTaskEvent(seq=t.seq, event=convert.task_event_to_pb(t))
+                    for t in registration.history
+                ],
             )
 
-        return _guard(context, lambda: self._state.run(register))
+        return await _answer(context, "RegisterMaster", register)
 
-    def Allocate(
-        self, request: rm_pb.AllocateRequest, context: grpc.ServicerContext
+    async def Allocate(
+        self, request: rm_pb.AllocateRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.AllocateResponse:
-        asks = [PhaseAsk(a.phase, a.count, resources_from_pb(a.resources)) for a in request.asks]
-        progress = [wire.progress_from_pb(p) for p in request.progress]
-
-        def allocate(core: ResourceManagerCore, now: float) -> rm_pb.AllocateResponse:
-            result = core.allocate(
-                request.job_id,
-                asks,
-                list(request.releases),
-                progress,
-                request.events_after,
-                now=now,
+        def allocate() -> rm_pb.AllocateResponse:
+            asks = [
+                PhaseAsk(a.phase, a.count, resources_from_pb(a.resources)) for a in request.asks
+            ]
+            progress = [wire.progress_from_pb(p) for p in request.progress]
+            result = self._state.run(
+                lambda core, now: core.allocate(
+                    request.job_id,
+                    asks,
+                    list(request.releases),
+                    progress,
+                    request.events_after,
+                    now=now,
+                    attempt=request.master_attempt or 1,
+                )
             )
+            core = self._state.core
             return rm_pb.AllocateResponse(
                 granted=[
                     convert.allocation_to_pb(a, core.node_address(a.node_id))
@@ -289,34 +437,36 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 kill_requested=result.kill_requested,
             )
 
-        return _guard(context, lambda: self._state.run(allocate))
+        return await _answer(context, "Allocate", allocate)
 
-    def FinishJob(
-        self, request: rm_pb.FinishJobRequest, context: grpc.ServicerContext
+    async def FinishJob(
+        self, request: rm_pb.FinishJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.FinishJobResponse:
-        state = JOB_STATE_FROM_PB.get(request.state)
-        if state is None:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "state: must be a job state")
-        progress = [wire.progress_from_pb(p) for p in request.progress]
-        _guard(
-            context,
-            lambda: self._state.run(
+        def finish() -> None:
+            state = JOB_STATE_FROM_PB.get(request.state)
+            if state is None:
+                raise InvalidRequestError("state", "must be a job state")
+            progress = [wire.progress_from_pb(p) for p in request.progress]
+            self._state.run(
                 lambda core, now: core.finish_job(
-                    request.job_id, state, request.message, progress, now=now
+                    request.job_id,
+                    state,
+                    request.message,
+                    progress,
+                    now=now,
+                    attempt=request.master_attempt or 1,
                 )
-            ),
-        )
+            )
+
+        await _answer(context, "FinishJob", finish)
         return rm_pb.FinishJobResponse()
 
 
-def housekeeping_loop(state: RMState, stop: threading.Event, period: float = 1.0) -> None:
-    """Declare silent nodes lost, every ``period`` seconds, until ``stop`` is set."""
-    while not stop.wait(period):
+async def housekeeping(state: RMState, period: float = 1.0) -> None:
+    """Declare silent nodes lost, every ``period`` seconds, until cancelled."""
+    while True:
+        await asyncio.sleep(period)
         try:
             state.run(lambda core, now: core.tick(now))
         except Exception:  # a bug in one tick must not stop liveness checks for good
             log.exception("housekeeping tick failed")
-
-
-def wall_clock() -> float:
-    return time.time()

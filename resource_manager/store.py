@@ -1,8 +1,14 @@
 """Durable state of the resource manager: jobs, task attempts and allocations in SQLite (WAL).
 
-Nodes are not stored: they re-register after a restart and report what runs on them.  Every write
-is its own transaction, committed before the RPC that caused it answers, so a restarted RM
-loses no accepted job.  The store is not thread-safe; the RM core serialises access.
+Nodes are not stored: they re-register after a restart and report what runs on them.  Writes
+happen inside a transaction the caller opens with :meth:`Store.begin` and ends with
+:meth:`Store.commit` or :meth:`Store.rollback`: one RPC is one transaction, committed before it
+answers, so a restarted RM loses no accepted job and never sees half of a request.  The store is
+not thread-safe; the RM serialises access.
+
+Schema history: version 1 marked a job master's container with the phase name ``__master__``;
+version 2 has a typed ``kind`` column, each job's ``master_attempt`` and ``idempotency_key``.
+A version-1 file is migrated in place when opened.
 """
 
 from __future__ import annotations
@@ -15,9 +21,15 @@ from pathlib import Path
 from policies.scheduling.jobspec import job_spec_to_document, parse_job_spec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
-from resource_manager.records import AllocationRecord, JobRecord, PhaseProgress, TaskRecord
+from resource_manager.records import (
+    AllocationKind,
+    AllocationRecord,
+    JobRecord,
+    PhaseProgress,
+    TaskRecord,
+)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -33,7 +45,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     message TEXT NOT NULL,
     progress TEXT NOT NULL,
     master_node TEXT NOT NULL,
-    master_allocation TEXT NOT NULL
+    master_allocation TEXT NOT NULL,
+    master_attempt INTEGER NOT NULL DEFAULT 0,
+    idempotency_key TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS tasks (
     job_id TEXT NOT NULL,
@@ -59,13 +73,35 @@ CREATE TABLE IF NOT EXISTS allocations (
     cpu REAL NOT NULL,
     memory_mb INTEGER NOT NULL,
     granted_time REAL NOT NULL,
-    delivered INTEGER NOT NULL
+    delivered INTEGER NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'task'
 );
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
+
+# Version 1 -> 2: typed job master containers, master attempts, idempotent submissions.
+_MIGRATE_1_TO_2 = """
+ALTER TABLE jobs ADD COLUMN master_attempt INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE allocations ADD COLUMN kind TEXT NOT NULL DEFAULT 'task';
+UPDATE allocations SET kind = 'job_master', phase = '' WHERE phase = '__master__';
+UPDATE jobs SET master_attempt = 1 WHERE master_allocation != '' OR client_mode = 1;
+"""
+_JOB_COLUMNS = (
+    "job_id, seq, spec, state, submit_time, client_mode, kill_requested, start_time, "
+    "finish_time, message, progress, master_node, master_allocation, master_attempt, "
+    "idempotency_key"
+)
+_ALLOCATION_COLUMNS = (
+    "allocation_id, job_id, phase, node_id, cpu, memory_mb, granted_time, delivered, kind"
+)
 
 
 class StoreError(Exception):
@@ -80,15 +116,45 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version not in (0, 1, SCHEMA_VERSION):
             raise StoreError(f"{path}: state schema version {version}, expected {SCHEMA_VERSION}")
-        self._db.executescript(_SCHEMA)
+        self._db.execute("BEGIN IMMEDIATE")
+        if version == 1:
+            # 1 -> 2: the old tables exist; add what version 2 has (CREATE IF NOT EXISTS below
+            # leaves them alone, so the columns must come first).
+            for statement in _MIGRATE_1_TO_2.strip().split(";\n"):
+                self._db.execute(statement)
+        for statement in _SCHEMA.strip().split(";\n"):
+            self._db.execute(statement)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._db.execute("COMMIT")
+        self._in_transaction = False
 
     def close(self) -> None:
         self._db.close()
 
-    # -------------------------------------------------------------------- counters
+    # -------------------------------------------------------------------- transactions
+
+    def begin(self) -> None:
+        """Open the transaction every following write belongs to."""
+        self._db.execute("BEGIN")
+        self._in_transaction = True
+
+    def commit(self) -> None:
+        self._db.execute("COMMIT")
+        self._in_transaction = False
+
+    def rollback(self) -> None:
+        """Undo every write since :meth:`begin`."""
+        if self._in_transaction:
+            self._db.execute("ROLLBACK")
+            self._in_transaction = False
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    # -------------------------------------------------------------------- counters, settings
 
     def next_counter(self, name: str) -> int:
         """Increment and return a durable counter (job numbers, allocation numbers, event seq)."""
@@ -103,11 +169,25 @@ class Store:
         row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
         return int(row[0]) if row else 0
 
+    def setting(self, name: str) -> str | None:
+        """A value the RM keeps across restarts (its cluster id, its bound port)."""
+        row = self._db.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
+        return str(row[0]) if row else None
+
+    def save_setting(self, name: str, value: str) -> None:
+        """Write one setting in a transaction of its own (called outside requests)."""
+        self._db.execute(
+            "INSERT INTO settings(name, value) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+
     # -------------------------------------------------------------------- jobs
 
     def save_job(self, job: JobRecord) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO jobs ({_JOB_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 job.job_id,
                 job.seq,
@@ -122,11 +202,13 @@ class Store:
                 json.dumps([p.__dict__ for p in job.progress]),
                 job.master_node,
                 job.master_allocation,
+                job.master_attempt,
+                job.idempotency_key,
             ),
         )
 
     def load_jobs(self) -> Iterator[JobRecord]:
-        for row in self._db.execute("SELECT * FROM jobs ORDER BY seq"):
+        for row in self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY seq"):
             yield JobRecord(
                 job_id=row[0],
                 seq=row[1],
@@ -141,6 +223,8 @@ class Store:
                 progress=tuple(PhaseProgress(**p) for p in json.loads(row[10])),
                 master_node=row[11],
                 master_allocation=row[12],
+                master_attempt=row[13],
+                idempotency_key=row[14],
             )
 
     # -------------------------------------------------------------------- tasks
@@ -185,7 +269,8 @@ class Store:
 
     def save_allocation(self, allocation: AllocationRecord) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO allocations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO allocations ({_ALLOCATION_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 allocation.allocation_id,
                 allocation.job_id,
@@ -195,6 +280,7 @@ class Store:
                 allocation.resources.memory_mb,
                 allocation.granted_time,
                 int(allocation.delivered),
+                allocation.kind.value,
             ),
         )
 
@@ -202,7 +288,8 @@ class Store:
         self._db.execute("DELETE FROM allocations WHERE allocation_id = ?", (allocation_id,))
 
     def load_allocations(self) -> Iterator[AllocationRecord]:
-        for row in self._db.execute("SELECT * FROM allocations ORDER BY granted_time"):
+        query = f"SELECT {_ALLOCATION_COLUMNS} FROM allocations ORDER BY granted_time"
+        for row in self._db.execute(query):
             yield AllocationRecord(
                 allocation_id=row[0],
                 job_id=row[1],
@@ -211,4 +298,5 @@ class Store:
                 resources=Resources(cpu=row[4], memory_mb=row[5]),
                 granted_time=row[6],
                 delivered=bool(row[7]),
+                kind=AllocationKind(row[8]),
             )

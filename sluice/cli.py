@@ -104,7 +104,7 @@ def watch(client: RMClient, job_id: str, *, quiet: bool = False) -> rm_pb.JobSum
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from job_master.master import JobMaster, RMUnreachableError
+    from job_master.master import JobMaster, RMUnreachableError, SupersededError
     from policies.scheduling.lifecycle import JobState
     from policies.scheduling.progress import PhaseProgress
 
@@ -133,7 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         stop.set()
         print("interrupted: killing the job", file=sys.stderr)
         state = JobState.KILLED
-    except RMUnreachableError as error:
+    except (RMUnreachableError, SupersededError) as error:
         raise UserError(str(error)) from None
     print(f"{job.job_id} {state.value}", file=sys.stderr)
     return 0 if state is JobState.SUCCEEDED else 1

@@ -5,13 +5,18 @@ amqtt, unless ``--kafka`` / ``--mqtt`` name existing ones) and the cluster aggre
 InfluxDB when ``--influx-url`` is given) — then one resource manager and N node agents.  Each is
 its own process, in its own session, logging to ``DIR/logs``.  It waits until every node has
 registered and writes ``DIR/cluster.json``.  ``down`` drains every agent (stopping its tasks and
-removing their cgroups and containers), stops every process it started, and checks that nothing
-is left behind.
+removing their cgroups and containers) through its ``Drain`` RPC, starting an agent that died
+again first so that it can, then stops every process it started.
+
+Each directory is its own cluster: its cluster id (``local-<hash of the directory>``) names its
+cgroups and containers, so two local clusters on one machine, both with a ``node-1``, never
+touch each other's tasks.  The RM is started on a free port that it then keeps across restarts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -24,7 +29,6 @@ from pathlib import Path
 
 import grpc
 
-from node_agent.runtime import make_runtime
 from plumbing.errors import UserError
 from sluice import brokers
 from sluice.client import RMClient, agent_stub, cluster_file, read_cluster
@@ -49,6 +53,13 @@ class LocalClusterSpec:
     aggregator_period: float = 10.0
     metrics_interval: float = 1.0
     metrics_buffer: int | None = None  # None: the agent's default
+    max_master_share: float | None = None  # None: the RM's default
+
+
+def cluster_id_for(directory: Path) -> str:
+    """The cluster id of the local cluster kept in ``directory`` (stable, unique per path)."""
+    digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:10]
+    return f"local-{digest}"
 
 
 def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -117,29 +128,32 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         raise
     rm_addr_file = directory / "rm.addr"
     rm_addr_file.unlink(missing_ok=True)
-    rm = _spawn(
-        [
-            python,
-            "-m",
-            "sluice",
-            "rm",
-            "--listen",
-            "127.0.0.1:0",
-            "--state-dir",
-            str(directory / "rm"),
-            "--address-file",
-            str(rm_addr_file),
-            "--node-timeout",
-            str(max(5.0, spec.heartbeat_interval * 10)),
-            "--kafka",
-            plane["kafka"],
-            "--mqtt",
-            plane["mqtt"],
-            "--aggregator",
-            plane["aggregator"],
-        ],
-        logs / "rm.log",
-    )
+    cluster_id = cluster_id_for(directory)
+    rm_argv = [
+        python,
+        "-m",
+        "sluice",
+        "rm",
+        "--listen",
+        "127.0.0.1:0",
+        "--state-dir",
+        str(directory / "rm"),
+        "--cluster-id",
+        cluster_id,
+        "--address-file",
+        str(rm_addr_file),
+        "--node-timeout",
+        str(max(5.0, spec.heartbeat_interval * 10)),
+        "--kafka",
+        plane["kafka"],
+        "--mqtt",
+        plane["mqtt"],
+        "--aggregator",
+        plane["aggregator"],
+    ]
+    if spec.max_master_share is not None:
+        rm_argv += ["--max-master-share", str(spec.max_master_share)]
+    rm = _spawn(rm_argv, logs / "rm.log")
     started: list[subprocess.Popen[bytes]] = [rm]
     try:
         rm_address = _wait_for_file(rm_addr_file, rm, "the resource manager", logs / "rm.log")
@@ -158,6 +172,8 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
                 rm_address,
                 "--node-id",
                 node_id,
+                "--cluster-id",
+                cluster_id,
                 "--runtime",
                 spec.runtime,
                 "--state-dir",
@@ -177,7 +193,9 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
                 argv += ["--memory-mb", str(spec.memory_mb_per_node)]
             agent = _spawn(argv, logs / f"{node_id}.log")
             started.append(agent)
-            nodes.append({"node_id": node_id, "pid": agent.pid, "addr_file": str(addr_file)})
+            nodes.append(
+                {"node_id": node_id, "pid": agent.pid, "addr_file": str(addr_file), "argv": argv}
+            )
         for node, agent in zip(nodes, started[1:], strict=True):
             node["address"] = _wait_for_file(
                 Path(str(node["addr_file"])),
@@ -190,8 +208,10 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         _terminate([p.pid for p in started] + [int(str(s["pid"])) for s in services])
         raise
     cluster: dict[str, object] = {
+        "cluster_id": cluster_id,
         "rm": rm_address,
         "rm_pid": rm.pid,
+        "rm_argv": rm_argv,
         "runtime": spec.runtime,
         "directory": str(directory),
         "nodes": [{k: v for k, v in n.items() if k != "addr_file"} for n in nodes],
@@ -302,33 +322,56 @@ def down(directory: Path, say: Say) -> None:
     nodes = cluster.get("nodes", [])
     assert isinstance(nodes, list)
     for node in nodes:
-        channel, stub = agent_stub(str(node["address"]))
-        try:
-            drained = stub.Drain(agent_pb.DrainRequest(exit_after=True), timeout=60)
-            say(f"{node['node_id']}: stopped {drained.stopped_tasks} tasks")
-        except grpc.RpcError:
-            say(f"{node['node_id']}: agent not answering; cleaning up after it")
-        finally:
-            channel.close()
+        say(f"{node['node_id']}: {_drain(node, directory)}")
     pids = [int(n["pid"]) for n in nodes] + [int(cluster["rm_pid"])]  # type: ignore[call-overload]
     _terminate(pids)
     # The data plane last: the agents and the RM no longer publish to it.
     services = cluster.get("services", [])
     assert isinstance(services, list)
     _terminate([int(s["pid"]) for s in reversed(services)])
-    # Whatever a crashed agent could not clean up (tasks, cgroups, containers) goes now.
-    runtime = str(cluster.get("runtime", "process"))
-    for node in nodes:
-        node_id = str(node["node_id"])
-        state_dir = directory / node_id
-        runtimes = [(runtime, node_id, state_dir / "tasks")]
-        if runtime != "process":
-            runtimes.append(("process", f"{node_id}-masters", state_dir / "masters"))
-        for kind, rid, path in runtimes:
-            if path.exists():
-                make_runtime(kind, rid, path).purge()
     cluster_file(directory).unlink(missing_ok=True)
     say(f"local cluster in {directory} stopped")
+
+
+def _drain(node: dict[str, object], directory: Path) -> str:
+    """Stop every task of the node and remove its cgroups and containers, through the agent's
+    Drain.  An agent that is not answering is started again first (it adopts what its
+    predecessor left: tasks, cgroups, containers) and then drained."""
+    stopped = _drain_at(str(node["address"]))
+    if stopped is not None:
+        return f"stopped {stopped} tasks"
+    if _alive(int(str(node["pid"]))):
+        _terminate([int(str(node["pid"]))])  # alive but not answering: replace it
+    argv = node.get("argv")
+    if not isinstance(argv, list):
+        return "agent not answering, and its command line is unknown: nothing cleaned up"
+    log_path = directory / "logs" / f"{node['node_id']}.log"
+    addr_file = directory / f"{node['node_id']}.addr"
+    addr_file.unlink(missing_ok=True)
+    process = _spawn([str(a) for a in argv], log_path)
+    try:
+        address = _wait_for_file(addr_file, process, f"agent {node['node_id']}", log_path)
+    except UserError as error:
+        _terminate([process.pid])
+        return f"agent not answering, and it could not be restarted to clean up: {error}"
+    node["pid"] = process.pid
+    stopped = _drain_at(address)
+    _terminate([process.pid])
+    if stopped is None:
+        return "agent restarted to clean up, but its Drain failed"
+    return f"agent was not answering; restarted it and stopped {stopped} tasks"
+
+
+def _drain_at(address: str) -> int | None:
+    """Drain the agent at ``address`` and let it exit; the number of tasks it stopped, or None
+    when it does not answer."""
+    channel, stub = agent_stub(address)
+    try:
+        return int(stub.Drain(agent_pb.DrainRequest(exit_after=True), timeout=60).stopped_tasks)
+    except grpc.RpcError:
+        return None
+    finally:
+        channel.close()
 
 
 def status(directory: Path) -> dict[str, object]:

@@ -22,20 +22,24 @@ class GetClusterInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ClusterInfo(_message.Message):
-    __slots__ = ("data_plane",)
+    __slots__ = ("data_plane", "cluster_id")
     DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     data_plane: _common_pb2.DataPlane
-    def __init__(self, data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("spec", "spec_yaml", "client_mode")
+    __slots__ = ("spec", "spec_yaml", "client_mode", "idempotency_key")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     SPEC_YAML_FIELD_NUMBER: _ClassVar[int]
     CLIENT_MODE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.JobSpec
     spec_yaml: str
     client_mode: bool
-    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., spec_yaml: _Optional[str] = ..., client_mode: _Optional[bool] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., spec_yaml: _Optional[str] = ..., client_mode: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job",)
@@ -78,7 +82,7 @@ class PhaseProgress(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., dropped: _Optional[int] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "name", "priority", "state", "kill_requested", "submit_time", "start_time", "finish_time", "message", "phases", "master_node", "client_mode")
+    __slots__ = ("job_id", "name", "priority", "state", "kill_requested", "submit_time", "start_time", "finish_time", "message", "phases", "master_node", "client_mode", "master_attempt")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +95,7 @@ class JobSummary(_message.Message):
     PHASES_FIELD_NUMBER: _ClassVar[int]
     MASTER_NODE_FIELD_NUMBER: _ClassVar[int]
     CLIENT_MODE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     priority: int
@@ -103,7 +108,8 @@ class JobSummary(_message.Message):
     phases: _containers.RepeatedCompositeFieldContainer[PhaseProgress]
     master_node: str
     client_mode: bool
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ...) -> None: ...
+    master_attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ..., master_attempt: _Optional[int] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
     __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address")
@@ -174,36 +180,44 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node_id", "address", "capacity", "runtime", "live_tasks")
+    __slots__ = ("node_id", "address", "capacity", "runtime", "live_tasks", "instance_id", "cluster_id")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
     LIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     capacity: _common_pb2.Resources
     runtime: str
     live_tasks: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ...) -> None: ...
+    instance_id: str
+    cluster_id: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("heartbeat_interval_s", "data_plane")
+    __slots__ = ("heartbeat_interval_s", "data_plane", "cluster_id")
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_s: float
     data_plane: _common_pb2.DataPlane
-    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "used", "live_tasks")
+    __slots__ = ("node_id", "used", "live_tasks", "instance_id")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     USED_FIELD_NUMBER: _ClassVar[int]
     LIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     used: _common_pb2.Resources
     live_tasks: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
-    def __init__(self, node_id: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, node_id: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("reregister", "commands")
@@ -222,16 +236,18 @@ class NodeCommand(_message.Message):
     def __init__(self, launch_master: _Optional[_Union[LaunchMaster, _Mapping]] = ..., stop_allocation: _Optional[_Union[StopAllocation, _Mapping]] = ...) -> None: ...
 
 class LaunchMaster(_message.Message):
-    __slots__ = ("job_id", "allocation_id", "resources", "rm_address")
+    __slots__ = ("job_id", "allocation_id", "resources", "rm_address", "attempt")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     RM_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     allocation_id: str
     resources: _common_pb2.Resources
     rm_address: str
-    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., rm_address: _Optional[str] = ...) -> None: ...
+    attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., rm_address: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class StopAllocation(_message.Message):
     __slots__ = ("job_id", "allocation_id", "reason")
@@ -256,22 +272,26 @@ class ReportTaskEventsResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class RegisterMasterRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "attempt")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class RegisterMasterResponse(_message.Message):
-    __slots__ = ("spec", "kill_requested", "allocations", "data_plane")
+    __slots__ = ("spec", "kill_requested", "allocations", "data_plane", "history")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.JobSpec
     kill_requested: bool
     allocations: _containers.RepeatedCompositeFieldContainer[Allocation]
     data_plane: _common_pb2.DataPlane
-    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ...) -> None: ...
+    history: _containers.RepeatedCompositeFieldContainer[SequencedTaskEvent]
+    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., history: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ...) -> None: ...
 
 class Ask(_message.Message):
     __slots__ = ("phase", "count", "resources")
@@ -300,18 +320,20 @@ class Allocation(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., job_id: _Optional[str] = ..., phase: _Optional[str] = ..., node_id: _Optional[str] = ..., node_address: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
-    __slots__ = ("job_id", "asks", "releases", "progress", "events_after")
+    __slots__ = ("job_id", "asks", "releases", "progress", "events_after", "master_attempt")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ASKS_FIELD_NUMBER: _ClassVar[int]
     RELEASES_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     asks: _containers.RepeatedCompositeFieldContainer[Ask]
     releases: _containers.RepeatedScalarFieldContainer[str]
     progress: _containers.RepeatedCompositeFieldContainer[PhaseProgress]
     events_after: int
-    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ...) -> None: ...
+    master_attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ..., master_attempt: _Optional[int] = ...) -> None: ...
 
 class SequencedTaskEvent(_message.Message):
     __slots__ = ("seq", "event")
@@ -334,16 +356,18 @@ class AllocateResponse(_message.Message):
     def __init__(self, granted: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., lost_allocations: _Optional[_Iterable[str]] = ..., kill_requested: _Optional[bool] = ...) -> None: ...
 
 class FinishJobRequest(_message.Message):
-    __slots__ = ("job_id", "state", "message", "progress")
+    __slots__ = ("job_id", "state", "message", "progress", "master_attempt")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     state: _common_pb2.JobState
     message: str
     progress: _containers.RepeatedCompositeFieldContainer[PhaseProgress]
-    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., message: _Optional[str] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ...) -> None: ...
+    master_attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., message: _Optional[str] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_attempt: _Optional[int] = ...) -> None: ...
 
 class FinishJobResponse(_message.Message):
     __slots__ = ()

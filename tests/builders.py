@@ -13,7 +13,7 @@ from policies.scheduling.jobspec import JobSpec, parse_job_spec
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.priority_fifo import Ask, NodeSlot
 from policies.scheduling.resources import Resources
-from resource_manager.records import TaskObservation
+from resource_manager.records import TaskReport
 
 
 def res(cpu: float = 1.0, memory_mb: int = 256) -> Resources:
@@ -103,9 +103,10 @@ def observation(
     message: str = "",
     timestamp: float = 0.0,
     start_time: float = 0.0,
-) -> TaskObservation:
+    job_master: bool = False,
+) -> TaskReport:
     """A node agent's report of one task attempt."""
-    return TaskObservation(
+    return TaskReport(
         job_id=job_id,
         task_id=task_id,
         attempt=attempt,
@@ -115,4 +116,5 @@ def observation(
         message=message,
         timestamp=timestamp,
         start_time=start_time,
+        job_master=job_master,
     )

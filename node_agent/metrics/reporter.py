@@ -21,7 +21,7 @@ from node_agent.metrics.counters import CounterReading, CounterSampler, CounterS
 from node_agent.metrics.host import HostSampler
 from node_agent.metrics.pressure import read_cgroup_pressure
 from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
-from node_agent.runtime.base import TaskObservation, TaskState
+from node_agent.runtime.base import RunObservation, RunState
 from plumbing.data_plane import DataPlane
 from plumbing.kafka_outbox import KafkaOutbox, kafka_producer
 
@@ -125,16 +125,16 @@ class MetricsReporter:
         if self.publisher is not None:
             self.publisher.close()
 
-    def _live_tasks(self) -> list[tuple[TaskObservation, Path | None]]:
+    def _live_tasks(self) -> list[tuple[RunObservation, Path | None]]:
         """The live tasks, each with its cgroup v2 directory (None where there is none)."""
         return [
             (o, self.agent.pressure_dir(o.task_key))
             for o in self.agent.observations()
-            if o.state is not TaskState.EXITED
+            if o.state is not RunState.EXITED
         ]
 
     def _counters_of(
-        self, live: list[tuple[TaskObservation, Path | None]]
+        self, live: list[tuple[RunObservation, Path | None]]
     ) -> tuple[Counters, dict[str, CounterReading]]:
         """Machine-wide counters, and per task where its cgroup can be counted (cgroup v2:
         ``perf stat -G`` takes the path below the cgroup2 mount), from one short perf run."""
@@ -158,7 +158,7 @@ class MetricsReporter:
             return Counters(reason="perf stat: no instructions counted this interval"), per_task
         return Counters(cpi=reading.cpi, mpki=reading.mpki), per_task
 
-    def _task_figures(self, live: list[tuple[TaskObservation, Path | None]]) -> list[TaskFigures]:
+    def _task_figures(self, live: list[tuple[RunObservation, Path | None]]) -> list[TaskFigures]:
         usage = self.agent.task_usage
         figures = []
         for observation, pressure_dir in live:
@@ -169,7 +169,7 @@ class MetricsReporter:
                     job_id=observation.job_id,
                     task_id=observation.task_id,
                     speculative=False,
-                    suspended=observation.state is TaskState.SUSPENDED,
+                    suspended=observation.state is RunState.SUSPENDED,
                     cpu_cores=rate.cpu_cores if rate else 0.0,
                     memory_bytes=rate.memory_bytes if rate else 0,
                     cpu_limit_cores=observation.limits.cpu,

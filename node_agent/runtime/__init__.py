@@ -14,16 +14,18 @@ def make_runtime(
     node_id: str,
     state_dir: Path,
     *,
+    cluster_id: str = "sluice",
     docker_url: str | None = None,
     default_image: str = "sluice-task:latest",  # task_image.DEFAULT_IMAGE; docker loads lazily
     cgroup_root: Path | None = Path("/sys/fs/cgroup"),
 ) -> TaskRuntime:
     """The runtime ``kind`` (``"process"`` or ``"docker"``) for node ``node_id``.
 
-    Tasks already started by an earlier runtime with the same ``node_id`` and ``state_dir`` are
-    adopted.  ``cgroup_root`` only matters for ``process`` (``None``: plain processes).  Raises
-    :class:`RuntimeUnavailableError` with a one-line reason if the runtime cannot work here (no
-    Docker Engine, unknown kind, unusable state directory).
+    Tasks already started by an earlier runtime with the same ``cluster_id``, ``node_id`` and
+    ``state_dir`` are adopted; another cluster's tasks are never seen.  ``cgroup_root`` only
+    matters for ``process`` (``None``: plain processes).  Raises :class:`RuntimeUnavailableError`
+    with a one-line reason if the runtime cannot work here (no Docker Engine, unknown kind,
+    unusable state directory).
     """
     if not node_id:
         raise RuntimeUnavailableError("node_id: must not be empty")
@@ -34,12 +36,12 @@ def make_runtime(
     if kind == "process":
         from node_agent.runtime.process_runtime import ProcessRuntime
 
-        return ProcessRuntime(node_id, state_dir, cgroup_root=cgroup_root)
+        return ProcessRuntime(node_id, state_dir, cluster_id=cluster_id, cgroup_root=cgroup_root)
     if kind == "docker":
         from node_agent.runtime.docker_runtime import DockerRuntime
 
         runtime: TaskRuntime = DockerRuntime.connect(
-            node_id, state_dir, docker_url, default_image=default_image
+            node_id, state_dir, docker_url, cluster_id=cluster_id, default_image=default_image
         )
         return runtime
     raise RuntimeUnavailableError(f"runtime: unknown kind {kind!r} (expected one of {KINDS})")

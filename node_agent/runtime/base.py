@@ -28,6 +28,13 @@ from pathlib import Path
 from typing import Protocol
 
 
+def scope_name(cluster_id: str, node_id: str) -> str:
+    """The name under which a runtime keeps one node's tasks (cgroup directory, container name
+    prefix): ``<cluster_id>_<node_id>``.  Cluster ids have no ``_``, so the split is unique and
+    two clusters never share a name, even with the same node ids on one machine."""
+    return f"{cluster_id}_{node_id}"
+
+
 class RuntimeError_(Exception):  # noqa: N801, N818 - the runtime's own RuntimeError
     """Base class of the errors a runtime raises for a request it cannot carry out."""
 
@@ -58,7 +65,7 @@ class ResourceLimits:
     cpuset: tuple[int, ...] = ()
 
 
-class TaskState(enum.Enum):
+class RunState(enum.Enum):
     """What the runtime observes of a task (never what anybody wants of it)."""
 
     RUNNING = "running"
@@ -82,7 +89,7 @@ class TaskLaunch:
 
 
 @dataclass(frozen=True)
-class TaskObservation:
+class RunObservation:
     """One task as the runtime sees it now.
 
     ``exit_code`` is set once ``state`` is EXITED: the process's exit status, or 128+N when it was
@@ -94,7 +101,7 @@ class TaskObservation:
     task_id: str
     attempt: int
     allocation_id: str
-    state: TaskState
+    state: RunState
     limits: ResourceLimits
     exit_code: int | None = None
     started_at: float = 0.0
@@ -122,7 +129,7 @@ class TaskRuntime(Protocol):
         """Start the task; returns once it runs.  Raises TaskExistsError, RuntimeError_."""
         ...
 
-    def observe(self) -> Sequence[TaskObservation]:
+    def observe(self) -> Sequence[RunObservation]:
         """Every task this runtime knows on this node, including ones adopted after a restart."""
         ...
 

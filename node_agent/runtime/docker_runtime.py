@@ -1,8 +1,9 @@
 """The ``docker`` runtime: one container per task on the local Docker Engine.
 
-Containers are named ``sluice-<node>-<task>-<hash>`` and labelled ``sluice.node``, ``sluice.job``,
-``sluice.task``, ``sluice.attempt``, ``sluice.allocation`` and ``sluice.task_key``; a restarted
-runtime adopts every container labelled with its node.  Limits map to ``cpu_period``/
+Containers are named ``sluice-<cluster>_<node>-<task>-<hash>`` and labelled ``sluice.cluster``,
+``sluice.node``, ``sluice.job``, ``sluice.task``, ``sluice.attempt``, ``sluice.allocation`` and
+``sluice.task_key``; a restarted runtime adopts every container labelled with its cluster and
+node (and never touches another cluster's, whatever its node ids).  Limits map to ``cpu_period``/
 ``cpu_quota``, ``cpuset_cpus`` and ``mem_limit`` (swap disallowed).  Containers run with Docker's
 init (``init=True``), so SIGTERM reaches the task as it would outside a container (a shell loop
 as PID 1 would ignore it) and exit codes match the process runtime's.
@@ -32,19 +33,21 @@ import docker.errors
 from node_agent.runtime import cgroups
 from node_agent.runtime.base import (
     ResourceLimits,
+    RunObservation,
+    RunState,
     RuntimeError_,
     RuntimeUnavailableError,
     TaskExistsError,
     TaskLaunch,
-    TaskObservation,
-    TaskState,
     TaskUsage,
     UnknownTaskError,
+    scope_name,
 )
 from node_agent.runtime.task_image import DEFAULT_IMAGE, ensure_image
 from node_agent.runtime.task_state import StateStore, TaskDir
 from plumbing.errors import UserError
 
+LABEL_CLUSTER = "sluice.cluster"
 LABEL_NODE = "sluice.node"
 LABEL_JOB = "sluice.job"
 LABEL_TASK = "sluice.task"
@@ -57,18 +60,19 @@ LOST_EXIT_CODE = 137
 _POLL_S = 0.02
 
 
-def container_name(node_id: str, task_key: str) -> str:
-    """A valid, readable Docker name, unique per (node, key) thanks to the hash suffix."""
-    digest = hashlib.sha256(f"{node_id}\0{task_key}".encode()).hexdigest()[:10]
+def container_name(scope: str, task_key: str) -> str:
+    """A valid, readable Docker name, unique per (cluster and node, key) thanks to the hash."""
+    digest = hashlib.sha256(f"{scope}\0{task_key}".encode()).hexdigest()[:10]
 
     def safe(text: str) -> str:
         return re.sub(r"[^a-zA-Z0-9_.-]", "_", text)[:40]
 
-    return f"sluice-{safe(node_id)}-{safe(task_key)}-{digest}"
+    return f"sluice-{safe(scope)}-{safe(task_key)}-{digest}"
 
 
-def container_labels(node_id: str, launch: TaskLaunch) -> dict[str, str]:
+def container_labels(cluster_id: str, node_id: str, launch: TaskLaunch) -> dict[str, str]:
     return {
+        LABEL_CLUSTER: cluster_id,
         LABEL_NODE: node_id,
         LABEL_JOB: launch.job_id,
         LABEL_TASK: launch.task_id,
@@ -132,6 +136,7 @@ class _Task:
     started_at: float
     dir: TaskDir
     container_id: str | None  # None once removed (or lost)
+    final: RunObservation | None = None  # once it exited: never asked of the engine again
 
 
 class DockerRuntime:
@@ -145,12 +150,15 @@ class DockerRuntime:
         state_dir: Path,
         client: Any,
         *,
+        cluster_id: str = "sluice",
         default_image: str = DEFAULT_IMAGE,
         pause_timeout: float = PAUSE_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
         cgroup_root: Path = Path("/sys/fs/cgroup"),
     ) -> None:
         self._node_id = node_id
+        self._cluster_id = cluster_id
+        self._scope = scope_name(cluster_id, node_id)
         self._client = client
         self._store = StateStore.under(state_dir)
         self._default_image = default_image
@@ -188,7 +196,8 @@ class DockerRuntime:
 
     def describe(self) -> str:
         text = (
-            f"docker runtime for node {self._node_id!r}: Docker Engine "
+            f"docker runtime for node {self._node_id!r} of cluster {self._cluster_id!r}: Docker "
+            "Engine "
             f"{self._engine.get('Version', '?')} at {self._client.api.base_url}; default image "
             f"{self._default_image} (built locally); adopted {len(self._tasks)} task(s)"
         )
@@ -211,7 +220,7 @@ class DockerRuntime:
                 raise
             self._tasks[launch.task_key] = task
 
-    def observe(self) -> Sequence[TaskObservation]:
+    def observe(self) -> Sequence[RunObservation]:
         with self._lock:
             containers = self._containers_by_key()
             return [
@@ -323,7 +332,7 @@ class DockerRuntime:
             for key in sorted(self._tasks):
                 self.stop(key, grace_seconds)
             for container in self._client.containers.list(
-                all=True, filters={"label": f"{LABEL_NODE}={self._node_id}"}
+                all=True, filters={"label": self._label_filter()}
             ):
                 container.remove(force=True)
             self._tasks.clear()
@@ -340,8 +349,8 @@ class DockerRuntime:
             container = self._client.containers.run(
                 image,
                 command=list(launch.argv),
-                name=container_name(self._node_id, launch.task_key),
-                labels=container_labels(self._node_id, launch),
+                name=container_name(self._scope, launch.task_key),
+                labels=container_labels(self._cluster_id, self._node_id, launch),
                 environment={
                     **launch.env,
                     "SLUICE_TASK_KEY": launch.task_key,
@@ -359,10 +368,10 @@ class DockerRuntime:
                 raise TaskExistsError(
                     f"task {launch.task_key!r}: a container of that name already exists"
                 ) from e
-            self._remove_named(container_name(self._node_id, launch.task_key))
+            self._remove_named(container_name(self._scope, launch.task_key))
             raise RuntimeError_(f"docker: starting {launch.task_key!r}: {e.explanation}") from e
         except docker.errors.DockerException as e:
-            self._remove_named(container_name(self._node_id, launch.task_key))
+            self._remove_named(container_name(self._scope, launch.task_key))
             raise RuntimeError_(f"docker: starting {launch.task_key!r}: {e}") from e
         return str(container.id)
 
@@ -394,10 +403,14 @@ class DockerRuntime:
                 with _docker_errors(f"starting adopted task {key!r}"):
                     container.start()
 
+    def _label_filter(self) -> list[str]:
+        """This runtime's containers: its cluster's and its node's (both labels must match)."""
+        return [f"{LABEL_CLUSTER}={self._cluster_id}", f"{LABEL_NODE}={self._node_id}"]
+
     def _containers_by_key(self) -> dict[str, Any]:
         with _docker_errors("listing containers"):
             containers = self._client.containers.list(
-                all=True, filters={"label": f"{LABEL_NODE}={self._node_id}"}
+                all=True, filters={"label": self._label_filter()}
             )
         return {c.labels[LABEL_TASK_KEY]: c for c in containers if LABEL_TASK_KEY in c.labels}
 
@@ -445,7 +458,9 @@ class DockerRuntime:
                 log.write(b"sluice: the task's container disappeared; exit status unknown\n")
             task.dir.write_exit(LOST_EXIT_CODE)
 
-    def _observe(self, task: _Task, container: Any | None) -> TaskObservation:
+    def _observe(self, task: _Task, container: Any | None) -> RunObservation:
+        if task.final is not None:
+            return task.final
         exit_code: int | None = None
         finished_at: float | None = None
         if container is None:
@@ -453,19 +468,19 @@ class DockerRuntime:
             self._settle(task)
             saved = task.dir.read_exit()
             assert saved is not None  # _settle guarantees it
-            state = TaskState.EXITED
+            state = RunState.EXITED
             exit_code, finished_at = saved
         elif container.status == "paused":
-            state = TaskState.SUSPENDED
+            state = RunState.SUSPENDED
         elif container.status in ("exited", "dead"):
-            state = TaskState.EXITED
+            state = RunState.EXITED
             docker_state = container.attrs.get("State", {})
             exit_code = int(docker_state.get("ExitCode", LOST_EXIT_CODE))
             finished_at = parse_docker_time(docker_state.get("FinishedAt"))
         else:  # running, restarting, created (being started)
-            state = TaskState.RUNNING
+            state = RunState.RUNNING
         launch = task.launch
-        return TaskObservation(
+        observation = RunObservation(
             task_key=launch.task_key,
             job_id=launch.job_id,
             task_id=launch.task_id,
@@ -477,6 +492,9 @@ class DockerRuntime:
             started_at=task.started_at,
             finished_at=finished_at,
         )
+        if state is RunState.EXITED:
+            task.final = observation  # an ended task's result never changes: remember it
+        return observation
 
 
 def cgroup_usage_of(pid: int, cgroup_root: Path) -> TaskUsage | None:

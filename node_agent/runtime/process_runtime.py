@@ -34,12 +34,13 @@ from pathlib import Path
 from node_agent.runtime import cgroups
 from node_agent.runtime.base import (
     ResourceLimits,
+    RunObservation,
+    RunState,
     RuntimeError_,
     TaskLaunch,
-    TaskObservation,
-    TaskState,
     TaskUsage,
     UnknownTaskError,
+    scope_name,
 )
 from node_agent.runtime.task_state import StateStore, TaskDir, atomic_write, encode_name
 from plumbing.errors import UserError
@@ -141,6 +142,7 @@ class _Task:
     pid: int | None  # the wrapper's; None only if the agent died between fork and pid.json
     starttime: int
     child: subprocess.Popen[bytes] | None = None  # set when this instance started it
+    final: RunObservation | None = None  # once it exited: never read from disk again
 
     @property
     def cgroup(self) -> str:
@@ -148,7 +150,9 @@ class _Task:
 
 
 class ProcessRuntime:
-    """Tasks as subprocesses in cgroups ``sluice/<node_id>/<task>``; see the module docstring.
+    """Tasks as subprocesses in cgroups ``sluice/<cluster_id>_<node_id>/<task>``; see the module
+    docstring.  The cluster id keeps two clusters' agents with the same node id on one machine
+    (two local clusters) apart: neither reads, limits nor purges the other's cgroups.
 
     ``cgroup_root`` is where cgroup hierarchies are mounted (``None``: do not use cgroups).  If
     nothing usable is there, the runtime falls back to plain processes and ``describe()`` says so.
@@ -161,11 +165,13 @@ class ProcessRuntime:
         node_id: str,
         state_dir: Path,
         *,
+        cluster_id: str = "sluice",
         cgroup_root: Path | None = Path("/sys/fs/cgroup"),
         freeze_timeout: float = cgroups.FREEZE_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._node_id = node_id
+        self._scope = scope_name(cluster_id, node_id)
         self._store = StateStore.under(state_dir)
         self._freeze_timeout = freeze_timeout
         self._clock = clock
@@ -174,7 +180,7 @@ class ProcessRuntime:
         self._unreadable: list[str] = []
         self._cpus = cgroups.host_cpus()
         self._taskset = shutil.which("taskset")
-        self._cgroups, self._fallback_reason = _open_cgroups(cgroup_root, node_id)
+        self._cgroups, self._fallback_reason = _open_cgroups(cgroup_root, self._scope)
         self._adopt()
 
     # -- TaskRuntime -------------------------------------------------------------------------
@@ -182,7 +188,7 @@ class ProcessRuntime:
     def describe(self) -> str:
         where = f"process runtime for node {self._node_id!r}"
         if self._cgroups is not None:
-            text = f"{where}: {self._cgroups.describe()}, tasks in sluice/{self._node_id}/<task>"
+            text = f"{where}: {self._cgroups.describe()}, tasks in sluice/{self._scope}/<task>"
             if not self._cgroups.enforces("cpuset"):
                 text += f"; cpuset by CPU affinity ({self._affinity_tool()})"
         else:
@@ -213,7 +219,7 @@ class ProcessRuntime:
                 self._abandon(task)
                 raise
 
-    def observe(self) -> Sequence[TaskObservation]:
+    def observe(self) -> Sequence[RunObservation]:
         with self._lock:
             return [self._observe(self._tasks[key]) for key in sorted(self._tasks)]
 
@@ -326,7 +332,7 @@ class ProcessRuntime:
     # -- beyond the protocol -----------------------------------------------------------------
 
     def purge(self, grace_seconds: float = 1.0) -> None:
-        """Stop every task, then remove all cgroups under ``sluice/<node_id>`` and all state.
+        """Stop every task, then remove all cgroups under ``sluice/<scope>`` and all state.
 
         Also kills processes left in cgroups of tasks whose state was lost, so nothing of this
         node remains (``sluice local down``).
@@ -481,7 +487,7 @@ class ProcessRuntime:
 
     def _finished(self, task: _Task) -> bool:
         """The wrapper recorded a status, or nothing of the task is left to record one."""
-        if task.dir.read_exit() is not None:
+        if task.final is not None or task.dir.read_exit() is not None:
             return True
         if self._wrapper_alive(task):
             return False
@@ -493,18 +499,21 @@ class ProcessRuntime:
         if task.dir.read_exit() is None:
             task.dir.write_exit(LOST_EXIT_CODE)
 
-    def _observe(self, task: _Task) -> TaskObservation:
-        if self._finished(task):
-            self._settle(task)
+    def _observe(self, task: _Task) -> RunObservation:
+        if task.final is not None:
+            return task.final
         finished = task.dir.read_exit()
+        if finished is None and self._finished(task):
+            self._settle(task)
+            finished = task.dir.read_exit()
         if finished is not None:
-            state = TaskState.EXITED
+            state = RunState.EXITED
         elif self._is_suspended(task):
-            state = TaskState.SUSPENDED
+            state = RunState.SUSPENDED
         else:
-            state = TaskState.RUNNING
+            state = RunState.RUNNING
         launch = task.launch
-        return TaskObservation(
+        observation = RunObservation(
             task_key=launch.task_key,
             job_id=launch.job_id,
             task_id=launch.task_id,
@@ -516,6 +525,9 @@ class ProcessRuntime:
             started_at=task.started_at,
             finished_at=None if finished is None else finished[1],
         )
+        if finished is not None:
+            task.final = observation  # an ended task's result never changes: remember it
+        return observation
 
     def _is_suspended(self, task: _Task) -> bool:
         if self._cgroups is not None:
@@ -578,11 +590,11 @@ def _write_pid_file(task: _Task) -> None:
     atomic_write(task.dir.path / PID_FILE, json.dumps(record))
 
 
-def _open_cgroups(root: Path | None, node_id: str) -> tuple[cgroups.CgroupDriver | None, str]:
+def _open_cgroups(root: Path | None, scope: str) -> tuple[cgroups.CgroupDriver | None, str]:
     """The cgroup driver to use, or ``None`` and why not."""
     if root is None:
         return None, "cgroups disabled"
-    node = encode_name(node_id)
+    node = encode_name(scope)
     try:
         driver = cgroups.detect(root, node)
     except RuntimeError_ as e:

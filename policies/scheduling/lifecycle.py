@@ -36,10 +36,14 @@ JOB_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
         {JobState.STARTING, JobState.RUNNING, JobState.FAILED, JobState.KILLED}
     ),
     JobState.STARTING: frozenset(
-        # SUBMITTED again: the job master's node was lost before it registered.
+        # SUBMITTED again: the job master was lost before it registered (a new attempt).
         {JobState.SUBMITTED, JobState.RUNNING, JobState.FAILED, JobState.KILLED}
     ),
-    JobState.RUNNING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED}),
+    JobState.RUNNING: frozenset(
+        # SUBMITTED again: its job master was lost (its node, or it exited before reporting);
+        # a new job master attempt waits for a container and adopts the running tasks.
+        {JobState.SUBMITTED, JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED}
+    ),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset(),
     JobState.KILLED: frozenset(),

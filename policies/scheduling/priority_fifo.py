@@ -35,7 +35,8 @@ class NodeSlot:
 class Ask:
     """``count`` more containers of ``resources`` wanted by one phase of one job.
 
-    ``submit_seq`` is the job's submission order (lower = earlier)."""
+    ``submit_seq`` is the job's submission order (lower = earlier).  ``master`` marks the ask
+    for the job's own job master container (``phase`` is then empty)."""
 
     job_id: str
     priority: int
@@ -43,6 +44,7 @@ class Ask:
     phase: str
     count: int
     resources: Resources
+    master: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Placement:
     phase: str
     node_id: str
     resources: Resources
+    master: bool = False
 
 
 def order_asks(asks: Sequence[Ask]) -> list[Ask]:
@@ -75,7 +78,9 @@ def place(nodes: Sequence[NodeSlot], asks: Sequence[Ask]) -> tuple[Placement, ..
             if node_id is None:
                 break  # identical containers: if one fits nowhere, the rest do not either
             free[node_id] = free[node_id] - ask.resources
-            placements.append(Placement(ask.job_id, ask.phase, node_id, ask.resources))
+            placements.append(
+                Placement(ask.job_id, ask.phase, node_id, ask.resources, master=ask.master)
+            )
     return tuple(placements)
 
 

@@ -10,7 +10,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,54 +132,20 @@ class Cluster:
         wait_until(lambda: not _alive(pid), 10, f"pid {pid} gone")
 
     def restart_agent(self, node_id: str) -> None:
+        """SIGKILL the agent and start it again with its command line, on the same address."""
         node = self.node(node_id)
         self.kill_process(int(node["pid"]))
-        argv = [
-            sys.executable,
-            "-m",
-            "sluice",
-            "agent",
-            "--rm",
-            self.info["rm"],
-            "--node-id",
-            node_id,
-            "--runtime",
-            self.runtime,
-            "--state-dir",
-            str(self.directory / node_id),
-            "--listen",
-            node["address"],
-            "--heartbeat-interval",
-            "0.5",
-        ]
+        argv = [*node["argv"], "--listen", node["address"]]
         node["pid"] = _spawn(argv, self.directory / "logs" / f"{node_id}.log").pid
         self._rewrite()
 
-    def restart_rm(self) -> None:
+    def restart_rm(self, extra: list[str] | None = None) -> None:
+        """SIGKILL the RM and start it again with the very command line `local up` used (its
+        port 0 included: the RM keeps the port it first bound)."""
         self.kill_process(int(self.info["rm_pid"]))
-        argv = [
-            sys.executable,
-            "-m",
-            "sluice",
-            "rm",
-            "--listen",
-            self.info["rm"],
-            "--state-dir",
-            str(self.directory / "rm"),
-            "--node-timeout",
-            "5",
-            *self.data_plane_flags(),
-        ]
+        argv = [*self.info["rm_argv"], *(extra or [])]
         self.info["rm_pid"] = _spawn(argv, self.directory / "logs" / "rm.log").pid
         self._rewrite()
-
-    def data_plane_flags(self) -> list[str]:
-        plane = self.info.get("data_plane", {})
-        return [
-            *("--kafka", plane["kafka"]),
-            *("--mqtt", plane["mqtt"]),
-            *("--aggregator", plane["aggregator"]),
-        ]
 
     def service(self, name: str) -> dict[str, Any]:
         return next(s for s in self.info["services"] if s["name"] == name)

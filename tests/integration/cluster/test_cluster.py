@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from node_agent.runtime.base import scope_name
 from node_agent.runtime.task_state import encode_name
 from sluice import local_cluster
 from sluice_pb import common_pb2 as pb
@@ -64,15 +65,21 @@ def cluster(
         _assert_nothing_left(cluster)
 
 
+def _scope(cluster: Cluster, node_id: str) -> str:
+    """Where the node's tasks live: ``sluice/<scope>/<task>`` cgroups."""
+    return encode_name(scope_name(cluster.info["cluster_id"], node_id))
+
+
 def _assert_nothing_left(cluster: Cluster) -> None:
     for node in cluster.info["nodes"]:
-        leftovers = list(CGROUP.glob(f"*/sluice/{node['node_id']}/*"))
+        leftovers = list(CGROUP.glob(f"*/sluice/{_scope(cluster, node['node_id'])}/*"))
         assert not leftovers, f"cgroups left behind: {leftovers}"
     pids = [n["pid"] for n in cluster.info["nodes"]] + [cluster.info["rm_pid"]]
     assert not [p for p in pids if Path(f"/proc/{p}").exists() and _not_zombie(p)]
     if cluster.runtime == "docker":
-        containers = _docker_client().containers.list(all=True, filters={"label": "sluice.node"})
-        ours = [c for c in containers if c.labels.get("sluice.node", "").startswith("node-")]
+        ours = _docker_client().containers.list(
+            all=True, filters={"label": f"sluice.cluster={cluster.info['cluster_id']}"}
+        )
         assert not ours, f"containers left behind: {[c.name for c in ours]}"
 
 
@@ -93,9 +100,10 @@ def _limits_seen_outside(cluster: Cluster, node_id: str, key: str) -> tuple[int,
         (container,) = client.containers.list(all=True, filters={"label": f"sluice.task_key={key}"})
         host = container.attrs["HostConfig"]
         return host["CpuQuota"], host["CpusetCpus"], host["Memory"]
-    (cpu_dir,) = CGROUP.glob(f"cpu/sluice/{node_id}/{encode_name(key)}")
-    (cpuset_dir,) = CGROUP.glob(f"cpuset/sluice/{node_id}/{encode_name(key)}")
-    (memory_dir,) = CGROUP.glob(f"memory/sluice/{node_id}/{encode_name(key)}")
+    scope = _scope(cluster, node_id)
+    (cpu_dir,) = CGROUP.glob(f"cpu/sluice/{scope}/{encode_name(key)}")
+    (cpuset_dir,) = CGROUP.glob(f"cpuset/sluice/{scope}/{encode_name(key)}")
+    (memory_dir,) = CGROUP.glob(f"memory/sluice/{scope}/{encode_name(key)}")
     return (
         int((cpu_dir / "cpu.cfs_quota_us").read_text()),
         (cpuset_dir / "cpuset.cpus").read_text().strip(),
@@ -110,7 +118,8 @@ def _cpu_seconds(cluster: Cluster, node_id: str, key: str) -> float:
         )
         usage = CGROUP / "cpuacct" / "docker" / container.id / "cpuacct.usage"
     else:
-        (usage_dir,) = CGROUP.glob(f"cpuacct/sluice/{node_id}/{encode_name(key)}")
+        scope = _scope(cluster, node_id)
+        (usage_dir,) = CGROUP.glob(f"cpuacct/sluice/{scope}/{encode_name(key)}")
         usage = usage_dir / "cpuacct.usage"
     return int(usage.read_text()) / 1e9
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from node_agent.runtime.base import TaskState
+from node_agent.runtime.base import RunState, scope_name
 from node_agent.runtime.process_runtime import ProcessRuntime
 from tests.integration.node_agent.conftest import (
     BURN,
@@ -36,7 +36,7 @@ def runtime(unified_root: Path, node_id: str, state_dir: Path) -> Iterator[Proce
 
 
 def task_dir(root: Path, node_id: str, key: str) -> Path:
-    return root / "sluice" / node_id / key
+    return root / "sluice" / scope_name("sluice", node_id) / key
 
 
 def procs(directory: Path) -> set[int]:
@@ -65,7 +65,7 @@ def test_v2_freeze_stops_cpu_and_thaw_restarts_it(
     pids = wait_until(lambda: len(p := procs(directory)) == 2 and p)
     runtime.suspend("burn")
     assert "frozen 1" in (directory / "cgroup.events").read_text().splitlines()
-    assert state_of(runtime, "burn").state is TaskState.SUSPENDED
+    assert state_of(runtime, "burn").state is RunState.SUSPENDED
     assert burnt_over(directory, 1.0) < 0.02
     runtime.resume("burn")
     assert "frozen 0" in (directory / "cgroup.events").read_text().splitlines()
@@ -85,7 +85,7 @@ def test_v2_stop_of_frozen_task_and_purge(
     runtime.stop("t1", grace_seconds=2)
     assert exited(runtime, "t1").exit_code == 143
     runtime.purge(grace_seconds=0.2)
-    assert not (unified_root / "sluice" / node_id).exists()
+    assert not (unified_root / "sluice" / scope_name("sluice", node_id)).exists()
 
 
 def runtime_enforces_cpuset(runtime: ProcessRuntime) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-from node_agent.runtime.base import ResourceLimits, TaskExistsError, TaskState, UnknownTaskError
+from node_agent.runtime.base import ResourceLimits, RunState, TaskExistsError, UnknownTaskError
 from node_agent.runtime.cgroups import format_cpuset
 from node_agent.runtime.docker_runtime import DockerRuntime
 from node_agent.runtime.task_image import DEFAULT_IMAGE, RECIPE_LABEL
@@ -56,6 +56,7 @@ def test_container_has_labels_and_granted_limits(
     labels = attrs["Config"]["Labels"]
     # The image's recipe label is inherited; the runtime's own labels are these.
     assert {k: v for k, v in labels.items() if k.startswith("sluice.")} == {
+        "sluice.cluster": "sluice",
         "sluice.node": node_id,
         "sluice.job": "job",
         "sluice.task": "t1",
@@ -64,7 +65,7 @@ def test_container_has_labels_and_granted_limits(
         "sluice.task_key": "t1",
     }
     assert attrs["Config"]["Image"] == DEFAULT_IMAGE
-    assert state_of(runtime, "t1").state is TaskState.RUNNING
+    assert state_of(runtime, "t1").state is RunState.RUNNING
 
 
 def test_default_image_is_built_locally_with_recipe_label(
@@ -86,7 +87,7 @@ def test_paused_task_burns_no_cpu_and_burns_again_after_resume(
     runtime.suspend("burn")
     container.reload()
     assert container.status == "paused"
-    assert state_of(runtime, "burn").state is TaskState.SUSPENDED
+    assert state_of(runtime, "burn").state is RunState.SUSPENDED
     assert cpu_over_about_one_second(container) < 0.02
     runtime.resume("burn")
     container.reload()
@@ -165,8 +166,8 @@ def test_new_runtime_adopts_containers_without_duplicating(
     second = DockerRuntime(node_id, state_dir, docker_client)
     try:
         observed = {o.task_key: o for o in second.observe()}
-        assert observed["t1"].state is TaskState.RUNNING
-        assert observed["t2"].state is TaskState.SUSPENDED
+        assert observed["t1"].state is RunState.RUNNING
+        assert observed["t2"].state is RunState.SUSPENDED
         assert exited(second, "t3").exit_code == 7
         with pytest.raises(TaskExistsError):
             second.start(launch("t1", SLEEP))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from node_agent.runtime.base import ResourceLimits, TaskState
+from node_agent.runtime.base import ResourceLimits, RunState
 from node_agent.runtime.process_runtime import ProcessRuntime, group_members, proc_stat
 from tests.integration.node_agent.conftest import (
     BURN,
@@ -62,13 +62,13 @@ def test_fallback_pins_cpus_suspends_resumes_and_stops(
 
     runtime.suspend("burn")
     assert proc_stat(pid).state == "T"  # type: ignore[union-attr]
-    assert state_of(runtime, "burn").state is TaskState.SUSPENDED
+    assert state_of(runtime, "burn").state is RunState.SUSPENDED
     before = cpu_of(burner)
     time.sleep(1.0)
     assert cpu_of(burner) - before < 0.02
 
     runtime.resume("burn")
-    assert state_of(runtime, "burn").state is TaskState.RUNNING
+    assert state_of(runtime, "burn").state is RunState.RUNNING
     before = cpu_of(burner)
     time.sleep(1.0)
     assert cpu_of(burner) - before > 0.1  # loose: the cores are shared
@@ -96,7 +96,7 @@ def test_fallback_adoption_and_purge(tmp_path: Path, node_id: str, state_dir: Pa
     pids = wait_until(lambda: task_processes(state_dir, "t1"))
     del first
     second = ProcessRuntime(node_id, state_dir, cgroup_root=root)
-    assert state_of(second, "t1").state is TaskState.RUNNING
+    assert state_of(second, "t1").state is RunState.RUNNING
     second.purge(grace_seconds=0.5)
     assert not any(pid_alive(p) for p in pids)
     assert second.observe() == []

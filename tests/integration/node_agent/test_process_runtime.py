@@ -13,10 +13,11 @@ import pytest
 
 from node_agent.runtime.base import (
     ResourceLimits,
+    RunState,
     RuntimeError_,
     TaskExistsError,
-    TaskState,
     UnknownTaskError,
+    scope_name,
 )
 from node_agent.runtime.process_runtime import ProcessRuntime
 from tests.integration.node_agent.conftest import (
@@ -45,7 +46,9 @@ def runtime(cgroup_v1: Path, node_id: str, state_dir: Path) -> Iterator[ProcessR
 
 def knob(node_id: str, key: str, hierarchy: str, name: str) -> str:
     return (
-        (Path("/sys/fs/cgroup") / hierarchy / "sluice" / node_id / key / name).read_text().strip()
+        (Path("/sys/fs/cgroup") / hierarchy / "sluice" / scope_name("sluice", node_id) / key / name)
+        .read_text()
+        .strip()
     )
 
 
@@ -65,7 +68,11 @@ def task_pids(node_id: str, key: str) -> set[int]:
 
 def test_describe_names_cgroup_v1_and_the_node_path(runtime: ProcessRuntime, node_id: str) -> None:
     text = runtime.describe()
-    assert "cgroup v1" in text and f"sluice/{node_id}/<task>" in text and "FALLBACK" not in text
+    assert (
+        "cgroup v1" in text
+        and f"sluice/{scope_name('sluice', node_id)}/<task>" in text
+        and "FALLBACK" not in text
+    )
 
 
 def test_cgroup_shows_granted_quota_cpuset_and_memory(
@@ -88,10 +95,10 @@ def test_suspended_task_burns_no_cpu_and_burns_again_after_resume(
     runtime.start(launch("burn", BURN, cpu=1.0))
     runtime.suspend("burn")
     assert knob(node_id, "burn", "freezer", "freezer.state") == "FROZEN"
-    assert state_of(runtime, "burn").state is TaskState.SUSPENDED
+    assert state_of(runtime, "burn").state is RunState.SUSPENDED
     assert cpu_burnt_over(node_id, "burn", 1.0) < 0.02
     runtime.resume("burn")
-    assert state_of(runtime, "burn").state is TaskState.RUNNING
+    assert state_of(runtime, "burn").state is RunState.RUNNING
     assert cpu_burnt_over(node_id, "burn", 1.0) > 0.1  # loose: the 2 cores are shared
     runtime.resume("burn")  # resuming a running task does nothing
 
@@ -106,7 +113,7 @@ def test_resize_changes_quota_cpuset_and_memory_of_running_task(
     assert knob(node_id, "t1", "cpuset", "cpuset.cpus") == ("0-1" if _cpus() > 1 else "0")
     assert knob(node_id, "t1", "memory", "memory.limit_in_bytes") == str(96 * MiB)
     assert state_of(runtime, "t1").limits == new
-    assert state_of(runtime, "t1").state is TaskState.RUNNING
+    assert state_of(runtime, "t1").state is RunState.RUNNING
 
 
 def test_lowering_memory_below_usage_fails_clearly_and_changes_nothing(
@@ -206,9 +213,9 @@ def test_new_runtime_adopts_running_task_without_duplicating_it(
     try:
         assert "adopted 2 task(s)" in second.describe()
         observed = {o.task_key: o for o in second.observe()}
-        assert observed["t1"].state is TaskState.RUNNING
+        assert observed["t1"].state is RunState.RUNNING
         assert observed["t1"].started_at == started_at
-        assert observed["t2"].state is TaskState.SUSPENDED
+        assert observed["t2"].state is RunState.SUSPENDED
         with pytest.raises(TaskExistsError):
             second.start(launch("t1", SLEEP))
         assert task_pids(node_id, "t1") == pids
@@ -216,7 +223,7 @@ def test_new_runtime_adopts_running_task_without_duplicating_it(
         assert state_of(second, "t1").exit_code == 143
         assert not any(pid_alive(p) for p in pids)
         second.resume("t2")
-        assert state_of(second, "t2").state is TaskState.RUNNING
+        assert state_of(second, "t2").state is RunState.RUNNING
     finally:
         second.purge(grace_seconds=0.2)
 
@@ -246,7 +253,7 @@ def test_purge_leaves_no_cgroup_process_or_state(
     exited(runtime, "done")
     pids = task_pids(node_id, "running") | task_pids(node_id, "frozen")
     # A cgroup whose task record was lost, with a process in it, must go too.
-    stray = Path("/sys/fs/cgroup/freezer/sluice") / node_id / "stray"
+    stray = Path("/sys/fs/cgroup/freezer/sluice") / scope_name("sluice", node_id) / "stray"
     stray.mkdir()
     orphan = subprocess.Popen(["sleep", "30"])
     (stray / "cgroup.procs").write_text(str(orphan.pid))
@@ -255,7 +262,9 @@ def test_purge_leaves_no_cgroup_process_or_state(
     orphan.wait(timeout=5)
     assert not any(pid_alive(p) for p in pids)
     for hierarchy in V1_HIERARCHIES:
-        assert not (Path("/sys/fs/cgroup") / hierarchy / "sluice" / node_id).exists()
+        assert not (
+            Path("/sys/fs/cgroup") / hierarchy / "sluice" / scope_name("sluice", node_id)
+        ).exists()
     assert not (state_dir / "tasks").exists()
     assert runtime.observe() == []
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job_master.plan import Container, Decisions, JobPlan, PhaseAsk, Step
+from job_master.plan import Container, Decisions, JobPlan, Step
+from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
 from tests.builders import chain_spec, job_spec, phase_doc, res

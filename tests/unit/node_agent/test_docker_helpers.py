@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from node_agent.runtime import docker_runtime as dr
-from node_agent.runtime.base import ResourceLimits
+from node_agent.runtime.base import ResourceLimits, scope_name
 from tests.unit.node_agent.conftest import make_launch
 
 DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
@@ -23,11 +23,16 @@ def test_container_name_is_valid_for_any_node_and_key(node: str, key: str) -> No
 def test_container_names_differ_when_sanitised_keys_collide() -> None:
     assert dr.container_name("n", "a/b") != dr.container_name("n", "a_b")
     assert dr.container_name("n1", "k") != dr.container_name("n2", "k")
+    # two clusters with the same node id never share a container name
+    assert dr.container_name(scope_name("a", "n1"), "k") != dr.container_name(
+        scope_name("b", "n1"), "k"
+    )
 
 
-def test_labels_name_node_job_task_attempt_allocation_and_key() -> None:
-    labels = dr.container_labels("node-7", make_launch(key="k1"))
+def test_labels_name_cluster_node_job_task_attempt_allocation_and_key() -> None:
+    labels = dr.container_labels("lab", "node-7", make_launch(key="k1"))
     assert labels == {
+        "sluice.cluster": "lab",
         "sluice.node": "node-7",
         "sluice.job": "job-1",
         "sluice.task": "task-0",

@@ -1,39 +1,100 @@
-"""Builders for driving a ResourceManagerCore in tests: nodes, running jobs, asks, commands."""
+"""Builders for driving a ResourceManagerCore in tests: nodes, running jobs, asks, commands.
+
+:class:`Driver` calls the core the way the gRPC layer does: every call is one unit of work
+(committed, or rolled back if it raises), and a plain number given as ``now`` is a time on both
+clocks (``Now(t, t)``), so tests read like before while the core sees both.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState
-from resource_manager.core import NodeCommand, PhaseAsk, ResourceManagerCore
-from resource_manager.records import TaskObservation
+from resource_manager.core import CoreSettings, NodeCommand, ResourceManagerCore
+from resource_manager.records import Now, TaskReport
 from resource_manager.store import Store
+from resource_manager.tables import Tables
 from tests.builders import job_spec, phase_doc, res
 
 
-def new_core(path: Path | str = ":memory:", *, node_timeout: float = 10.0) -> ResourceManagerCore:
-    return ResourceManagerCore(Store(path), node_timeout=node_timeout)
+def at(t: float) -> Now:
+    return Now(wall=t, monotonic=t)
+
+
+class Driver:
+    """A ResourceManagerCore whose every method call is one unit of work."""
+
+    def __init__(self, core: ResourceManagerCore) -> None:
+        self.core = core
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.core, name)
+        if not callable(attribute):
+            return attribute
+        return self._unit(attribute)
+
+    def _unit(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            now = kwargs.get("now")
+            if isinstance(now, int | float):
+                kwargs["now"] = at(float(now))
+            if len(args) == 1 and isinstance(args[0], int | float) and method.__name__ == "tick":
+                args = (at(float(args[0])),)
+            tables = self.core.tables
+            tables.begin()
+            try:
+                result = method(*args, **kwargs)
+            except BaseException:
+                tables.rollback()
+                raise
+            tables.commit()
+            return result
+
+        return call
+
+
+def new_core(
+    path: Path | str = ":memory:", *, node_timeout: float = 10.0, **settings: Any
+) -> Driver:
+    return Driver(
+        ResourceManagerCore(
+            Tables(Store(path)), CoreSettings(node_timeout=node_timeout, **settings)
+        )
+    )
 
 
 def add_node(
-    core: ResourceManagerCore,
+    core: Driver,
     node_id: str = "n1",
     cpu: float = 4.0,
     memory_mb: int = 4096,
     *,
-    live: Sequence[TaskObservation] = (),
+    live: Sequence[TaskReport] = (),
     now: float = 0.0,
+    instance_id: str = "",
 ) -> None:
-    core.register_node(node_id, f"{node_id}:7000", "process", res(cpu, memory_mb), live, now=now)
+    core.register_node(
+        node_id,
+        f"{node_id}:7000",
+        "process",
+        res(cpu, memory_mb),
+        live,
+        now=now,
+        instance_id=instance_id,
+    )
 
 
-def commands(core: ResourceManagerCore, node_id: str, *, now: float = 0.0) -> list[NodeCommand]:
-    """What the node's next heartbeat (reporting nothing live) hands it."""
-    reregister, sent = core.heartbeat(node_id, res(0.0, 0), [], now=now)
+def commands(
+    core: Driver, node_id: str, *, now: float = 0.0, live: Sequence[TaskReport] = ()
+) -> list[NodeCommand]:
+    """What the node's next heartbeat (reporting ``live``) hands it."""
+    reregister, sent = core.heartbeat(node_id, res(0.0, 0), list(live), now=now)
     assert not reregister
-    return sent
+    return list(sent)
 
 
 def spec_of(
@@ -43,12 +104,12 @@ def spec_of(
     return job_spec(phase_doc("p", tasks, cpu=cpu, memory_mb=memory_mb), priority=priority)
 
 
-def running_job(core: ResourceManagerCore, spec: JobSpec | None = None, *, now: float = 1.0) -> str:
+def running_job(core: Driver, spec: JobSpec | None = None, *, now: float = 1.0) -> str:
     """Submit in client mode (no master container) and register its master: RUNNING."""
     job = core.submit(spec or spec_of(), client_mode=True, now=now)
-    core.register_master(job.job_id, now=now)
-    assert job.state is JobState.RUNNING
-    return job.job_id
+    core.register_master(job.job_id, attempt=1, now=now)
+    assert core.job(job.job_id).state is JobState.RUNNING
+    return str(job.job_id)
 
 
 def want(count: int, *, phase: str = "p", cpu: float = 1.0, memory_mb: int = 256) -> PhaseAsk:

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import pytest
 
+from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.lifecycle import TaskState
-from resource_manager.core import PhaseAsk, ResourceManagerCore
-from resource_manager.records import MASTER_TASK_ID, PhaseProgress
+from resource_manager.errors import InvalidRequestError
+from resource_manager.records import PhaseProgress
 from tests.builders import job_spec, observation, phase_doc, res
-from tests.unit.resource_manager.harness import add_node, new_core, running_job, spec_of, want
+from tests.unit.resource_manager.harness import (
+    Driver,
+    add_node,
+    new_core,
+    running_job,
+    spec_of,
+    want,
+)
 
 
-def granted_ids(core: ResourceManagerCore, job_id: str, asks: list[PhaseAsk]) -> list[str]:
+def granted_ids(core: Driver, job_id: str, asks: list[PhaseAsk]) -> list[str]:
     result = core.allocate(job_id, asks, [], [], 0, now=5.0)
     return [a.allocation_id for a in result.granted]
 
@@ -56,16 +64,17 @@ def test_grants_made_between_rounds_count_towards_the_next_ask():
     assert len(core.allocations) == 4  # nothing more was outstanding
 
 
-def test_releases_free_the_node_and_ignore_other_jobs_containers():
+def test_releases_free_the_node_refuse_other_jobs_containers_and_ignore_unknown_ones():
     core = new_core()
     add_node(core, "n1", 2.0, 4096)
     mine = running_job(core)
     other = running_job(core)
     (a,) = granted_ids(core, mine, [want(1)])
     (b,) = granted_ids(core, other, [want(1)])
-    core.allocate(mine, [], [b, "job-000009-a1"], [], 0, now=6.0)  # not mine: ignored
-    assert set(core.allocations) == {a, b}
-    core.allocate(mine, [], [a], [], 0, now=6.0)
+    with pytest.raises(InvalidRequestError, match=r"releases\[1\]: .* is not a task container of"):
+        core.allocate(mine, [], ["job-000009-a1", b, a], [], 0, now=6.0)
+    assert set(core.allocations) == {a, b}  # refused whole: not even a was released
+    core.allocate(mine, [], [a, "job-000009-a1"], [], 0, now=6.0)  # unknown: already gone
     assert set(core.allocations) == {b}
     assert core.node_allocated("n1") == res(1.0, 256)
 
@@ -120,7 +129,7 @@ def test_progress_is_stored():
 # --------------------------------------------------------------------------- task reports
 
 
-def launched(core: ResourceManagerCore, count: int = 1) -> tuple[str, list[str]]:
+def launched(core: Driver, count: int = 1) -> tuple[str, list[str]]:
     """A running job with ``count`` containers on n1 (4 cpu)."""
     add_node(core, "n1")
     job_id = running_job(core, job_spec(phase_doc("map", 4), phase_doc("sum", 1, after=["map"])))
@@ -145,6 +154,7 @@ def test_reports_become_task_records_with_their_transitions():
         ],
         now=12.0,
     )
+    task = core.tasks[(job_id, "map-0", 1)]
     assert (task.state, task.exit_code, task.message) == (TaskState.FAILED, 3, "boom")
     assert task.finish_time == 12.0  # no timestamp in the report: the RM's clock
     assert task.seq > running_seq
@@ -212,9 +222,11 @@ def test_events_after_a_sequence_number_in_order_without_the_master():
         ("map-1", a1, TaskState.RUNNING),
         ("map-0", a0, TaskState.RUNNING),
         ("map-1", a1, TaskState.SUCCEEDED),
-        (MASTER_TASK_ID, "", TaskState.RUNNING),
     ]:
         core.report_events("n1", [observation(job_id, task_id, state, allocation_id=alloc)], now=1)
+    core.report_events(
+        "n1", [observation(job_id, "master", TaskState.RUNNING, job_master=True)], now=1
+    )
     events = core.allocate(job_id, [], [], [], 0, now=3.0).events
     # each record carries its latest change, ordered by when that change happened
     assert [(e.task_id, e.state) for e in events] == [
@@ -225,3 +237,41 @@ def test_events_after_a_sequence_number_in_order_without_the_master():
     after_first = core.allocate(job_id, [], [], [], events[0].seq, now=4.0).events
     assert [e.task_id for e in after_first] == ["map-1"]
     assert core.allocate(job_id, [], [], [], events[1].seq, now=4.0).events == ()
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    ("asks", "progress", "error"),
+    [
+        ([want(1, phase="nope")], [], "asks[0].phase: the job has no phase 'nope'"),
+        ([want(1, cpu=-1.0)], [], "asks[0].resources: must be phase 'p''s 1 cpu / 256 MiB"),
+        ([want(40_000)], [], "asks[0].count: 40000 is more than phase 'p' can still use"),
+        ([want(1)], [PhaseProgress("x", 4)], "progress[0]: must be phase 'p' of 4 tasks"),
+        ([want(1)], [PhaseProgress("p", 4, pending=-1)], "progress[0]: task counts must be"),
+        ([want(1)], [PhaseProgress("p", 4), PhaseProgress("p", 4)], "progress: must list"),
+    ],
+)
+def test_an_ask_or_progress_the_spec_does_not_allow_changes_nothing(
+    asks: list[PhaseAsk], progress: list[PhaseProgress], error: str
+):
+    core = new_core()
+    add_node(core, "n1", 8.0, 8192)
+    job_id = running_job(core, spec_of(4))
+    (held,) = granted_ids(core, job_id, [want(1)])
+    before = (dict(core.jobs), dict(core.allocations))
+    with pytest.raises(InvalidRequestError) as caught:
+        core.allocate(job_id, asks, [held], progress, 0, now=3.0)
+    assert str(caught.value).startswith(error)
+    assert (dict(core.jobs), dict(core.allocations)) == before  # not even the release happened
+
+
+def test_the_count_allowed_counts_the_containers_delivered():
+    core = new_core()
+    add_node(core, "n1", 8.0, 8192)
+    job_id = running_job(core, spec_of(4))
+    granted_ids(core, job_id, [want(3)])
+    with pytest.raises(InvalidRequestError, match=r"asks\[0\]\.count: 2 is more"):
+        core.allocate(job_id, [want(2)], [], [], 0, now=3.0)
+    assert len(granted_ids(core, job_id, [want(1)])) == 1

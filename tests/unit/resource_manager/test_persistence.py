@@ -1,7 +1,9 @@
-"""An RM restart loses nothing: a new core over the same SQLite file sees every record."""
+"""An RM restart loses nothing, and a request is one unit: whole or not at all, in memory and
+in SQLite."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -9,16 +11,25 @@ import pytest
 
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.core import MASTER_RESOURCES, LaunchMaster
-from resource_manager.records import PhaseProgress
+from resource_manager.records import AllocationKind, PhaseProgress
 from resource_manager.store import SCHEMA_VERSION, Store, StoreError
 from tests.builders import chain_spec, observation, res
-from tests.unit.resource_manager.harness import add_node, commands, new_core, running_job, want
+from tests.unit.resource_manager.harness import (
+    Driver,
+    add_node,
+    at,
+    commands,
+    new_core,
+    running_job,
+    spec_of,
+    want,
+)
 
 
 def test_a_restarted_core_sees_every_job_task_and_allocation(tmp_path: Path):
     path = tmp_path / "rm.sqlite"
     before = new_core(path)
-    add_node(before, "n1", 2.0, 4096)
+    add_node(before, "n1", 1.0, 4096)
     job_id = running_job(before, chain_spec("map", "sum", tasks=2, priority=3, max_retries=1))
     progress = [PhaseProgress("map", 2, pending=1, running=1), PhaseProgress("sum", 2, pending=2)]
     (delivered,) = before.allocate(job_id, [want(1, phase="map")], [], progress, 0, now=2.0).granted
@@ -27,7 +38,7 @@ def test_a_restarted_core_sees_every_job_task_and_allocation(tmp_path: Path):
         [observation(job_id, "map-0", TaskState.RUNNING, allocation_id=delivered.allocation_id)],
         now=3.0,
     )
-    before.allocate(job_id, [want(2, phase="map")], [], [], 0, now=4.0)  # no room for a second
+    before.allocate(job_id, [want(1, phase="map")], [], [], 0, now=4.0)  # no room for a second
     add_node(before, "n2", 2.0, 4096, now=5.0)  # granted here, not delivered before the crash
     finished = running_job(before)
     before.finish_job(finished, JobState.SUCCEEDED, "ok", [], now=6.0)
@@ -42,7 +53,7 @@ def test_a_restarted_core_sees_every_job_task_and_allocation(tmp_path: Path):
     # counters continue: no reused job, allocation or event numbers
     assert after.submit(chain_spec("y"), client_mode=True, now=8.0).job_id == "job-000004"
     # the grant made just before the restart is still handed out, once
-    add_node(after, "n1", 2.0, 4096, now=9.0)
+    add_node(after, "n1", 1.0, 4096, now=9.0)
     add_node(after, "n2", 2.0, 4096, now=9.0)
     regranted = after.allocate(job_id, [], [], [], 0, now=10.0).granted
     assert [a.node_id for a in regranted] == ["n2"]
@@ -63,9 +74,68 @@ def test_store_refuses_a_newer_schema(tmp_path: Path):
         Store(path)
 
 
+def test_a_version_1_state_directory_is_migrated(tmp_path: Path):
+    """Version 1 marked job master containers with the phase name '__master__'."""
+    path = tmp_path / "rm.sqlite"
+    spec = json.dumps(
+        {
+            "name": "j",
+            "priority": 0,
+            "max_retries": 2,
+            "phases": [
+                {
+                    "name": "p",
+                    "tasks": 1,
+                    "command": ["true"],
+                    "resources": {"cpu": 1.0, "memory_mb": 256},
+                }
+            ],
+        }
+    )
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            """
+            CREATE TABLE jobs (job_id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE,
+                spec TEXT NOT NULL, state TEXT NOT NULL, submit_time REAL NOT NULL,
+                client_mode INTEGER NOT NULL, kill_requested INTEGER NOT NULL,
+                start_time REAL NOT NULL, finish_time REAL NOT NULL, message TEXT NOT NULL,
+                progress TEXT NOT NULL, master_node TEXT NOT NULL,
+                master_allocation TEXT NOT NULL);
+            CREATE TABLE allocations (allocation_id TEXT PRIMARY KEY, job_id TEXT NOT NULL,
+                phase TEXT NOT NULL, node_id TEXT NOT NULL, cpu REAL NOT NULL,
+                memory_mb INTEGER NOT NULL, granted_time REAL NOT NULL,
+                delivered INTEGER NOT NULL);
+            PRAGMA user_version=1;
+            """
+        )
+        db.execute(
+            "INSERT INTO jobs VALUES ('job-000001', 1, ?, 'running', 1, 0, 0, 2, 0, '', '[]', "
+            "'n1', 'job-000001-a1')",
+            (spec,),
+        )
+        db.execute(
+            "INSERT INTO allocations VALUES ('job-000001-a1', 'job-000001', '__master__', 'n1', "
+            "0.1, 256, 1, 0)"
+        )
+        db.execute(
+            "INSERT INTO allocations VALUES ('job-000001-a2', 'job-000001', 'p', 'n1', 1, 256, 2, 1)"
+        )
+    core = new_core(path)
+    assert core.job("job-000001").master_attempt == 1
+    kinds = {a.allocation_id: (a.kind, a.phase) for a in core.allocations.values()}
+    assert kinds == {
+        "job-000001-a1": (AllocationKind.JOB_MASTER, ""),
+        "job-000001-a2": (AllocationKind.TASK, "p"),
+    }
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
 def test_counters_are_durable_and_independent(tmp_path: Path):
     store = Store(tmp_path / "rm.sqlite")
+    store.begin()
     numbers = [store.next_counter(name) for name in ("job", "job", "allocation")]
+    store.commit()
     assert numbers == [1, 2, 1]
     store.close()
     reopened = Store(tmp_path / "rm.sqlite")
@@ -76,13 +146,62 @@ def test_a_master_placed_just_before_a_restart_is_still_launched(tmp_path: Path)
     path = tmp_path / "rm.sqlite"
     before = new_core(path)
     add_node(before, "n1")
-    job = before.submit(chain_spec("x"), client_mode=False, now=1.0)
-    assert job.state is JobState.STARTING  # LaunchMaster waits for n1's next heartbeat...
+    job = before.job(before.submit(chain_spec("x"), client_mode=False, now=1.0).job_id)
+    assert job.state is JobState.STARTING  # LaunchMaster goes with n1's next heartbeat...
 
     after = new_core(path)  # ...which reaches a restarted RM
     assert after.heartbeat("n1", res(0.0, 0), [], now=2.0) == (True, [])
     add_node(after, "n1", now=2.0)
-    assert commands(after, "n1", now=3.0) == [
-        LaunchMaster(job.job_id, job.master_allocation, MASTER_RESOURCES)
-    ]
-    assert commands(after, "n1", now=4.0) == []
+    launch = LaunchMaster(job.job_id, job.master_allocation, MASTER_RESOURCES, 1)
+    assert commands(after, "n1", now=3.0) == [launch]
+
+
+# --------------------------------------------------------------------------- one request, one unit
+
+
+def failing_after_changes(core: Driver) -> None:
+    """A request that changes jobs, allocations, tasks and soft state, then hits a bug."""
+    inner = core.core
+    original = inner._grant
+
+    def grant_then_fail(placement: object, now: object) -> None:
+        original(placement, now)  # type: ignore[arg-type]
+        raise RuntimeError("a bug after the first grant")
+
+    inner._grant = grant_then_fail  # type: ignore[method-assign]
+
+
+def test_a_request_that_raises_leaves_memory_and_the_database_as_they_were(tmp_path: Path):
+    path = tmp_path / "rm.sqlite"
+    core = new_core(path)
+    add_node(core, "n1", 4.0, 4096)
+    job_id = running_job(core, spec_of(4))
+    (held,) = core.allocate(job_id, [want(1)], [], [], 0, now=2.0).granted
+    report = observation(job_id, "p-0", TaskState.RUNNING, allocation_id=held.allocation_id)
+    core.report_events("n1", [report], now=3.0)
+    snapshot = (dict(core.jobs), dict(core.tasks), dict(core.allocations), dict(core.nodes))
+    progress = [PhaseProgress("p", 4, pending=2, running=2)]
+
+    failing_after_changes(core)
+    with pytest.raises(RuntimeError, match="a bug after the first grant"):
+        core.allocate(job_id, [want(3)], [held.allocation_id], progress, 0, now=4.0)
+    assert (dict(core.jobs), dict(core.tasks), dict(core.allocations), dict(core.nodes)) == snapshot
+    assert core.core._asks == {job_id: {}} or job_id not in core.core._asks
+    restarted = new_core(path)
+    assert (restarted.jobs, restarted.tasks, restarted.allocations) == snapshot[:3]
+    # the numbers the failed request drew are drawn again: none is skipped or reused
+    core.core._grant = type(core.core)._grant.__get__(core.core)  # type: ignore[method-assign]
+    again = core.allocate(job_id, [want(3)], [], progress, 0, now=5.0).granted
+    assert [a.allocation_id for a in again] == [f"{job_id}-a2", f"{job_id}-a3", f"{job_id}-a4"]
+
+
+def test_a_unit_cannot_be_nested_and_changes_need_one():
+    core = new_core()
+    tables = core.core.tables
+    with pytest.raises(RuntimeError, match="need a unit of work"):
+        core.core.submit(spec_of(1), client_mode=True, now=at(1.0))
+    tables.begin()
+    with pytest.raises(RuntimeError, match="already open"):
+        tables.begin()
+    tables.rollback()
+    assert core.jobs == {}

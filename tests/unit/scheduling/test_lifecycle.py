@@ -35,7 +35,7 @@ T = TaskState
         (J.STARTING, J.FAILED, True),
         (J.RUNNING, J.SUCCEEDED, True),
         (J.RUNNING, J.STARTING, False),
-        (J.RUNNING, J.SUBMITTED, False),
+        (J.RUNNING, J.SUBMITTED, True),  # its job master was lost: a new attempt waits
         (J.SUCCEEDED, J.FAILED, False),
         (J.KILLED, J.RUNNING, False),
         (J.FAILED, J.FAILED, True),  # a no-op is always allowed

@@ -14,7 +14,7 @@ from node_agent.agent import AgentConfig, NodeAgent, TaskUsageRate
 from node_agent.metrics.counters import CounterReading, CounterSampler, CounterSupport
 from node_agent.metrics.host import HostSample, HostSampler
 from node_agent.metrics.reporter import MetricsReporter
-from node_agent.runtime.base import ResourceLimits, TaskObservation, TaskRuntime, TaskState
+from node_agent.runtime.base import ResourceLimits, RunObservation, RunState, TaskRuntime
 from plumbing.data_plane import DataPlane
 from plumbing.kafka_outbox import KafkaOutbox
 from policies.scheduling.resources import Resources
@@ -99,22 +99,20 @@ class FakeCounters:
 class FakeRuntime:
     """Observes ``observed``; ``cgroups`` are the tasks' cgroup v2 directories (for PSI)."""
 
-    observed: list[TaskObservation]
+    observed: list[RunObservation]
     cgroups: dict[str, Path] = field(default_factory=dict)
     name: str = "fake"
 
-    def observe(self) -> Sequence[TaskObservation]:
+    def observe(self) -> Sequence[RunObservation]:
         return self.observed
 
     def pressure_dir(self, key: str) -> Path | None:
         return self.cgroups.get(key)
 
 
-def observation(
-    key: str, state: TaskState, cpu: float = 1.0, memory_mb: int = 64
-) -> TaskObservation:
+def observation(key: str, state: RunState, cpu: float = 1.0, memory_mb: int = 64) -> RunObservation:
     job, task, attempt = key.split("/")
-    return TaskObservation(
+    return RunObservation(
         task_key=key,
         job_id=job,
         task_id=task,
@@ -127,7 +125,7 @@ def observation(
 
 def reporter(
     *,
-    tasks: Sequence[TaskObservation] = (),
+    tasks: Sequence[RunObservation] = (),
     cgroups: dict[str, Path] | None = None,
     counters: FakeCounters | None = None,
     support: CounterSupport | None = None,
@@ -282,9 +280,9 @@ def test_short_intervals_measure_counters_for_a_quarter_of_the_interval() -> Non
 
 def test_live_tasks_are_reported_with_their_usage_and_limits() -> None:
     tasks = [
-        observation("j1/t1/1", TaskState.RUNNING, cpu=1.5, memory_mb=256),
-        observation("j1/t2/1", TaskState.SUSPENDED, cpu=0.5, memory_mb=64),
-        observation("j2/t1/2", TaskState.EXITED),
+        observation("j1/t1/1", RunState.RUNNING, cpu=1.5, memory_mb=256),
+        observation("j1/t2/1", RunState.SUSPENDED, cpu=0.5, memory_mb=64),
+        observation("j2/t1/2", RunState.EXITED),
     ]
     metrics, publishers, _ = reporter(tasks=tasks)
     metrics.agent.task_usage = {"j1/t1/1": TaskUsageRate(cpu_cores=0.75, memory_bytes=100 * MIB)}
@@ -309,7 +307,7 @@ def test_a_tasks_pressure_comes_from_its_cgroup_directory(tmp_path: Path) -> Non
         "some avg10=1.50 avg60=0.50 avg300=0.10 total=1234\n"
         "full avg10=0.25 avg60=0.00 avg300=0.00 total=56\n"
     )
-    tasks = [observation("j1/t1/1", TaskState.RUNNING), observation("j1/t2/1", TaskState.RUNNING)]
+    tasks = [observation("j1/t1/1", RunState.RUNNING), observation("j1/t2/1", RunState.RUNNING)]
     metrics, publishers, _ = reporter(tasks=tasks, cgroups={"j1/t1/1": tmp_path})
     metrics.use(PLANE)
     metrics.sample_once(1.0)
@@ -336,9 +334,9 @@ def test_per_task_counters_come_from_the_same_perf_run() -> None:
     if root is None:
         pytest.skip("no cgroup2 mount on this machine")
     tasks = [
-        observation("j1/t1/1", TaskState.RUNNING),
-        observation("j1/t2/1", TaskState.RUNNING),
-        observation("j1/t3/1", TaskState.RUNNING),
+        observation("j1/t1/1", RunState.RUNNING),
+        observation("j1/t2/1", RunState.RUNNING),
+        observation("j1/t3/1", RunState.RUNNING),
     ]
     cgroups = {  # directories need not exist: their PSI is then simply absent
         "j1/t1/1": root / "sluice-test" / "t1",
