@@ -72,7 +72,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     text, _ = load_spec_file(args.file)
     client = _client(args)
     try:
-        job = client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=text), timeout=30).job
+        job = client.submit(text)
         if not args.wait:
             if args.json:
                 _print_json(as_json(job))
@@ -111,9 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     text, spec = load_spec_file(args.file)
     client = _client(args)
     try:
-        job = client.jobs.SubmitJob(
-            rm_pb.SubmitJobRequest(spec_yaml=text, client_mode=True), timeout=30
-        ).job
+        job = client.submit(text, client_mode=True)
     finally:
         client.close()
     print(

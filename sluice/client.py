@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +18,12 @@ import grpc
 from plumbing.errors import UserError
 from plumbing.rpc import channel
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
+from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
+
+SUBMIT_TIMEOUT = 30.0  # one attempt
+SUBMIT_PATIENCE = 60.0  # all attempts
+_RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def default_dir() -> Path:
@@ -66,6 +73,38 @@ class RMClient:
     def connect(cls, address: str) -> RMClient:
         ch = channel(address)
         return cls(address, ch, rm_grpc.JobServiceStub(ch))
+
+    def submit(self, spec_yaml: str, *, client_mode: bool = False) -> rm_pb.JobSummary:
+        """Submit a job exactly once.
+
+        The request carries a fresh idempotency key and is retried with the same key while the
+        RM is unreachable or slow to answer, so a retry never creates a second job; a refusal
+        (a bad spec) is final and created nothing.  If no attempt got an answer, the job may or
+        may not exist: the error says so and names the key."""
+        key = uuid.uuid4().hex
+        request = rm_pb.SubmitJobRequest(
+            spec_yaml=spec_yaml, client_mode=client_mode, idempotency_key=key
+        )
+        deadline = time.monotonic() + SUBMIT_PATIENCE
+        delay = 0.5
+        while True:
+            try:
+                response: rm_pb.SubmitJobResponse = self.jobs.SubmitJob(
+                    request, timeout=SUBMIT_TIMEOUT
+                )
+                return response.job
+            except grpc.RpcError as error:
+                code = error.code() if isinstance(error, grpc.Call) else None
+                if code not in _RETRIED or time.monotonic() + delay > deadline:
+                    if code in _RETRIED:
+                        raise UserError(
+                            f"the resource manager at {self.address} did not confirm the "
+                            f"submission within {SUBMIT_PATIENCE:.0f} s; the job may have been "
+                            f"created (idempotency key {key}): check `sluice jobs`"
+                        ) from None
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     def close(self) -> None:
         self.channel.close()

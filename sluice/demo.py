@@ -112,8 +112,7 @@ def _run_workload(rm_address: str) -> int:
 
 def _submit(client: RMClient, name: str) -> str:
     text = (EXAMPLES / name).read_text()
-    response = client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=text), timeout=30)
-    return str(response.job.job_id)
+    return str(client.submit(text).job_id)
 
 
 def _show_data_plane(aggregator: str, feed: CandidateFeed) -> None:
