@@ -141,6 +141,7 @@ def load_identity(state_dir: Path, node_id: str, cluster_id: str) -> AgentIdenti
             raise UserError(f"{flag}: {problem}")
     path = state_dir / "identity.json"
     try:
+        state_dir.mkdir(parents=True, exist_ok=True)
         recorded = json.loads(path.read_text())
         identity = AgentIdentity(
             str(recorded["node_id"]), str(recorded["cluster_id"]), str(recorded["instance_id"])
