@@ -1,8 +1,10 @@
 """Container-based preemption (BIG-C, Chen, Rao, Zhou, ATC 2017; papers/001_ce8672239b618288.txt).
 
-Modules, one decision each:
+Every amount in the API is a :class:`policies.scheduling.resources.Resources` ⟨cpu cores,
+memory MiB⟩, the scheduler's one resource type. Modules, one decision each:
 
-- :mod:`.resources` — resource vectors, their names and the preemption settings.
+- :mod:`.settings` — the preemption modes and settings (footprint, graceful step, throttle order).
+- :mod:`.vectors` — the edge: Resources to numpy vectors and back, memory rounded up to whole MiB.
 - :mod:`.amounts` — how much to reclaim from each over-provisioned queue (Algorithm 1).
 - :mod:`.victims` — which containers give it back, and how: kill, graceful or immediate
   (Algorithm 2, Sec. 3.2-3.3).

@@ -2,6 +2,8 @@
 
 The resource monitor (every 3 s in the paper, Sec. 4.2) calls :func:`plan_preemption` with an
 immutable snapshot of queues and containers and sends the resulting actions to the node agents.
+Every amount is a :class:`policies.scheduling.resources.Resources` (memory in whole MiB, see
+:mod:`policies.preemption.vectors` for the rounding of Algorithm 1's fractional MiB).
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policies.preemption.amounts import QueueAmount, QueueState, preemption_amounts
-from policies.preemption.resources import EPSILON, Mode, PreemptionSettings, Resources
+from policies.preemption.settings import Mode, PreemptionSettings
+from policies.preemption.vectors import is_nothing
 from policies.preemption.victims import (
     Container,
     ContainerAction,
     PreemptionPlan,
     choose_victims,
 )
+from policies.scheduling.resources import Resources
 
 
 @dataclass(frozen=True)
@@ -39,9 +43,12 @@ def plan_preemption(
     mode: Mode,
     settings: PreemptionSettings,
 ) -> ClusterPlan:
-    """Decide what to reclaim from which queue and which of its containers give it back."""
-    if len(capacity) != settings.dimensions:
-        raise ValueError(f"capacity: expected {settings.dimensions} values, got {len(capacity)}")
+    """Decide what to reclaim from which queue and which of its containers give it back.
+
+    Algorithm 1 (:func:`.amounts.preemption_amounts`) gives each queue's p_q and a_q; for every
+    queue with a p_q, Algorithm 2 (:func:`.victims.choose_victims`) picks from that queue's
+    containers only. Raises ValueError naming the first malformed field.
+    """
     known = {q.name for q in queues}
     for c in containers:
         if c.queue not in known:
@@ -59,6 +66,6 @@ def plan_preemption(
             ),
         )
         for amount in amounts
-        if any(v > EPSILON for v in amount.preempt)
+        if not is_nothing(amount.preempt)
     )
     return ClusterPlan(amounts=amounts, plans=plans)

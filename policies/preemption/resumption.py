@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from policies.preemption.resources import EPSILON, Resources
+from policies.scheduling.resources import Resources
 
 
 @dataclass(frozen=True)
@@ -55,13 +55,15 @@ class ResumeDecision:
 def consider_offer(
     container: PreemptedContainer, node: str, free: Resources, delay_offers: int = 3
 ) -> ResumeDecision:
-    """Resume on the first offer that fits after ``delay_offers`` fitting offers were declined."""
+    """Resume on the first offer that fits after ``delay_offers`` fitting offers were declined.
+
+    An offer fits when ``free`` on the container's node covers what the container lacks,
+    ``original - held``, in both resources (:meth:`Resources.fits_in`: CPU with float
+    tolerance, memory exactly in whole MiB). Offers that do not fit neither resume nor count.
+    """
     if delay_offers < 0:
         raise ValueError(f"delay_offers: must be >= 0, got {delay_offers}")
-    if len(free) != len(container.original) or len(container.held) != len(container.original):
-        raise ValueError("free: must have one value per resource of the container")
-    missing = (o - h for o, h in zip(container.original, container.held, strict=True))
-    fits = all(f >= m - EPSILON for f, m in zip(free, missing, strict=True))
+    fits = (container.original - container.held).fits_in(free)
     if node != container.node or not fits:
         return ResumeDecision(Verdict.IGNORE, container)
     if container.declined_offers >= delay_offers:

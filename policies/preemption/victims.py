@@ -19,6 +19,12 @@ broken by id so plans are reproducible. Suspended containers are never candidate
 Every plan's total is at most ``min(target, limit)`` in graceful mode and at most ``limit`` in
 the whole-container modes, resource by resource. New limits are listed in the settings' apply
 order (CPU first by default), the order in which the node agent must apply them.
+
+Whole MiB: target, limit, holdings, footprint and step are all :class:`Resources`, so whole
+MiB, and the walk only takes their differences and minima; every memory amount and limit it
+produces is therefore whole MiB without rounding. Each crosses the package's edge through
+:func:`policies.preemption.vectors.from_vector` capped at what it is drawn from (a container's
+holding, the limit a), which keeps ``reclaimed <= held`` exact.
 """
 
 from __future__ import annotations
@@ -31,15 +37,18 @@ from itertools import groupby
 import numpy as np
 from numpy.typing import NDArray
 
-from policies.preemption.resources import (
+from policies.preemption.settings import Mode, PreemptionSettings
+from policies.preemption.vectors import (
     EPSILON,
-    Mode,
-    PreemptionSettings,
-    Resources,
-    as_resources,
+    MEMORY,
+    ResourceName,
     as_vector,
     check_resources,
+    from_vector,
+    index,
+    whole_mib,
 )
+from policies.scheduling.resources import Resources
 
 
 @dataclass(frozen=True)
@@ -85,13 +94,14 @@ class ContainerAction:
         reclaimed: what this action gives back (a freeze gives back nothing: it only stops a
             swapping container from making its memory shortage worse).
         limits: the new (resource name, limit) pairs in the order to apply them; empty for kill.
+            CPU limits are cores (float), memory limits whole MiB (int).
     """
 
     container_id: str
     job_id: str
     kind: ActionKind
     reclaimed: Resources
-    limits: tuple[tuple[str, float], ...]
+    limits: tuple[tuple[ResourceName, float | int], ...]
 
 
 @dataclass(frozen=True)
@@ -139,13 +149,17 @@ def _dominant(target: NDArray[np.float64], limit: NDArray[np.float64]) -> int | 
 
 def _limits(
     settings: PreemptionSettings, before: NDArray[np.float64], after: NDArray[np.float64]
-) -> tuple[tuple[str, float], ...]:
-    # Rounded so that float residue (0.010000000000000009) does not reach the cgroup limits.
-    return tuple(
-        (settings.resource_names[i], round(float(after[i]), 9))
-        for i in settings.apply_order
-        if after[i] < before[i] - EPSILON
-    )
+) -> tuple[tuple[ResourceName, float | int], ...]:
+    """The resources whose limit goes down, with their new limit, in the settings' apply order."""
+    limits: list[tuple[ResourceName, float | int]] = []
+    for name in settings.apply_order:
+        i = index(name)
+        if after[i] < before[i] - EPSILON:
+            # Memory limits are whole MiB like every Resources; CPU is rounded so that float
+            # residue (0.010000000000000009) does not reach the cgroup limits.
+            value = whole_mib(after[i]) if i == MEMORY else round(float(after[i]), 9)
+            limits.append((name, value))
+    return tuple(limits)
 
 
 def choose_victims(
@@ -155,12 +169,15 @@ def choose_victims(
     mode: Mode,
     settings: PreemptionSettings,
 ) -> PreemptionPlan:
-    """Choose containers to give back ``target`` without exceeding ``limit`` (Algorithm 2)."""
-    dims = settings.dimensions
-    check_resources("target", target, dims)
-    check_resources("limit", limit, dims)
+    """Choose containers to give back ``target`` without exceeding ``limit`` (Algorithm 2).
+
+    ``target`` is p and ``limit`` is a from Algorithm 1 (:func:`.amounts.preemption_amounts`);
+    the target is first clipped to the limit. Raises ValueError naming a malformed amount.
+    """
+    check_resources("target", target)
+    check_resources("limit", limit)
     for c in containers:
-        check_resources(f"containers[{c.container_id}].resources", c.resources, dims)
+        check_resources(f"containers[{c.container_id}].resources", c.resources)
     cap = as_vector(limit)
     goal = np.minimum(as_vector(target), cap)
     jobs = _visit_order(containers)
@@ -172,9 +189,9 @@ def choose_victims(
     satisfied = dominant is None or bool(total[dominant] >= goal[dominant] - EPSILON)
     return PreemptionPlan(
         mode=mode,
-        target=as_resources(goal),
+        target=from_vector(goal, most=limit),
         limit=limit,
-        reclaimed=as_resources(total),
+        reclaimed=from_vector(total, most=limit),
         actions=tuple(actions),
         satisfied=satisfied,
     )
@@ -204,29 +221,29 @@ def _whole_containers(
         total += gain
         kind = ActionKind.KILL if mode is Mode.KILL else ActionKind.SUSPEND
         limits = () if mode is Mode.KILL else _limits(settings, held, kept)
+        reclaimed = from_vector(gain, most=container.resources)
         actions.append(
-            ContainerAction(
-                container.container_id, container.job_id, kind, as_resources(gain), limits
-            )
+            ContainerAction(container.container_id, container.job_id, kind, reclaimed, limits)
         )
     return actions, total
 
 
 def _freeze(container: Container, settings: PreemptionSettings) -> ContainerAction:
-    """Throttle a swapping container to the footprint of the first-throttled resource (CPU).
+    """Freeze a swapping container: its first-throttled resource to the footprint (Alg. 2, l. 8).
 
     Nothing counts as reclaimed: the freeze stops the container from deepening its memory
     shortage (Sec. 4.2, container monitor); it is not a grant to the short jobs.
     """
     held = as_vector(container.resources)
     frozen = held.copy()
-    throttled = settings.apply_order[0]
-    frozen[throttled] = min(frozen[throttled], settings.minimal_footprint[throttled])
+    throttled = index(settings.apply_order[0])
+    footprint = as_vector(settings.minimal_footprint)
+    frozen[throttled] = min(frozen[throttled], footprint[throttled])
     return ContainerAction(
         container.container_id,
         container.job_id,
         ActionKind.FREEZE,
-        as_resources(np.zeros_like(held)),
+        Resources(),
         _limits(settings, held, frozen),
     )
 
@@ -266,7 +283,7 @@ def _graceful(
                         c.container_id,
                         c.job_id,
                         ActionKind.SHRINK,
-                        as_resources(gain),
+                        from_vector(gain, most=c.resources),
                         _limits(settings, held[c.container_id], left[c.container_id]),
                     )
                 )

@@ -5,6 +5,10 @@ docs/model/preempt.md, example in examples/model/preempt_snapshot.json), runs on
 BIG-C preemptive fair-share scheduler (Algorithm 1 then Algorithm 2) and prints, per queue, the
 amount to reclaim and each container's action. Every malformed field is reported as one line
 naming it.
+
+The snapshot's vectors are lists ⟨cpu cores, memory MiB⟩; this module is the edge that turns
+them into :class:`policies.scheduling.resources.Resources` (memory must be whole MiB) and the
+policy's Resources back into the report's ``{"cpu": ..., "memory_mb": ...}`` objects.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from typing import Any
 from plumbing.errors import UserError
 from policies.preemption.amounts import QueueState
 from policies.preemption.plan import ClusterPlan, plan_preemption
-from policies.preemption.resources import Mode, PreemptionSettings, Resources
+from policies.preemption.settings import Mode, PreemptionSettings
+from policies.preemption.vectors import RESOURCE_NAMES, ResourceName
 from policies.preemption.victims import Container
+from policies.scheduling.resources import Resources
 
-PAPER_RESOURCES = ("cpu", "memory_mb")
 MODES = [mode.value for mode in Mode]
+_BY_NAME: dict[str, ResourceName] = {name: name for name in RESOURCE_NAMES}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,11 +79,20 @@ def _flag(value: Any, field: str) -> bool:
     return value
 
 
-def _vector(value: Any, field: str, dims: int) -> Resources:
+def _mib(value: Any, field: str) -> int:
+    number = _number(value, field)
+    if not number.is_integer():
+        raise UserError(f"{field}: expected a whole number of MiB, got {value}")
+    return int(number)
+
+
+def _resources(value: Any, field: str) -> Resources:
+    """A vector [cpu cores, memory MiB] as Resources; the fields are named by index."""
     items = _list(value, field)
+    dims = len(RESOURCE_NAMES)
     if len(items) != dims:
         raise UserError(f"{field}: expected {dims} numbers (one per resource), got {len(items)}")
-    return tuple(_number(v, f"{field}[{i}]") for i, v in enumerate(items))
+    return Resources(cpu=_number(items[0], f"{field}[0]"), memory_mb=_mib(items[1], f"{field}[1]"))
 
 
 def _known_keys(obj: Mapping[str, Any], field: str, allowed: set[str]) -> None:
@@ -86,38 +101,39 @@ def _known_keys(obj: Mapping[str, Any], field: str, allowed: set[str]) -> None:
         raise UserError(f"{field}.{unknown[0]}: unknown field")
 
 
-def _settings(doc: Mapping[str, Any], names: tuple[str, ...]) -> PreemptionSettings:
+def _settings(doc: Mapping[str, Any]) -> PreemptionSettings:
     raw = _object(doc.get("settings", {}), "settings")
     _known_keys(
         raw,
         "settings",
         {"minimal_footprint", "graceful_step", "throttle_first", "resume_after_offers"},
     )
-    dims = len(names)
     defaults = PreemptionSettings()
-    for key in ("minimal_footprint", "graceful_step"):
-        if key not in raw and names != PAPER_RESOURCES:
-            raise UserError(
-                f"settings.{key}: required when resources are not {list(PAPER_RESOURCES)}"
-            )
-    footprint = _vector(
-        raw.get("minimal_footprint", defaults.minimal_footprint), "settings.minimal_footprint", dims
+    footprint = (
+        _resources(raw["minimal_footprint"], "settings.minimal_footprint")
+        if "minimal_footprint" in raw
+        else defaults.minimal_footprint
     )
-    step = _vector(raw.get("graceful_step", defaults.graceful_step), "settings.graceful_step", dims)
-    if not any(v > 0 for v in step):
+    step = (
+        _resources(raw["graceful_step"], "settings.graceful_step")
+        if "graceful_step" in raw
+        else defaults.graceful_step
+    )
+    if step.cpu <= 0 and step.memory_mb <= 0:
         raise UserError("settings.graceful_step: at least one value must be > 0")
-    throttle = _text(
-        raw.get("throttle_first", "cpu" if "cpu" in names else names[0]), "settings.throttle_first"
+    throttle_text = _text(
+        raw.get("throttle_first", defaults.throttle_first), "settings.throttle_first"
     )
-    if throttle not in names:
-        raise UserError(f"settings.throttle_first: {throttle!r} is not one of the resources")
+    throttle = _BY_NAME.get(throttle_text)
+    if throttle is None:
+        raise UserError(f"settings.throttle_first: {throttle_text!r} is not one of the resources")
     delay = raw.get("resume_after_offers", defaults.resume_after_offers)
     if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
         raise UserError("settings.resume_after_offers: expected an integer >= 0")
-    return PreemptionSettings(names, footprint, step, throttle, delay)
+    return PreemptionSettings(footprint, step, throttle, delay)
 
 
-def _queues(doc: Mapping[str, Any], dims: int) -> list[QueueState]:
+def _queues(doc: Mapping[str, Any]) -> list[QueueState]:
     queues = []
     for i, raw in enumerate(_list(doc.get("queues"), "queues")):
         field = f"queues[{i}]"
@@ -130,8 +146,8 @@ def _queues(doc: Mapping[str, Any], dims: int) -> list[QueueState]:
             QueueState(
                 name=_text(obj.get("name"), f"{field}.name"),
                 fair_share=share,
-                allocation=_vector(obj.get("allocation"), f"{field}.allocation", dims),
-                demand=_vector(obj.get("demand", [0] * dims), f"{field}.demand", dims),
+                allocation=_resources(obj.get("allocation"), f"{field}.allocation"),
+                demand=_resources(obj.get("demand", [0, 0]), f"{field}.demand"),
             )
         )
     names = [q.name for q in queues]
@@ -141,7 +157,7 @@ def _queues(doc: Mapping[str, Any], dims: int) -> list[QueueState]:
     return queues
 
 
-def _containers(doc: Mapping[str, Any], dims: int, queues: set[str]) -> list[Container]:
+def _containers(doc: Mapping[str, Any], queues: set[str]) -> list[Container]:
     containers = []
     seen: set[str] = set()
     allowed = {"id", "job", "queue", "resources", "remaining_time", "swapping", "suspended"}
@@ -161,7 +177,7 @@ def _containers(doc: Mapping[str, Any], dims: int, queues: set[str]) -> list[Con
                 container_id=cid,
                 job_id=_text(obj.get("job"), f"{field}.job"),
                 queue=queue,
-                resources=_vector(obj.get("resources"), f"{field}.resources", dims),
+                resources=_resources(obj.get("resources"), f"{field}.resources"),
                 remaining_time=_number(obj.get("remaining_time"), f"{field}.remaining_time"),
                 swapping=_flag(obj.get("swapping", False), f"{field}.swapping"),
                 suspended=_flag(obj.get("suspended", False), f"{field}.suspended"),
@@ -185,28 +201,32 @@ def load_snapshot(
     _known_keys(
         doc, "snapshot", {"resources", "capacity", "mode", "settings", "queues", "containers"}
     )
-    raw_names = _list(doc.get("resources", list(PAPER_RESOURCES)), "resources")
-    names = tuple(_text(n, f"resources[{i}]") for i, n in enumerate(raw_names))
-    if not names or len(set(names)) != len(names):
-        raise UserError("resources: need at least one resource name, all distinct")
-    dims = len(names)
-    capacity = _vector(doc.get("capacity"), "capacity", dims)
+    # The scheduler has exactly two resources; the field stays so that existing snapshots, which
+    # spell them out, keep working, and so that a snapshot of other resources is refused.
+    names = _list(doc.get("resources", list(RESOURCE_NAMES)), "resources")
+    if list(names) != list(RESOURCE_NAMES):
+        raise UserError(
+            f"resources: must be {json.dumps(list(RESOURCE_NAMES))} (cpu cores, memory MiB), "
+            f"got {json.dumps(names)}"
+        )
+    capacity = _resources(doc.get("capacity"), "capacity")
     mode = None
     if "mode" in doc:
         value = doc["mode"]
         if value not in MODES:
             raise UserError(f"mode: expected one of {', '.join(MODES)}, got {json.dumps(value)}")
         mode = Mode(value)
-    queues = _queues(doc, dims)
-    containers = _containers(doc, dims, {q.name for q in queues})
-    return capacity, queues, containers, _settings(doc, names), mode
+    queues = _queues(doc)
+    containers = _containers(doc, {q.name for q in queues})
+    return capacity, queues, containers, _settings(doc), mode
 
 
-def _named(names: Sequence[str], values: Resources) -> dict[str, float]:
-    return dict(zip(names, values, strict=True))
+def _named(amount: Resources) -> dict[str, float]:
+    # Floats, as before Resources carried memory as an int, so the JSON output is unchanged.
+    return {"cpu": float(amount.cpu), "memory_mb": float(amount.memory_mb)}
 
 
-def _report(plan: ClusterPlan, mode: Mode, names: Sequence[str]) -> dict[str, Any]:
+def _report(plan: ClusterPlan, mode: Mode) -> dict[str, Any]:
     plans = dict(plan.plans)
     queues = []
     for amount in plan.amounts:
@@ -214,25 +234,23 @@ def _report(plan: ClusterPlan, mode: Mode, names: Sequence[str]) -> dict[str, An
         queues.append(
             {
                 "queue": amount.queue,
-                "over_provisioned": _named(names, amount.over_provisioned),
-                "preempt": _named(names, amount.preempt),
-                "reclaimed": _named(
-                    names, queue_plan.reclaimed if queue_plan else (0.0,) * len(names)
-                ),
+                "over_provisioned": _named(amount.over_provisioned),
+                "preempt": _named(amount.preempt),
+                "reclaimed": _named(queue_plan.reclaimed if queue_plan else Resources()),
                 "satisfied": queue_plan.satisfied if queue_plan else True,
                 "actions": [
                     {
                         "container": a.container_id,
                         "job": a.job_id,
                         "action": a.kind.value,
-                        "reclaimed": _named(names, a.reclaimed),
-                        "limits": [{"resource": r, "limit": v} for r, v in a.limits],
+                        "reclaimed": _named(a.reclaimed),
+                        "limits": [{"resource": r, "limit": float(v)} for r, v in a.limits],
                     }
                     for a in (queue_plan.actions if queue_plan else ())
                 ],
             }
         )
-    return {"mode": mode.value, "resources": list(names), "queues": queues}
+    return {"mode": mode.value, "resources": list(RESOURCE_NAMES), "queues": queues}
 
 
 def _format(vector: Mapping[str, float]) -> str:
@@ -247,7 +265,7 @@ def run_preempt(args: argparse.Namespace) -> int:
         plan = plan_preemption(capacity, queues, containers, mode, settings)
     except ValueError as exc:  # the policy names the field; keep it one line
         raise UserError(str(exc)) from None
-    report = _report(plan, mode, settings.resource_names)
+    report = _report(plan, mode)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

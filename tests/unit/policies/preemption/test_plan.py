@@ -8,47 +8,66 @@ from hypothesis import strategies as st
 
 from policies.preemption.amounts import QueueState
 from policies.preemption.plan import plan_preemption
-from policies.preemption.resources import Mode, PreemptionSettings
+from policies.preemption.settings import Mode, PreemptionSettings
 from policies.preemption.victims import ActionKind, Container
+from policies.scheduling.resources import Resources
 
+R = Resources
+CAPACITY = R(40.0, 61440)
+# Sec. 4.3: long holds a = <10 CPU, 15 GB> beyond its fair half, short asks r_s = <20, 10 GB>
 QUEUES = [
-    QueueState("long", 0.5, (30.0, 45.0), (0.0, 0.0)),
-    QueueState("short", 0.5, (10.0, 15.0), (20.0, 10.0)),
+    QueueState("long", 0.5, R(30.0, 46080), R()),
+    QueueState("short", 0.5, R(10.0, 15360), R(20.0, 10240)),
 ]
 CONTAINERS = [
-    Container(f"l{i}", f"job{i % 2}", "long", (5.0, 7.5), 100.0 * (i + 1)) for i in range(6)
-] + [Container("s0", "burst", "short", (10.0, 15.0), 5.0)]
-STEP = PreemptionSettings(minimal_footprint=(0.0, 0.0), graceful_step=(1.0, 1.0))
+    Container(f"l{i}", f"job{i % 2}", "long", R(5.0, 7680), 100.0 * (i + 1)) for i in range(6)
+] + [Container("s0", "burst", "short", R(10.0, 15360), 5.0)]
+STEP = PreemptionSettings(minimal_footprint=R(0.0, 0), graceful_step=R(1.0, 1024))
 
 
 @pytest.mark.parametrize(
     ("mode", "reclaimed", "kinds"),
     [
-        # p = <10 CPU, 5 GB> (the worked example); whole containers cap at a = <10, 15>
-        (Mode.KILL, (10.0, 15.0), {ActionKind.KILL}),
-        (Mode.GRACEFUL, (10.0, 5.0), {ActionKind.SHRINK}),
+        # p = <10 CPU, 5 GB> (the worked example); whole containers cap at a = <10, 15 GB>
+        (Mode.KILL, R(10.0, 15360), {ActionKind.KILL}),
+        (Mode.GRACEFUL, R(10.0, 5120), {ActionKind.SHRINK}),
     ],
 )
 def test_worked_example_end_to_end(
-    mode: Mode, reclaimed: tuple[float, float], kinds: set[ActionKind]
+    mode: Mode, reclaimed: Resources, kinds: set[ActionKind]
 ) -> None:
-    plan = plan_preemption((40.0, 60.0), QUEUES, CONTAINERS, mode, STEP)
+    plan = plan_preemption(CAPACITY, QUEUES, CONTAINERS, mode, STEP)
     ((name, queue_plan),) = plan.plans
     assert name == "long"
-    assert queue_plan.target == pytest.approx((10.0, 5.0))
-    assert queue_plan.reclaimed == pytest.approx(reclaimed)
+    assert queue_plan.target == R(10.0, 5120)
+    assert queue_plan.limit == R(10.0, 15360)
+    assert queue_plan.reclaimed == reclaimed
     assert {a.kind for a in plan.actions} == kinds
     assert all(a.container_id.startswith("l") for a in plan.actions)
     # job1 holds the container with the longest remaining time (l5): it is visited first
     assert plan.actions[0].container_id == "l5"
 
 
+def test_fractional_mib_reaches_algorithm_2_rounded_up() -> None:
+    # fair memory 500.5 MiB: p = 100.5 MiB is reclaimed as 101 and a = 500.5 as 501
+    queues = [
+        QueueState("long", 0.5, R(10.0, 1001), R()),
+        QueueState("short", 0.5, R(), R(10.0, 201)),
+    ]
+    containers = [Container("c", "j", "long", R(10.0, 1001), 60.0)]
+    plan = plan_preemption(R(10.0, 1001), queues, containers, Mode.GRACEFUL, STEP)
+    ((_, queue_plan),) = plan.plans
+    assert (queue_plan.target, queue_plan.limit) == (R(5.0, 101), R(5.0, 501))
+    assert queue_plan.reclaimed == R(5.0, 101)
+    assert plan.actions[0].limits == (("cpu", 5.0), ("memory_mb", 900))
+
+
 def test_nothing_to_reclaim_gives_an_empty_plan() -> None:
     calm = [
-        QueueState("long", 0.5, (20.0, 30.0), (0.0, 0.0)),
-        QueueState("short", 0.5, (0.0, 0.0), (0.0, 0.0)),
+        QueueState("long", 0.5, R(20.0, 30720), R()),
+        QueueState("short", 0.5, R(), R()),
     ]
-    plan = plan_preemption((40.0, 60.0), calm, CONTAINERS[:4], Mode.GRACEFUL, STEP)
+    plan = plan_preemption(CAPACITY, calm, CONTAINERS[:4], Mode.GRACEFUL, STEP)
     assert plan.plans == ()
     assert plan.actions == ()
 
@@ -56,12 +75,18 @@ def test_nothing_to_reclaim_gives_an_empty_plan() -> None:
 @pytest.mark.parametrize(
     ("capacity", "containers", "field"),
     [
-        ((40.0,), [], "capacity"),
-        ((40.0, 60.0), [Container("x", "j", "nowhere", (1.0, 1.0), 1.0)], r"containers\[x\].queue"),
+        (R(-40.0, 61440), [], "capacity"),
+        (R(40.0, 61440.5), [], "capacity"),  # type: ignore[arg-type]
+        (CAPACITY, [Container("x", "j", "nowhere", R(1.0, 1), 1.0)], r"containers\[x\].queue"),
+        (
+            CAPACITY,
+            [Container("x", "j", "long", R(1.0, -1), 1.0)],
+            r"containers\[x\].resources",
+        ),
     ],
 )
 def test_bad_snapshots_name_the_field(
-    capacity: tuple[float, ...], containers: list[Container], field: str
+    capacity: Resources, containers: list[Container], field: str
 ) -> None:
     with pytest.raises(ValueError, match=f"^{field}:"):
         plan_preemption(capacity, QUEUES, containers, Mode.KILL, STEP)
@@ -70,11 +95,10 @@ def test_bad_snapshots_name_the_field(
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
-        ({"resource_names": ()}, "resource_names"),
-        ({"resource_names": ("cpu", "cpu")}, "resource_names"),
-        ({"minimal_footprint": (0.01,)}, "minimal_footprint"),
-        ({"graceful_step": (0.0, 0.0)}, "graceful_step"),
-        ({"graceful_step": (1.0, -1.0)}, "graceful_step"),
+        ({"minimal_footprint": R(-0.01, 64)}, "minimal_footprint"),
+        ({"minimal_footprint": R(0.01, 64.5)}, "minimal_footprint"),  # type: ignore[arg-type]
+        ({"graceful_step": R(0.0, 0)}, "graceful_step"),
+        ({"graceful_step": R(1.0, -1)}, "graceful_step"),
         ({"throttle_first": "gpu"}, "throttle_first"),
         ({"resume_after_offers": -1}, "resume_after_offers"),
     ],
@@ -84,11 +108,23 @@ def test_bad_settings_name_the_field(kwargs: dict[str, object], field: str) -> N
         PreemptionSettings(**kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("throttle_first", "order"),
+    [("cpu", ("cpu", "memory_mb")), ("memory_mb", ("memory_mb", "cpu"))],
+)
+def test_throttle_first_chooses_the_apply_order(
+    throttle_first: str, order: tuple[str, str]
+) -> None:
+    settings = PreemptionSettings(throttle_first=throttle_first)  # type: ignore[arg-type]
+    assert settings.apply_order == order
+
+
 def test_paper_defaults() -> None:
     settings = PreemptionSettings()
-    assert settings.minimal_footprint == (0.01, 64.0)
+    assert settings.minimal_footprint == R(0.01, 64)  # Sec. 3.2: 1% CPU, 64 MB
+    assert settings.graceful_step == R(2.0, 4096)  # Sec. 5.3: <2 CPU, 4 GB>
+    assert settings.throttle_first == "cpu"
     assert settings.resume_after_offers == 3
-    assert settings.apply_order == (0, 1)
 
 
 @st.composite
@@ -97,11 +133,11 @@ def clusters(draw: st.DrawFn) -> tuple[list[QueueState], list[Container], Mode]:
     containers = []
     for i in range(draw(st.integers(1, 4))):
         held = [
-            (draw(st.floats(0.0, 8.0)), draw(st.floats(0.0, 12.0)))
+            R(draw(st.floats(0.0, 8.0)), draw(st.integers(0, 12288)))
             for _ in range(draw(st.integers(0, 5)))
         ]
-        allocation = (sum(h[0] for h in held), sum(h[1] for h in held))
-        demand = (draw(st.floats(0.0, 40.0)), draw(st.floats(0.0, 60.0)))
+        allocation = R(sum(h.cpu for h in held), sum(h.memory_mb for h in held))
+        demand = R(draw(st.floats(0.0, 40.0)), draw(st.integers(0, 61440)))
         queues.append(QueueState(f"q{i}", draw(st.floats(0.0, 0.5)), allocation, demand))
         containers += [
             Container(
@@ -122,8 +158,9 @@ def test_no_queue_ever_gives_back_more_than_its_over_provisioned_share(
     cluster: tuple[list[QueueState], list[Container], Mode],
 ) -> None:
     queues, containers, mode = cluster
-    plan = plan_preemption((80.0, 120.0), queues, containers, mode, STEP)
+    plan = plan_preemption(R(80.0, 122880), queues, containers, mode, STEP)
     over = {a.queue: a.over_provisioned for a in plan.amounts}
     for name, queue_plan in plan.plans:
-        assert all(r <= a + 1e-6 for r, a in zip(queue_plan.reclaimed, over[name], strict=True))
+        assert queue_plan.reclaimed.memory_mb <= over[name].memory_mb
+        assert queue_plan.reclaimed.cpu <= over[name].cpu + 1e-6
         assert all(a.container_id.startswith(f"{name}c") for a in queue_plan.actions)

@@ -13,7 +13,9 @@ import pytest
 from plumbing.errors import UserError
 from sluice.model import preempt
 
-EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "model" / "preempt_snapshot.json"
+ROOT = Path(__file__).resolve().parents[4]
+EXAMPLE = ROOT / "examples" / "model" / "preempt_snapshot.json"
+DOCS = ROOT / "docs" / "model" / "preempt.md"
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -46,6 +48,38 @@ def test_example_graceful_plan(capsys: pytest.CaptureFixture[str]) -> None:
     actions = {a["container"]: a["action"] for a in long_["actions"]}
     assert actions == {"spark-exec-1": "shrink", "spark-exec-2": "freeze", "spark-exec-3": "shrink"}
     assert report["queues"][1]["actions"] == []
+    # amounts stay JSON floats, as they were before memory became whole MiB in the policy
+    assert isinstance(long_["preempt"]["memory_mb"], float)
+    assert long_["actions"][1]["limits"] == [
+        {"resource": "cpu", "limit": 0.01},
+        {"resource": "memory_mb", "limit": 8192.0},
+    ]
+
+
+def test_text_output_is_the_documented_one(capsys: pytest.CaptureFixture[str]) -> None:
+    prompt = "$ sluice model preempt examples/model/preempt_snapshot.json\n"
+    documented = DOCS.read_text().split(prompt, 1)[1].split("```", 1)[0]
+    assert run(["preempt", str(EXAMPLE)], capsys) == documented
+
+
+def test_fractional_mib_is_reported_rounded_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = {
+        "capacity": [10, 1001],
+        "queues": [
+            {"name": "long", "fair_share": 0.5, "allocation": [10, 1001.0]},
+            {"name": "short", "fair_share": 0.5, "allocation": [0, 0], "demand": [10, 201]},
+        ],
+        "containers": [
+            {"id": "c", "job": "j", "queue": "long", "resources": [10, 1001], "remaining_time": 9}
+        ],
+    }
+    long_ = json.loads(run(["preempt", write(tmp_path, doc), "--json"], capsys))["queues"][0]
+    # fair memory 500.5 MiB: a = 500.5 -> 501 and p = 100.5 -> 101 (never less than the target)
+    assert long_["over_provisioned"] == {"cpu": 5.0, "memory_mb": 501.0}
+    assert long_["preempt"] == {"cpu": 5.0, "memory_mb": 101.0}
+    assert long_["reclaimed"] == {"cpu": 5.0, "memory_mb": 101.0}
 
 
 @pytest.mark.parametrize(
@@ -94,7 +128,15 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
         ("settings.graceful_step", [0, 0], "settings.graceful_step: at least one value"),
         ("settings.throttle_first", "gpu", "settings.throttle_first: 'gpu' is not one"),
         ("settings.resume_after_offers", -1, "settings.resume_after_offers: expected an integer"),
-        ("resources", ["cpu", "cpu"], "resources: need at least one resource name, all distinct"),
+        ("settings.minimal_footprint.1", 64.5, "settings.minimal_footprint[1]: expected a whole"),
+        ("capacity.1", 61440.5, "capacity[1]: expected a whole number of MiB, got 61440.5"),
+        ("containers.0.resources.1", 1.5, "containers[0].resources[1]: expected a whole number"),
+        ("queues.1.demand.1", True, "queues[1].demand[1]: expected a number, got true"),
+        ("resources", "cpu", "resources: expected a list"),
+        ("resources", ["cpu", "cpu"], 'resources: must be ["cpu", "memory_mb"] (cpu cores, memory'),
+        ("resources", ["memory_mb", "cpu"], 'resources: must be ["cpu", "memory_mb"]'),
+        ("resources", ["cores", "ram_gb"], 'resources: must be ["cpu", "memory_mb"]'),
+        ("resources", ["cpu", "memory_mb", "gpu"], 'resources: must be ["cpu", "memory_mb"]'),
         ("extra", 1, "snapshot.extra: unknown field"),
     ],
 )
@@ -108,14 +150,14 @@ def test_bad_snapshot_gives_one_line_naming_the_field(
     assert "\n" not in str(caught.value)
 
 
-def test_other_resources_need_explicit_settings(
+def test_resources_and_settings_may_be_left_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc = copy.deepcopy(example())
-    doc["resources"] = ["cores", "ram_gb"]
+    del doc["resources"]
     del doc["settings"]
-    with pytest.raises(UserError, match=r"^settings.minimal_footprint: required"):
-        run(["preempt", write(tmp_path, doc)], capsys)
+    doc["capacity"] = [40.0, 61440.0]  # a whole number of MiB may be written as a float
+    assert run(["preempt", write(tmp_path, doc)], capsys) == run(["preempt", str(EXAMPLE)], capsys)
 
 
 def test_unreadable_and_malformed_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

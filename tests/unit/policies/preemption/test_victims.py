@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies.preemption.resources import Mode, PreemptionSettings
-from policies.preemption.victims import ActionKind, Container, choose_victims
+from policies.preemption.settings import Mode, PreemptionSettings
+from policies.preemption.victims import ActionKind, Container, PreemptionPlan, choose_victims
+from policies.scheduling.resources import Resources
 
-EXACT = PreemptionSettings(minimal_footprint=(0.0, 0.0), graceful_step=(1.0, 1024.0))
+R = Resources
+EXACT = PreemptionSettings(minimal_footprint=R(0.0, 0), graceful_step=R(1.0, 1024))
 PAPER = PreemptionSettings()
 
 
@@ -17,16 +19,16 @@ def box(
     cid: str,
     job: str,
     cpu: float,
-    mem: float,
+    mem: int,
     remaining: float,
     *,
     swapping: bool = False,
     suspended: bool = False,
 ) -> Container:
-    return Container(cid, job, "long", (cpu, mem), remaining, swapping, suspended)
+    return Container(cid, job, "long", R(cpu, mem), remaining, swapping, suspended)
 
 
-def summary(plan) -> list[tuple[str, str, tuple[float, ...]]]:
+def summary(plan: PreemptionPlan) -> list[tuple[str, str, Resources]]:
     return [(a.container_id, a.kind.value, a.reclaimed) for a in plan.actions]
 
 
@@ -41,18 +43,18 @@ KILL_JOBS = [
     ("limit", "expected", "satisfied"),
     [
         # longest-remaining job first, its longest container first, until CPU (dominant) is met
-        ((6, 6144), [("L1", "kill", (4, 4096)), ("L2", "kill", (2, 2048))], True),
+        (R(6, 6144), [("L1", "kill", R(4, 4096)), ("L2", "kill", R(2, 2048))], True),
         # L2 would take the queue past a: skipped, the next job's container fits
-        ((5, 6144), [("L1", "kill", (4, 4096)), ("S1", "kill", (1, 1024))], True),
+        (R(5, 6144), [("L1", "kill", R(4, 4096)), ("S1", "kill", R(1, 1024))], True),
         # nothing may exceed a: the target is clipped to it, L1 does not fit
-        ((3, 3072), [("L2", "kill", (2, 2048)), ("S1", "kill", (1, 1024))], True),
-        ((0.5, 6144), [], False),
+        (R(3, 3072), [("L2", "kill", R(2, 2048)), ("S1", "kill", R(1, 1024))], True),
+        (R(0.5, 6144), [], False),
     ],
 )
 def test_kill_mode(
-    limit: tuple[float, float], expected: list[tuple[str, str, tuple[float, ...]]], satisfied: bool
+    limit: Resources, expected: list[tuple[str, str, Resources]], satisfied: bool
 ) -> None:
-    plan = choose_victims(KILL_JOBS, (5, 5120), limit, Mode.KILL, EXACT)
+    plan = choose_victims(KILL_JOBS, R(5, 5120), limit, Mode.KILL, EXACT)
     assert summary(plan) == expected
     assert plan.satisfied is satisfied
     assert all(a.limits == () for a in plan.actions)
@@ -61,25 +63,36 @@ def test_kill_mode(
 def test_immediate_mode_suspends_to_the_footprint_cpu_first() -> None:
     plan = choose_victims(
         [box("c1", "j", 4, 4096, 10), box("c2", "j", 4, 4096, 5)],
-        (3, 1000),
-        (10, 10000),
+        R(3, 1000),
+        R(10, 10000),
         Mode.IMMEDIATE,
         PAPER,
     )
     (action,) = plan.actions
     assert action.container_id == "c1"
     assert action.kind is ActionKind.SUSPEND
-    assert action.reclaimed == pytest.approx((3.99, 4032.0))
-    assert action.limits == (("cpu", 0.01), ("memory_mb", 64.0))
+    assert action.reclaimed.cpu == pytest.approx(3.99)
+    assert action.reclaimed.memory_mb == 4032
+    assert action.limits == (("cpu", 0.01), ("memory_mb", 64))
     assert plan.satisfied
 
 
 def test_throttle_order_follows_the_settings() -> None:
     memory_first = PreemptionSettings(throttle_first="memory_mb")
     plan = choose_victims(
-        [box("c1", "j", 4, 4096, 10)], (3, 1000), (10, 10000), Mode.IMMEDIATE, memory_first
+        [box("c1", "j", 4, 4096, 10)], R(3, 1000), R(10, 10000), Mode.IMMEDIATE, memory_first
     )
-    assert plan.actions[0].limits == (("memory_mb", 64.0), ("cpu", 0.01))
+    assert plan.actions[0].limits == (("memory_mb", 64), ("cpu", 0.01))
+
+
+def test_a_swapping_container_is_frozen_in_the_throttle_first_resource() -> None:
+    swapping = [box("b", "j", 2, 2048, 5, swapping=True)]
+    for settings, limits in [
+        (PAPER, (("cpu", 0.01),)),
+        (PreemptionSettings(throttle_first="memory_mb"), (("memory_mb", 64),)),
+    ]:
+        (action,) = choose_victims(swapping, R(1, 1), R(8, 8192), Mode.GRACEFUL, settings).actions
+        assert (action.kind, action.reclaimed, action.limits) == (ActionKind.FREEZE, R(), limits)
 
 
 SPREAD = [box(c, "j", 4, 4096, 100) for c in ("a", "b", "c")]
@@ -91,20 +104,20 @@ SPREAD = [box(c, "j", 4, 4096, 100) for c in ("a", "b", "c")]
         # one step r_GP from every container of the job per round: spread, not concentrated
         (
             SPREAD,
-            (3, 3072),
-            [("a", "shrink", (1, 1024)), ("b", "shrink", (1, 1024)), ("c", "shrink", (1, 1024))],
+            R(3, 3072),
+            [("a", "shrink", R(1, 1024)), ("b", "shrink", R(1, 1024)), ("c", "shrink", R(1, 1024))],
         ),
         # a second round goes back to the first container
         (
             SPREAD,
-            (4, 4096),
-            [("a", "shrink", (2, 2048)), ("b", "shrink", (1, 1024)), ("c", "shrink", (1, 1024))],
+            R(4, 4096),
+            [("a", "shrink", R(2, 2048)), ("b", "shrink", R(1, 1024)), ("c", "shrink", R(1, 1024))],
         ),
         # a swapping container is frozen (reclaims nothing) and left out of the rounds
         (
             [box("a", "j", 4, 4096, 100), box("b", "j", 4, 4096, 90, swapping=True)],
-            (2, 2048),
-            [("b", "freeze", (0, 0)), ("a", "shrink", (2, 2048))],
+            R(2, 2048),
+            [("b", "freeze", R(0, 0)), ("a", "shrink", R(2, 2048))],
         ),
         # empty containers leave the round; the next job is visited when one runs out
         (
@@ -113,88 +126,106 @@ SPREAD = [box(c, "j", 4, 4096, 100) for c in ("a", "b", "c")]
                 box("y", "second", 1, 1024, 100),
                 box("z", "second", 1, 1024, 90),
             ],
-            (2, 2048),
-            [("x", "shrink", (1, 1024)), ("y", "shrink", (1, 1024))],
+            R(2, 2048),
+            [("x", "shrink", R(1, 1024)), ("y", "shrink", R(1, 1024))],
         ),
         # the step is cut to what is still needed, resource by resource
         (
             SPREAD,
-            (0.5, 3000),
-            [("a", "shrink", (0.5, 1024)), ("b", "shrink", (0, 1024)), ("c", "shrink", (0, 952))],
+            R(0.5, 3000),
+            [
+                ("a", "shrink", R(0.5, 1024)),
+                ("b", "shrink", R(0, 1024)),
+                ("c", "shrink", R(0, 952)),
+            ],
         ),
         # suspended containers are never candidates
         (
             [box("s", "j", 4, 4096, 500, suspended=True), *SPREAD[:1]],
-            (1, 1024),
-            [("a", "shrink", (1, 1024))],
+            R(1, 1024),
+            [("a", "shrink", R(1, 1024))],
         ),
     ],
 )
 def test_graceful_mode(
     containers: list[Container],
-    target: tuple[float, float],
-    expected: list[tuple[str, str, tuple[float, ...]]],
+    target: Resources,
+    expected: list[tuple[str, str, Resources]],
 ) -> None:
-    plan = choose_victims(containers, target, (100, 100_000), Mode.GRACEFUL, EXACT)
+    plan = choose_victims(containers, target, R(100, 100_000), Mode.GRACEFUL, EXACT)
     assert summary(plan) == expected
 
 
 def test_graceful_shrinks_to_the_footprint_at_most_and_freezes_cpu_first() -> None:
     plan = choose_victims(
         [box("a", "j", 1, 8192, 10, swapping=False), box("b", "j", 2, 2048, 5, swapping=True)],
-        (8, 16384),
-        (8, 16384),
+        R(8, 16384),
+        R(8, 16384),
         Mode.GRACEFUL,
         PAPER,
     )
     kinds = {a.container_id: a for a in plan.actions}
     assert kinds["b"].kind is ActionKind.FREEZE
     assert kinds["b"].limits == (("cpu", 0.01),)
-    assert kinds["a"].limits == (("cpu", 0.01), ("memory_mb", 64.0))
-    assert plan.reclaimed == pytest.approx((0.99, 8128.0))
+    assert kinds["a"].limits == (("cpu", 0.01), ("memory_mb", 64))
+    assert plan.reclaimed.cpu == pytest.approx(0.99)
+    assert plan.reclaimed.memory_mb == 8128
     assert not plan.satisfied
 
 
 @st.composite
-def scenarios(draw: st.DrawFn):
+def scenarios(
+    draw: st.DrawFn,
+) -> tuple[list[Container], Resources, Resources, Mode, PreemptionSettings]:
     count = draw(st.integers(0, 12))
     containers = [
         box(
             f"c{i}",
             f"j{draw(st.integers(0, 3))}",
             draw(st.floats(0.0, 16.0)),
-            draw(st.floats(0.0, 65536.0)),
+            draw(st.integers(0, 65536)),
             draw(st.floats(0.0, 1e4)),
             swapping=draw(st.booleans()),
             suspended=draw(st.booleans()),
         )
         for i in range(count)
     ]
-    target = (draw(st.floats(0.0, 64.0)), draw(st.floats(0.0, 262144.0)))
-    limit = (draw(st.floats(0.0, 64.0)), draw(st.floats(0.0, 262144.0)))
+    target = R(draw(st.floats(0.0, 64.0)), draw(st.integers(0, 262144)))
+    limit = R(draw(st.floats(0.0, 64.0)), draw(st.integers(0, 262144)))
     mode = draw(st.sampled_from(list(Mode)))
     settings = draw(st.sampled_from([EXACT, PAPER]))
     return containers, target, limit, mode, settings
 
 
 @given(scenarios())
-def test_never_reclaims_more_than_a(scenario) -> None:
+def test_never_reclaims_more_than_a_nor_than_a_container_holds(
+    scenario: tuple[list[Container], Resources, Resources, Mode, PreemptionSettings],
+) -> None:
     containers, target, limit, mode, settings = scenario
     plan = choose_victims(containers, target, limit, mode, settings)
     held = {c.container_id: c for c in containers}
-    for dim in range(2):
-        assert plan.reclaimed[dim] <= limit[dim] + 1e-6
-        assert plan.reclaimed[dim] == pytest.approx(
-            sum(a.reclaimed[dim] for a in plan.actions), abs=1e-6
-        )
-        if mode is Mode.GRACEFUL:
-            assert plan.reclaimed[dim] <= target[dim] + 1e-6
+    # memory is whole MiB throughout Algorithm 2, so these hold exactly, with no tolerance
+    assert isinstance(plan.reclaimed.memory_mb, int)
+    assert plan.reclaimed.memory_mb <= limit.memory_mb
+    assert plan.reclaimed.memory_mb == sum(a.reclaimed.memory_mb for a in plan.actions)
+    assert plan.reclaimed.cpu <= limit.cpu + 1e-6
+    assert plan.reclaimed.cpu == pytest.approx(sum(a.reclaimed.cpu for a in plan.actions), abs=1e-6)
+    if mode is Mode.GRACEFUL:
+        assert plan.reclaimed.memory_mb <= target.memory_mb
+        assert plan.reclaimed.cpu <= target.cpu + 1e-6
     ids = [a.container_id for a in plan.actions]
     assert len(ids) == len(set(ids))
     for action in plan.actions:
         container = held[action.container_id]
         assert not container.suspended
-        for dim in range(2):
-            kept = 0.0 if mode is Mode.KILL else settings.minimal_footprint[dim]
-            floor = min(container.resources[dim], kept)
-            assert action.reclaimed[dim] <= container.resources[dim] - floor + 1e-6
+        kept = R() if mode is Mode.KILL else settings.minimal_footprint
+        floor_mib = min(container.resources.memory_mb, kept.memory_mb)
+        assert isinstance(action.reclaimed.memory_mb, int)
+        assert action.reclaimed.memory_mb <= container.resources.memory_mb - floor_mib
+        floor_cpu = min(container.resources.cpu, kept.cpu)
+        assert action.reclaimed.cpu <= container.resources.cpu - floor_cpu + 1e-6
+        for name, value in action.limits:
+            if name == "memory_mb":
+                assert isinstance(value, int)
+                if action.kind is not ActionKind.FREEZE:  # a freeze reclaims nothing
+                    assert value == container.resources.memory_mb - action.reclaimed.memory_mb
