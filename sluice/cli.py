@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
-import yaml
 
 from plumbing.errors import UserError
 from plumbing.rpc import describe_rpc_error
+from plumbing.spec_text import decode_spec_text, load_job_document, read_spec_file
 from plumbing.wire import JOB_STATE_FROM_PB
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
 from sluice import local_cluster, machines
@@ -40,19 +40,16 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def load_spec_file(path: Path) -> tuple[str, JobSpec]:
-    """Read and validate a job file; UserError naming the file and the field on any problem."""
+    """Read and validate a job file exactly as the resource manager will (the shared loader,
+    then ``parse_job_spec``); return its text, to send as written, and the spec.
+
+    Any problem is a UserError of one line naming the file, the field and the problem; a file
+    over the size limit is refused from its size, before it is read."""
     try:
-        text = path.read_text()
+        text = decode_spec_text(read_spec_file(path))
+        return text, parse_job_spec(load_job_document(text))
     except OSError as error:
-        raise UserError(f"{path}: {error.strerror}") from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise UserError(f"{path}: not valid YAML{where}") from None
-    try:
-        return text, parse_job_spec(document)
+        raise UserError(f"{path}: {error.strerror or error}") from None
     except SpecError as error:
         raise UserError(f"{path}: {error}") from None
 

@@ -2,24 +2,86 @@
 
 The schema (every field, its type and constraint) is :data:`JOB_FIELDS` and :data:`PHASE_FIELDS`;
 docs/jobspec.md describes it for users.  Every refusal is a :class:`SpecError` whose message names
-the field and the problem, e.g. ``phases[1].after: unknown phase 'reduce'``.
+the field and the problem on one line, e.g. ``phases[1].after: unknown phase 'reduce'``.
+
+Every value is held to what the rest of the system can carry before anything is stored: numbers
+to the range of their wire type (``proto/sluice_pb/common.proto``) or a saner bound, strings to
+what ``execve`` and the protobuf wire accept, and the whole spec to the limits below.  The same
+rules hold for every path into the system: YAML text (through ``plumbing.spec_text``, which adds
+the limits on the text itself) and structured protobuf specs (``plumbing.wire``) both end here.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from policies.scheduling.resources import Resources
 
 DEFAULT_MAX_RETRIES = 2
+
+# ------------------------------------------------------------------------------ limits
+# Each is documented in docs/jobspec.md ("Limits"); change both together.
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+"""``priority``, ``max_retries`` and ``tasks`` are int32 on the wire: a larger value would be
+stored and then break every answer that carries it (ListJobs for everybody)."""
+
+MAX_RETRIES_LIMIT = 100
+"""``max_retries`` beyond this is a mistake, not a policy: attempts are int32 on the wire and every
+attempt is a row in the resource manager's store."""
+
 MAX_TASKS_PER_PHASE = 100_000
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+MAX_TASKS_PER_JOB = 1_000_000
+"""The job master holds every task of its job in memory, and the resource manager every attempt."""
+
+MAX_PHASES = 1_000
+"""Each phase is a progress row in every JobSummary the resource manager sends."""
+
+MIN_CPU = 0.001
+MAX_CPU = 4096.0
+"""Per task, in cores (a double on the wire).  Placement compares CPU to a thousandth of a core,
+and no machine has more than a few thousand cores."""
+
+MAX_MEMORY_MB = 64 * 1024 * 1024
+"""Per task, 64 TiB in MiB (int64 on the wire; the runtimes turn it into bytes)."""
+
+MAX_NAME_LENGTH = 63
+MAX_IMAGE_LENGTH = 512
+"""A Docker reference: a repository of at most 255 characters, a tag and a digest."""
+
+MAX_ARG_BYTES = 131_071
+"""One command argument, in UTF-8 bytes: Linux refuses to ``execve`` an argv string of 128 KiB
+(``MAX_ARG_STRLEN``, which counts the terminating NUL) or more."""
+
+MAX_COMMAND_ARGS = 4_096
+MAX_COMMAND_BYTES = 256 * 1024
+"""A phase's whole command: its arguments' UTF-8 bytes plus one NUL each, well inside the kernel's
+``ARG_MAX`` (a quarter of the stack limit, 2 MiB by default) with the environment beside it."""
+
+MAX_SPEC_BYTES = 1024 * 1024
+"""The YAML text of a spec, and the strings of a validated spec (names, command arguments,
+``after`` entries, images, each counted with one byte more): aliases and structured specs can
+never make a spec larger than one that could be written out."""
+
+MAX_SPEC_DEPTH = 32
+"""Collections (mappings and lists) nested in a YAML spec; a valid spec needs 4."""
+
+MAX_SPEC_NODES = 100_000
+"""Nodes (scalars, lists, mappings) in a YAML spec once every alias is replaced by what it names:
+bounds the work of reading a spec and alias bombs ("billion laughs")."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SIMPLE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_SHOWN_CHARACTERS = 64
 
 
 class SpecError(ValueError):
-    """An invalid job specification; ``field`` is a path such as ``phases[0].resources.cpu``."""
+    """An invalid job specification; ``field`` is a path such as ``phases[0].resources.cpu``
+    (``job`` for the document as a whole).  The message is one line."""
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
@@ -57,56 +119,41 @@ class JobSpec:
         return sum(phase.tasks for phase in self.phases)
 
 
-# ------------------------------------------------------------------------------ field checkers
+# ------------------------------------------------------------------------------ messages
 
 
-def _name(value: object, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise SpecError(field, "must be a non-empty string")
-    if len(value) > 63 or not set(value) <= _NAME_CHARS:
-        raise SpecError(field, "must be at most 63 letters, digits, '-', '_' or '.'")
-    return value
+def quoted(text: str) -> str:
+    """``text`` as it may appear in a one-line message: quoted, escaped (a newline cannot end the
+    line) and cut after 64 characters (a key of a megabyte must not make a megabyte of error)."""
+    if len(text) > _SHOWN_CHARACTERS:
+        return repr(text[:_SHOWN_CHARACTERS]) + "..."
+    return repr(text)
 
 
-def _integer(value: object, field: str, *, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field, f"must be an integer, not {_describe(value)}")
-    if minimum is not None and value < minimum:
-        word = "positive" if minimum == 1 else f"at least {minimum}"
-        raise SpecError(field, f"must be {word}, got {value}")
-    return value
+def join_field(prefix: str, key: object) -> str:
+    """The path of ``key`` inside the mapping at ``prefix`` (``""`` for the document), as messages
+    name it: ``phases[0].resources``; a key that is not a plain name is quoted."""
+    text = key if isinstance(key, str) and _SIMPLE_KEY.fullmatch(key) else _key_text(key)
+    return f"{prefix}.{text}" if prefix else text
 
 
-def _positive_number(value: object, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(field, f"must be a number, not {_describe(value)}")
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond any float: math.isfinite would raise too
-        raise SpecError(field, "is too large") from None
-    if not math.isfinite(number) or number <= 0:
-        raise SpecError(field, f"must be positive, got {value}")
-    return number
+def _key_text(key: object) -> str:
+    if isinstance(key, str):
+        return quoted(key)
+    if isinstance(key, bool | int | float) or key is None:
+        return _shown_scalar(key)
+    return f"<{type(key).__name__}>"
 
 
-def _string_list(value: object, field: str, *, non_empty: bool) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise SpecError(field, f"must be a list of strings, not {_describe(value)}")
-    if non_empty and not value:
-        raise SpecError(field, "must not be empty")
-    for index, item in enumerate(value):
-        if not isinstance(item, str):
-            raise SpecError(f"{field}[{index}]", f"must be a string, not {_describe(item)}")
-    return tuple(value)
+def _shown_scalar(value: bool | int | float | None) -> str:
+    # str() of an int of more than 4300 digits raises; such a number is only "huge" to a user.
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return "a huge negative number" if value < 0 else "a huge number"
+    return "null" if value is None else str(value)
 
 
-def _mapping(value: object, field: str) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise SpecError(field, f"must be a mapping, not {_describe(value)}")
-    for key in value:
-        if not isinstance(key, str):
-            raise SpecError(field, f"keys must be strings, not {_describe(key)}")
-    return value
+def _document_field(field: str) -> str:
+    return field or "job"
 
 
 def _describe(value: object) -> str:
@@ -115,6 +162,102 @@ def _describe(value: object) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
         type(value), f"a {type(value).__name__}"
     )
+
+
+# ------------------------------------------------------------------------------ field checkers
+
+
+def _name(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(field, "must be a non-empty string")
+    if len(value) > MAX_NAME_LENGTH or not _NAME.fullmatch(value):
+        # The first character is a letter or digit so that no name can collide with a marker
+        # of the system's own (such as "__master__") or read as an option ("-x").
+        raise SpecError(
+            field,
+            f"must be at most {MAX_NAME_LENGTH} letters, digits, '-', '_' or '.', "
+            "starting with a letter or digit",
+        )
+    return value
+
+
+def _integer(value: object, field: str, *, minimum: int, maximum: int) -> int:
+    """An integer within [minimum, maximum]; booleans and integral floats are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field, f"must be an integer, not {_describe(value)}")
+    if value < minimum:
+        word = "positive" if minimum == 1 else f"at least {minimum}"
+        raise SpecError(field, f"must be {word}, got {_shown_scalar(value)}")
+    if value > maximum:
+        raise SpecError(field, f"must be at most {maximum}, got {_shown_scalar(value)}")
+    return value
+
+
+def _number(value: object, field: str, *, minimum: float, maximum: float) -> float:
+    """A finite, positive number within [minimum, maximum], as a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(field, f"must be a number, not {_describe(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(field, f"must be a finite number, got {value}")
+    # Compared before float(): an integer beyond any float would raise OverflowError there.
+    if value <= 0:
+        raise SpecError(field, f"must be positive, got {_shown_scalar(value)}")
+    if value < minimum:
+        raise SpecError(field, f"must be at least {minimum:g}, got {_shown_scalar(value)}")
+    if value > maximum:
+        raise SpecError(field, f"must be at most {maximum:g}, got {_shown_scalar(value)}")
+    return float(value)
+
+
+def _utf8_size(text: str, field: str) -> int:
+    """The size of ``text`` in UTF-8; a lone surrogate (YAML's ``"\\ud800"``) has none and could
+    neither be sent as protobuf nor passed to a program."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise SpecError(
+            field, f"is not valid Unicode (a lone surrogate at character {error.start})"
+        ) from None
+
+
+def _string_list(value: object, field: str, *, non_empty: bool, max_items: int) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise SpecError(field, f"must be a list of strings, not {_describe(value)}")
+    if non_empty and not value:
+        raise SpecError(field, "must not be empty")
+    if len(value) > max_items:  # before looking at the items: there may be millions
+        raise SpecError(field, f"has {len(value)} items; at most {max_items}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise SpecError(f"{field}[{index}]", f"must be a string, not {_describe(item)}")
+    return tuple(value)
+
+
+def _command(value: object, field: str) -> tuple[tuple[str, ...], int]:
+    """The argv of a phase and its size as ``execve`` counts it (each argument plus its NUL)."""
+    args = _string_list(value, field, non_empty=True, max_items=MAX_COMMAND_ARGS)
+    total = 0
+    for index, arg in enumerate(args):
+        size = _utf8_size(arg, f"{field}[{index}]")
+        if "\0" in arg:
+            raise SpecError(f"{field}[{index}]", "contains a NUL character, which no argument can")
+        if size > MAX_ARG_BYTES:
+            raise SpecError(f"{field}[{index}]", f"is {size} bytes; at most {MAX_ARG_BYTES}")
+        total += size + 1
+    if total > MAX_COMMAND_BYTES:
+        raise SpecError(
+            field, f"is {total} bytes (with a NUL after each argument); at most {MAX_COMMAND_BYTES}"
+        )
+    return args, total
+
+
+def _mapping(value: object, field: str) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise SpecError(_document_field(field), f"must be a mapping, not {_describe(value)}")
+    for key in value:
+        if not isinstance(key, str):
+            raise SpecError(_document_field(field), f"keys must be strings, not {_describe(key)}")
+    return value
 
 
 # ------------------------------------------------------------------------------ the schema
@@ -142,56 +285,77 @@ def _check_keys(value: object, field: str, schema: Mapping[str, bool]) -> Mappin
     doc = _mapping(value, field)
     for key in doc:
         if key not in schema:
-            raise SpecError(_join(field, key), f"unknown field (allowed: {', '.join(schema)})")
+            raise SpecError(join_field(field, key), f"unknown field (allowed: {', '.join(schema)})")
     for key, required in schema.items():
         if required and key not in doc:
-            raise SpecError(_join(field, key), "is required")
+            raise SpecError(join_field(field, key), "is required")
     return doc
-
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
 
 
 def _image(value: object, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise SpecError(field, "must be a non-empty image reference")
+    if len(value) > MAX_IMAGE_LENGTH:
+        raise SpecError(field, f"is {len(value)} characters; at most {MAX_IMAGE_LENGTH}")
+    if not (value.isascii() and value.isprintable()) or " " in value:
+        raise SpecError(field, "must be printable ASCII without spaces, e.g. busybox:1.36")
     return value
 
 
 def _resources(value: object, field: str) -> Resources:
     doc = _check_keys(value, field, RESOURCE_FIELDS)
     return Resources(
-        cpu=_positive_number(doc["cpu"], f"{field}.cpu"),
-        memory_mb=_integer(doc["memory_mb"], f"{field}.memory_mb", minimum=1),
+        cpu=_number(doc["cpu"], f"{field}.cpu", minimum=MIN_CPU, maximum=MAX_CPU),
+        memory_mb=_integer(
+            doc["memory_mb"], f"{field}.memory_mb", minimum=1, maximum=MAX_MEMORY_MB
+        ),
     )
 
 
-def _phase(value: object, field: str) -> PhaseSpec:
+def _phase(value: object, field: str) -> tuple[PhaseSpec, int]:
+    """A phase and the size of its strings (each counted with one byte more, as for the spec)."""
     doc = _check_keys(value, field, PHASE_FIELDS)
-    tasks = _integer(doc["tasks"], f"{field}.tasks", minimum=1)
-    if tasks > MAX_TASKS_PER_PHASE:
-        raise SpecError(f"{field}.tasks", f"must be at most {MAX_TASKS_PER_PHASE}, got {tasks}")
-    return PhaseSpec(
-        name=_name(doc["name"], f"{field}.name"),
-        tasks=tasks,
-        command=_string_list(doc["command"], f"{field}.command", non_empty=True),
-        resources=_resources(doc["resources"], f"{field}.resources"),
-        after=_string_list(doc.get("after", []), f"{field}.after", non_empty=False),
-        image=_image(doc["image"], f"{field}.image") if "image" in doc else None,
+    name = _name(doc["name"], f"{field}.name")
+    tasks = _integer(doc["tasks"], f"{field}.tasks", minimum=1, maximum=MAX_TASKS_PER_PHASE)
+    command, size = _command(doc["command"], f"{field}.command")
+    resources = _resources(doc["resources"], f"{field}.resources")
+    after = _string_list(
+        doc.get("after", []), f"{field}.after", non_empty=False, max_items=MAX_PHASES
     )
+    listed: set[str] = set()
+    for index, upstream in enumerate(after):
+        if upstream in listed:
+            raise SpecError(f"{field}.after[{index}]", f"{quoted(upstream)} is listed twice")
+        listed.add(upstream)
+        size += _utf8_size(upstream, f"{field}.after[{index}]") + 1
+    image = _image(doc["image"], f"{field}.image") if "image" in doc else None
+    # Names and images are ASCII (checked above): their length is their size.
+    size += len(name) + 1 + (len(image) + 1 if image is not None else 0)
+    return PhaseSpec(name, tasks, command, resources, after, image), size
 
 
 # ------------------------------------------------------------------------------ entry points
 
 
 def parse_job_spec(document: object) -> JobSpec:
-    """Validate a decoded YAML/JSON document and return the JobSpec; raise SpecError."""
+    """Validate a decoded YAML/JSON document and return the JobSpec; raise SpecError.
+
+    Holds for any document (from YAML, JSON or a protobuf JobSpec): every number is within its
+    wire type's range or the bound above, every string can be sent and executed, and the spec's
+    strings total at most :data:`MAX_SPEC_BYTES`.  Never raises anything but SpecError for a
+    document of dicts, lists, strings, numbers, booleans and None."""
     doc = _check_keys(document, "", JOB_FIELDS)
     raw_phases = doc["phases"]
     if not isinstance(raw_phases, list) or not raw_phases:
         raise SpecError("phases", "must be a non-empty list of phases")
-    phases = [_phase(raw, f"phases[{index}]") for index, raw in enumerate(raw_phases)]
+    if len(raw_phases) > MAX_PHASES:  # before looking at each: a structured spec may hold millions
+        raise SpecError("phases", f"has {len(raw_phases)} phases; at most {MAX_PHASES}")
+    phases: list[PhaseSpec] = []
+    size = 0
+    for index, raw in enumerate(raw_phases):
+        phase, phase_size = _phase(raw, f"phases[{index}]")
+        phases.append(phase)
+        size += phase_size
     first_index: dict[str, int] = {}
     for index, phase in enumerate(phases):
         if phase.name in first_index:
@@ -203,13 +367,29 @@ def parse_job_spec(document: object) -> JobSpec:
     for index, phase in enumerate(phases):
         for upstream in phase.after:
             if upstream not in first_index:
-                raise SpecError(f"phases[{index}].after", f"unknown phase '{upstream}'")
+                raise SpecError(f"phases[{index}].after", f"unknown phase {quoted(upstream)}")
     _check_acyclic(phases)
+    total_tasks = sum(phase.tasks for phase in phases)
+    if total_tasks > MAX_TASKS_PER_JOB:
+        raise SpecError("phases", f"have {total_tasks} tasks in all; at most {MAX_TASKS_PER_JOB}")
+    name = _name(doc["name"], "name")
+    size += len(name) + 1
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(
+            "job",
+            f"its names, commands, after lists and images take {size} bytes; "
+            f"at most {MAX_SPEC_BYTES}",
+        )
     return JobSpec(
-        name=_name(doc["name"], "name"),
-        priority=_integer(doc.get("priority", 0), "priority"),
+        name=name,
+        priority=_integer(doc.get("priority", 0), "priority", minimum=INT32_MIN, maximum=INT32_MAX),
         phases=tuple(phases),
-        max_retries=_integer(doc.get("max_retries", DEFAULT_MAX_RETRIES), "max_retries", minimum=0),
+        max_retries=_integer(
+            doc.get("max_retries", DEFAULT_MAX_RETRIES),
+            "max_retries",
+            minimum=0,
+            maximum=MAX_RETRIES_LIMIT,
+        ),
     )
 
 

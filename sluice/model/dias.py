@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from plumbing.errors import UserError
+from plumbing.spec_text import load_yaml_document, read_spec_file
 from policies.approximation.drop_search import (
     PAPER_ACCURACY_CURVE,
     AccuracyCurve,
@@ -35,12 +35,16 @@ from policies.approximation.job_time import (
 )
 from policies.approximation.phase_type import PhaseType, erlang_with_mean, scaled
 from policies.approximation.priority_queues import Discipline
+from policies.scheduling.jobspec import SpecError
 
 MAX_PHASES = 2_000
 """Largest job-time PH the command builds: dense matrices of this order still solve in ~0.1 s."""
 
 MAX_COMBINATIONS = 2_000_000
 """Largest drop-ratio grid the search scores (a few seconds and ~100 MB)."""
+
+_FILE = "the file"
+"""How messages name the document as a whole (its fields are named by their path)."""
 
 _TOP_FIELDS = {"slots", "model", "discipline", "accuracy_curve", "search", "priorities"}
 _PRIORITY_FIELDS = {
@@ -122,17 +126,16 @@ def run_dias(args: argparse.Namespace) -> int:
 
 
 def load_config(path: Path) -> DiasConfig:
-    """Read and validate a DiAS model file; bad input raises ``UserError`` naming the field."""
+    """Read and validate a DiAS model file; bad input raises ``UserError`` naming the field.
+
+    The file is read by the loader job specs use (``plumbing.spec_text``): the same limits, UTF-8
+    and duplicate-key checks, and one-line YAML errors with their line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        document = load_yaml_document(read_spec_file(path, field=_FILE), field=_FILE)
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror}") from exc
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}: not valid YAML{where}") from None
+    except SpecError as exc:
+        raise UserError(f"{path}: {exc}") from None
     return parse_config(document)
 
 
@@ -427,7 +430,7 @@ def _check_size(
 
 
 def _mapping(raw: object, path: str, allowed: set[str]) -> dict[str, Any]:
-    where = path or "the file"
+    where = path or _FILE
     if not isinstance(raw, dict):
         raise UserError(f"{where}: must be a mapping")
     for key in raw:

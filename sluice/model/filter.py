@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,15 @@ from policies.oversubscription.candidates import approximate_machines
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.oversubscription.machine_filter import FilterPhase, FilterResult, filter_machines
 from policies.oversubscription.snapshot import MachineLoads, MachineWindows
+from sluice.model.fields import (
+    as_flag,
+    as_list,
+    as_number,
+    as_object,
+    as_text,
+    check_known_keys,
+    read_json_file,
+)
 
 MODES = [mode.value for mode in OversubscriptionMode]
 _TOP_FIELDS = {"mode", "config", "machines"}
@@ -75,34 +84,27 @@ class FilterSnapshot:
 
 def load_snapshot(path: Path, mode: str | None = None) -> FilterSnapshot:
     """Parse and validate a snapshot file; raise UserError naming the first bad field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from exc
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
+    document = read_json_file(path)
     return parse_snapshot(document, mode)
 
 
 def parse_snapshot(document: Any, mode: str | None = None) -> FilterSnapshot:
     """Validate a decoded snapshot (see docs/model/filter.md)."""
-    doc = _object(document, "snapshot")
-    _known_keys(doc, "snapshot", _TOP_FIELDS)
+    doc = as_object(document, "snapshot")
+    check_known_keys(doc, "snapshot", _TOP_FIELDS)
     chosen_mode = mode if mode is not None else doc.get("mode", "up")
     if chosen_mode not in MODES:
         raise UserError(f"mode: expected one of {', '.join(MODES)}, got {json.dumps(chosen_mode)}")
     config = _config(doc.get("config", {}), OversubscriptionMode(chosen_mode))
-    machines = _list(doc.get("machines"), "machines")
+    machines = as_list(doc.get("machines"), "machines")
     if not machines:
         raise UserError("machines: need at least one machine")
     return _machines(machines, config)
 
 
 def _config(raw: Any, mode: OversubscriptionMode) -> OversubscriptionConfig:
-    knobs = _object(raw, "config")
-    _known_keys(knobs, "config", set(_SCALAR_KNOBS) | set(_VECTOR_KNOBS))
+    knobs = as_object(raw, "config")
+    check_known_keys(knobs, "config", set(_SCALAR_KNOBS) | set(_VECTOR_KNOBS))
     defaults = OversubscriptionConfig(mode=mode)
     fields: dict[str, Any] = {"mode": mode}
     for name, kind in _SCALAR_KNOBS.items():
@@ -110,15 +112,15 @@ def _config(raw: Any, mode: OversubscriptionMode) -> OversubscriptionConfig:
             value = knobs[name]
             if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
                 raise UserError(f"config.{name}: expected an integer, got {json.dumps(value)}")
-            fields[name] = _number(value, f"config.{name}") if kind is float else value
+            fields[name] = as_number(value, f"config.{name}") if kind is float else value
     for name in _VECTOR_KNOBS:
         if name in knobs:
             metrics = defaults.load_metrics if name.startswith("load") else defaults.queue_metrics
-            overrides = _object(knobs[name], f"config.{name}")
-            _known_keys(overrides, f"config.{name}", set(metrics))
+            overrides = as_object(knobs[name], f"config.{name}")
+            check_known_keys(overrides, f"config.{name}", set(metrics))
             values = dict(zip(metrics, getattr(defaults, name), strict=True))
             for metric, value in overrides.items():
-                values[metric] = _number(value, f"config.{name}.{metric}")
+                values[metric] = as_number(value, f"config.{name}.{metric}")
             fields[name] = tuple(values[m] for m in metrics)
     try:
         return OversubscriptionConfig(**fields)
@@ -136,16 +138,16 @@ def _machines(raw_machines: Sequence[Any], config: OversubscriptionConfig) -> Fi
     counters: dict[str, list[list[float] | None]] = {"cpi": [], "mpki": []}
     for i, raw in enumerate(raw_machines):
         field = f"machines[{i}]"
-        machine = _object(raw, field)
-        _known_keys(machine, field, _MACHINE_FIELDS)
-        name = _text(machine.get("name"), f"{field}.name")
+        machine = as_object(raw, field)
+        check_known_keys(machine, field, _MACHINE_FIELDS)
+        name = as_text(machine.get("name"), f"{field}.name")
         if name in names:
             raise UserError(f"{field}.name: duplicate machine {name!r}")
         names.append(name)
-        connected.append(_flag(machine.get("connected", True), f"{field}.connected"))
-        ratings.append(_number(machine.get("rating", 0), f"{field}.rating", minimum=-math.inf))
-        capacity = _object(machine.get("capacity", {}), f"{field}.capacity")
-        _known_keys(capacity, f"{field}.capacity", set(config.load_metrics))
+        connected.append(as_flag(machine.get("connected", True), f"{field}.connected"))
+        ratings.append(as_number(machine.get("rating", 0), f"{field}.rating", minimum=-math.inf))
+        capacity = as_object(machine.get("capacity", {}), f"{field}.capacity")
+        check_known_keys(capacity, f"{field}.capacity", set(config.load_metrics))
         capacities.append(
             [
                 _positive(capacity.get(metric, 1), f"{field}.capacity.{metric}")
@@ -175,8 +177,8 @@ def _machines(raw_machines: Sequence[Any], config: OversubscriptionConfig) -> Fi
 
 
 def _windows(value: Any, field: str, metrics: Sequence[str]) -> list[list[float]]:
-    windows = _object(value, field)
-    _known_keys(windows, field, set(metrics))
+    windows = as_object(value, field)
+    check_known_keys(windows, field, set(metrics))
     for metric in metrics:
         if metric not in windows:
             raise UserError(f"{field}.{metric}: missing (every metric needs a window)")
@@ -184,11 +186,11 @@ def _windows(value: Any, field: str, metrics: Sequence[str]) -> list[list[float]
 
 
 def _samples(value: Any, field: str) -> list[float]:
-    items = _list(value, field)
+    items = as_list(value, field)
     if not items:
         raise UserError(f"{field}: expected at least one sample")
     return [
-        math.nan if item is None else _number(item, f"{field}[{j}]", minimum=-math.inf)
+        math.nan if item is None else as_number(item, f"{field}[{j}]", minimum=-math.inf)
         for j, item in enumerate(items)
     ]
 
@@ -312,46 +314,8 @@ def run_filter(args: argparse.Namespace) -> int:
     return 0
 
 
-def _object(value: Any, field: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise UserError(f"{field}: expected an object")
-    return value
-
-
-def _list(value: Any, field: str) -> Sequence[Any]:
-    if not isinstance(value, list):
-        raise UserError(f"{field}: expected a list")
-    return value
-
-
-def _number(value: Any, field: str, *, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise UserError(f"{field}: expected a number, got {json.dumps(value)}")
-    if value < minimum:
-        raise UserError(f"{field}: must be >= {minimum:g}, got {value}")
-    return float(value)
-
-
 def _positive(value: Any, field: str) -> float:
-    number = _number(value, field)
+    number = as_number(value, field)
     if number <= 0:
         raise UserError(f"{field}: must be > 0, got {value}")
     return number
-
-
-def _text(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise UserError(f"{field}: expected a non-empty string")
-    return value
-
-
-def _flag(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise UserError(f"{field}: expected true or false")
-    return value
-
-
-def _known_keys(obj: Mapping[str, Any], field: str, allowed: set[str]) -> None:
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise UserError(f"{field}.{unknown[0]}: unknown field")

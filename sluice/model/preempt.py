@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,15 @@ from policies.preemption.settings import Mode, PreemptionSettings
 from policies.preemption.vectors import RESOURCE_NAMES, ResourceName
 from policies.preemption.victims import Container
 from policies.scheduling.resources import Resources
+from sluice.model.fields import (
+    as_flag,
+    as_list,
+    as_number,
+    as_object,
+    as_text,
+    check_known_keys,
+    read_json_file,
+)
 
 MODES = [mode.value for mode in Mode]
 _BY_NAME: dict[str, ResourceName] = {name: name for name in RESOURCE_NAMES}
@@ -47,40 +55,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run_preempt)
 
 
-def _object(value: Any, field: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise UserError(f"{field}: expected an object")
-    return value
-
-
-def _list(value: Any, field: str) -> Sequence[Any]:
-    if not isinstance(value, list):
-        raise UserError(f"{field}: expected a list")
-    return value
-
-
-def _number(value: Any, field: str, *, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise UserError(f"{field}: expected a number, got {json.dumps(value)}")
-    if value < minimum:
-        raise UserError(f"{field}: must be >= {minimum:g}, got {value}")
-    return float(value)
-
-
-def _text(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise UserError(f"{field}: expected a non-empty string")
-    return value
-
-
-def _flag(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise UserError(f"{field}: expected true or false")
-    return value
-
-
 def _mib(value: Any, field: str) -> int:
-    number = _number(value, field)
+    number = as_number(value, field)
     if not number.is_integer():
         raise UserError(f"{field}: expected a whole number of MiB, got {value}")
     return int(number)
@@ -88,22 +64,18 @@ def _mib(value: Any, field: str) -> int:
 
 def _resources(value: Any, field: str) -> Resources:
     """A vector [cpu cores, memory MiB] as Resources; the fields are named by index."""
-    items = _list(value, field)
+    items = as_list(value, field)
     dims = len(RESOURCE_NAMES)
     if len(items) != dims:
         raise UserError(f"{field}: expected {dims} numbers (one per resource), got {len(items)}")
-    return Resources(cpu=_number(items[0], f"{field}[0]"), memory_mb=_mib(items[1], f"{field}[1]"))
-
-
-def _known_keys(obj: Mapping[str, Any], field: str, allowed: set[str]) -> None:
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise UserError(f"{field}.{unknown[0]}: unknown field")
+    return Resources(
+        cpu=as_number(items[0], f"{field}[0]"), memory_mb=_mib(items[1], f"{field}[1]")
+    )
 
 
 def _settings(doc: Mapping[str, Any]) -> PreemptionSettings:
-    raw = _object(doc.get("settings", {}), "settings")
-    _known_keys(
+    raw = as_object(doc.get("settings", {}), "settings")
+    check_known_keys(
         raw,
         "settings",
         {"minimal_footprint", "graceful_step", "throttle_first", "resume_after_offers"},
@@ -121,7 +93,7 @@ def _settings(doc: Mapping[str, Any]) -> PreemptionSettings:
     )
     if step.cpu <= 0 and step.memory_mb <= 0:
         raise UserError("settings.graceful_step: at least one value must be > 0")
-    throttle_text = _text(
+    throttle_text = as_text(
         raw.get("throttle_first", defaults.throttle_first), "settings.throttle_first"
     )
     throttle = _BY_NAME.get(throttle_text)
@@ -135,16 +107,16 @@ def _settings(doc: Mapping[str, Any]) -> PreemptionSettings:
 
 def _queues(doc: Mapping[str, Any]) -> list[QueueState]:
     queues = []
-    for i, raw in enumerate(_list(doc.get("queues"), "queues")):
+    for i, raw in enumerate(as_list(doc.get("queues"), "queues")):
         field = f"queues[{i}]"
-        obj = _object(raw, field)
-        _known_keys(obj, field, {"name", "fair_share", "allocation", "demand"})
-        share = _number(obj.get("fair_share"), f"{field}.fair_share")
+        obj = as_object(raw, field)
+        check_known_keys(obj, field, {"name", "fair_share", "allocation", "demand"})
+        share = as_number(obj.get("fair_share"), f"{field}.fair_share")
         if share > 1:
             raise UserError(f"{field}.fair_share: must be a fraction in [0, 1], got {share}")
         queues.append(
             QueueState(
-                name=_text(obj.get("name"), f"{field}.name"),
+                name=as_text(obj.get("name"), f"{field}.name"),
                 fair_share=share,
                 allocation=_resources(obj.get("allocation"), f"{field}.allocation"),
                 demand=_resources(obj.get("demand", [0, 0]), f"{field}.demand"),
@@ -161,26 +133,26 @@ def _containers(doc: Mapping[str, Any], queues: set[str]) -> list[Container]:
     containers = []
     seen: set[str] = set()
     allowed = {"id", "job", "queue", "resources", "remaining_time", "swapping", "suspended"}
-    for i, raw in enumerate(_list(doc.get("containers", []), "containers")):
+    for i, raw in enumerate(as_list(doc.get("containers", []), "containers")):
         field = f"containers[{i}]"
-        obj = _object(raw, field)
-        _known_keys(obj, field, allowed)
-        cid = _text(obj.get("id"), f"{field}.id")
+        obj = as_object(raw, field)
+        check_known_keys(obj, field, allowed)
+        cid = as_text(obj.get("id"), f"{field}.id")
         if cid in seen:
             raise UserError(f"{field}.id: duplicate container {cid!r}")
         seen.add(cid)
-        queue = _text(obj.get("queue"), f"{field}.queue")
+        queue = as_text(obj.get("queue"), f"{field}.queue")
         if queue not in queues:
             raise UserError(f"{field}.queue: unknown queue {queue!r}")
         containers.append(
             Container(
                 container_id=cid,
-                job_id=_text(obj.get("job"), f"{field}.job"),
+                job_id=as_text(obj.get("job"), f"{field}.job"),
                 queue=queue,
                 resources=_resources(obj.get("resources"), f"{field}.resources"),
-                remaining_time=_number(obj.get("remaining_time"), f"{field}.remaining_time"),
-                swapping=_flag(obj.get("swapping", False), f"{field}.swapping"),
-                suspended=_flag(obj.get("suspended", False), f"{field}.suspended"),
+                remaining_time=as_number(obj.get("remaining_time"), f"{field}.remaining_time"),
+                swapping=as_flag(obj.get("swapping", False), f"{field}.swapping"),
+                suspended=as_flag(obj.get("suspended", False), f"{field}.suspended"),
             )
         )
     return containers
@@ -190,20 +162,13 @@ def load_snapshot(
     path: Path,
 ) -> tuple[Resources, list[QueueState], list[Container], PreemptionSettings, Mode | None]:
     """Parse and validate a snapshot file; raise UserError naming the first bad field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from exc
-    try:
-        doc = _object(json.loads(text), "snapshot")
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
-    _known_keys(
+    doc = as_object(read_json_file(path), "snapshot")
+    check_known_keys(
         doc, "snapshot", {"resources", "capacity", "mode", "settings", "queues", "containers"}
     )
     # The scheduler has exactly two resources; the field stays so that existing snapshots, which
     # spell them out, keep working, and so that a snapshot of other resources is refused.
-    names = _list(doc.get("resources", list(RESOURCE_NAMES)), "resources")
+    names = as_list(doc.get("resources", list(RESOURCE_NAMES)), "resources")
     if list(names) != list(RESOURCE_NAMES):
         raise UserError(
             f"resources: must be {json.dumps(list(RESOURCE_NAMES))} (cpu cores, memory MiB), "

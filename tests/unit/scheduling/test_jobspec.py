@@ -1,10 +1,13 @@
-"""Job specifications: every refusal names the field and the problem; documents round-trip."""
+"""Job specifications: every refusal names the field and the problem on one line, every number
+is held to its wire type or a saner bound, every string to what can be sent and executed;
+documents round-trip."""
 
 from __future__ import annotations
 
 import graphlib
 import itertools
 import math
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -12,7 +15,20 @@ from hypothesis import strategies as st
 
 from policies.scheduling.jobspec import (
     DEFAULT_MAX_RETRIES,
+    INT32_MAX,
+    INT32_MIN,
+    MAX_ARG_BYTES,
+    MAX_COMMAND_ARGS,
+    MAX_COMMAND_BYTES,
+    MAX_CPU,
+    MAX_IMAGE_LENGTH,
+    MAX_MEMORY_MB,
+    MAX_PHASES,
+    MAX_RETRIES_LIMIT,
+    MAX_SPEC_BYTES,
+    MAX_TASKS_PER_JOB,
     MAX_TASKS_PER_PHASE,
+    MIN_CPU,
     JobSpec,
     PhaseSpec,
     SpecError,
@@ -61,29 +77,76 @@ def _without(doc: dict[str, object], key: str) -> dict[str, object]:
     return {k: v for k, v in doc.items() if k != key}
 
 
+NAME_RULE = "must be at most 63 letters, digits, '-', '_' or '.', starting with a letter or digit"
+KIB = 1024
+
+
+def _phases(count: int, **fields: object) -> list[dict[str, object]]:
+    return [phase_doc(f"p{index}", **fields) for index in range(count)]  # type: ignore[arg-type]
+
+
 # (document, the exact one-line message the user sees)
 REFUSALS: list[tuple[object, str]] = [
     # the document and its keys
-    ([1, 2], ": must be a mapping, not a list"),
-    ({1: "x", "name": "j", "phases": []}, ": keys must be strings, not an integer"),
+    ([1, 2], "job: must be a mapping, not a list"),
+    (None, "job: must be a mapping, not null"),
+    ({1: "x", "name": "j", "phases": []}, "job: keys must be strings, not an integer"),
     (
         job_doc(owner="me"),
         "owner: unknown field (allowed: name, priority, phases, max_retries)",
+    ),
+    # a key is shown escaped and cut: the message stays one short line
+    (
+        job_doc(**{"a\nb": 1}),
+        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries)",
+    ),
+    (
+        job_doc(**{"k" * 100_000: 1}),
+        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries)",
     ),
     (_without(job_doc(), "name"), "name: is required"),
     (_without(job_doc(), "phases"), "phases: is required"),
     # job fields
     (job_doc(name=""), "name: must be a non-empty string"),
     (job_doc(name=7), "name: must be a non-empty string"),
-    (job_doc(name="a b"), "name: must be at most 63 letters, digits, '-', '_' or '.'"),
-    (job_doc(name="x" * 64), "name: must be at most 63 letters, digits, '-', '_' or '.'"),
+    (job_doc(name="a b"), f"name: {NAME_RULE}"),
+    (job_doc(name="x" * 64), f"name: {NAME_RULE}"),
+    (job_doc(name="_job"), f"name: {NAME_RULE}"),
     (job_doc(priority="high"), "priority: must be an integer, not a string"),
     (job_doc(priority=True), "priority: must be an integer, not a boolean"),
     (job_doc(priority=1.5), "priority: must be an integer, not a number"),
+    # priority is int32 on the wire: one more broke ListJobs for everybody
+    (job_doc(priority=2**31), "priority: must be at most 2147483647, got 2147483648"),
+    (job_doc(priority=-(2**31) - 1), "priority: must be at least -2147483648, got -2147483649"),
+    (job_doc(priority=10**5000), "priority: must be at most 2147483647, got a huge number"),
+    (
+        job_doc(priority=-(10**5000)),
+        "priority: must be at least -2147483648, got a huge negative number",
+    ),
     (job_doc(max_retries=-1), "max_retries: must be at least 0, got -1"),
     (job_doc(max_retries=None), "max_retries: must be an integer, not null"),
+    (
+        job_doc(max_retries=MAX_RETRIES_LIMIT + 1),
+        f"max_retries: must be at most {MAX_RETRIES_LIMIT}, got {MAX_RETRIES_LIMIT + 1}",
+    ),
+    (job_doc(max_retries=2**31), f"max_retries: must be at most {MAX_RETRIES_LIMIT}, got {2**31}"),
     ({"name": "j", "phases": []}, "phases: must be a non-empty list of phases"),
     ({"name": "j", "phases": {"a": 1}}, "phases: must be a non-empty list of phases"),
+    (
+        job_doc(*_phases(MAX_PHASES + 1)),
+        f"phases: has {MAX_PHASES + 1} phases; at most {MAX_PHASES}",
+    ),
+    (
+        job_doc(*_phases(MAX_TASKS_PER_JOB // MAX_TASKS_PER_PHASE + 1, tasks=MAX_TASKS_PER_PHASE)),
+        f"phases: have {MAX_TASKS_PER_JOB + MAX_TASKS_PER_PHASE} tasks in all; "
+        f"at most {MAX_TASKS_PER_JOB}",
+    ),
+    (
+        # five commands of 250,002 bytes, each phase's name ("p0\0") and the job's ("job\0")
+        job_doc(*_phases(5, command=["a" * 125_000] * 2)),
+        f"job: its names, commands, after lists and images take {5 * (250_002 + 3) + 4} bytes; "
+        f"at most {MAX_SPEC_BYTES}",
+    ),
     # phase fields
     (job_doc("map"), "phases[0]: must be a mapping, not a string"),
     (
@@ -103,7 +166,18 @@ REFUSALS: list[tuple[object, str]] = [
         job_doc(phase_doc(tasks=MAX_TASKS_PER_PHASE + 1)),
         f"phases[0].tasks: must be at most {MAX_TASKS_PER_PHASE}, got {MAX_TASKS_PER_PHASE + 1}",
     ),
+    (
+        job_doc(phase_doc(tasks=2**31)),
+        f"phases[0].tasks: must be at most {MAX_TASKS_PER_PHASE}, got {2**31}",
+    ),
     (job_doc(phase_doc(name="")), "phases[0].name: must be a non-empty string"),
+    # a phase name cannot collide with a marker of the system's own, nor read as an option
+    (job_doc(phase_doc(name="__master__")), f"phases[0].name: {NAME_RULE}"),
+    (job_doc(phase_doc(name="__x")), f"phases[0].name: {NAME_RULE}"),
+    (job_doc(phase_doc(name=".x")), f"phases[0].name: {NAME_RULE}"),
+    (job_doc(phase_doc(name="-x")), f"phases[0].name: {NAME_RULE}"),
+    (job_doc(phase_doc(name="map\n")), f"phases[0].name: {NAME_RULE}"),
+    (job_doc(phase_doc(name="é")), f"phases[0].name: {NAME_RULE}"),
     (job_doc(phase_doc(command=[])), "phases[0].command: must not be empty"),
     (
         job_doc({**phase_doc(), "command": "echo hi"}),
@@ -113,12 +187,55 @@ REFUSALS: list[tuple[object, str]] = [
         job_doc(phase_doc(command=["echo", 1])),
         "phases[0].command[1]: must be a string, not an integer",
     ),
+    # execve refuses an argument of 128 KiB or more (MAX_ARG_STRLEN counts the NUL)
+    (
+        job_doc(phase_doc(command=["echo", "x" * 200 * KIB])),
+        f"phases[0].command[1]: is {200 * KIB} bytes; at most {MAX_ARG_BYTES}",
+    ),
+    (
+        job_doc(phase_doc(command=["echo", "x" * (MAX_ARG_BYTES + 1)])),
+        f"phases[0].command[1]: is {MAX_ARG_BYTES + 1} bytes; at most {MAX_ARG_BYTES}",
+    ),
+    (
+        # 70,000 characters, 140,000 bytes: the kernel counts bytes
+        job_doc(phase_doc(command=["echo", "é" * 70_000])),
+        f"phases[0].command[1]: is 140000 bytes; at most {MAX_ARG_BYTES}",
+    ),
+    (
+        job_doc(phase_doc(command=["x" * 100_000] * 3)),
+        f"phases[0].command: is 300003 bytes (with a NUL after each argument); "
+        f"at most {MAX_COMMAND_BYTES}",
+    ),
+    (
+        job_doc(phase_doc(command=["a"] * (MAX_COMMAND_ARGS + 1))),
+        f"phases[0].command: has {MAX_COMMAND_ARGS + 1} items; at most {MAX_COMMAND_ARGS}",
+    ),
+    (
+        job_doc(phase_doc(command=["echo", "a\0b"])),
+        "phases[0].command[1]: contains a NUL character, which no argument can",
+    ),
+    (
+        job_doc(phase_doc(command=["echo", "a\ud800"])),
+        "phases[0].command[1]: is not valid Unicode (a lone surrogate at character 1)",
+    ),
     (
         job_doc({**phase_doc(), "after": "a"}),
         "phases[0].after: must be a list of strings, not a string",
     ),
     (job_doc(phase_doc(image="  ")), "phases[0].image: must be a non-empty image reference"),
     (job_doc(phase_doc(image=3)), "phases[0].image: must be a non-empty image reference"),
+    (
+        job_doc(phase_doc(image="busy box")),
+        "phases[0].image: must be printable ASCII without spaces, e.g. busybox:1.36",
+    ),
+    (
+        job_doc(phase_doc(image="busybox\n")),
+        "phases[0].image: must be printable ASCII without spaces, e.g. busybox:1.36",
+    ),
+    (
+        job_doc(phase_doc(image="x" * (MAX_IMAGE_LENGTH + 1))),
+        f"phases[0].image: is {MAX_IMAGE_LENGTH + 1} characters; at most {MAX_IMAGE_LENGTH}",
+    ),
     # resources
     (job_doc(phase_doc(resources=2)), "phases[0].resources: must be a mapping, not an integer"),
     (
@@ -127,16 +244,36 @@ REFUSALS: list[tuple[object, str]] = [
     ),
     (job_doc(phase_doc(resources={"cpu": 1})), "phases[0].resources.memory_mb: is required"),
     (job_doc(phase_doc(cpu=0)), "phases[0].resources.cpu: must be positive, got 0"),
+    (job_doc(phase_doc(cpu=-1)), "phases[0].resources.cpu: must be positive, got -1"),
     (job_doc(phase_doc(cpu=-0.5)), "phases[0].resources.cpu: must be positive, got -0.5"),
-    (job_doc(phase_doc(cpu=math.inf)), "phases[0].resources.cpu: must be positive, got inf"),
-    (job_doc(phase_doc(cpu=math.nan)), "phases[0].resources.cpu: must be positive, got nan"),
+    (job_doc(phase_doc(cpu=-0.0)), "phases[0].resources.cpu: must be positive, got -0.0"),
+    (job_doc(phase_doc(cpu=math.inf)), "phases[0].resources.cpu: must be a finite number, got inf"),
+    (
+        job_doc(phase_doc(cpu=-math.inf)),
+        "phases[0].resources.cpu: must be a finite number, got -inf",
+    ),
+    (job_doc(phase_doc(cpu=math.nan)), "phases[0].resources.cpu: must be a finite number, got nan"),
     (job_doc(phase_doc(cpu="1")), "phases[0].resources.cpu: must be a number, not a string"),
-    (job_doc(phase_doc(cpu=10**400)), "phases[0].resources.cpu: is too large"),
+    (
+        job_doc(phase_doc(cpu=10**400)),
+        "phases[0].resources.cpu: must be at most 4096, got a huge number",
+    ),
     (job_doc(phase_doc(cpu=True)), "phases[0].resources.cpu: must be a number, not a boolean"),
+    (job_doc(phase_doc(cpu=5e-324)), "phases[0].resources.cpu: must be at least 0.001, got 5e-324"),
+    (job_doc(phase_doc(cpu=0.0009)), "phases[0].resources.cpu: must be at least 0.001, got 0.0009"),
+    (
+        job_doc(phase_doc(cpu=MAX_CPU + 1)),
+        "phases[0].resources.cpu: must be at most 4096, got 4097.0",
+    ),
     (job_doc(phase_doc(memory_mb=0)), "phases[0].resources.memory_mb: must be positive, got 0"),
+    (job_doc(phase_doc(memory_mb=-1)), "phases[0].resources.memory_mb: must be positive, got -1"),
     (
         job_doc(phase_doc(memory_mb=0.5)),
         "phases[0].resources.memory_mb: must be an integer, not a number",
+    ),
+    (
+        job_doc(phase_doc(memory_mb=2**63)),
+        f"phases[0].resources.memory_mb: must be at most {MAX_MEMORY_MB}, got {2**63}",
     ),
     # the DAG
     (
@@ -146,6 +283,18 @@ REFUSALS: list[tuple[object, str]] = [
     (
         job_doc(phase_doc("map"), phase_doc("sum", after=["map", "reduce"])),
         "phases[1].after: unknown phase 'reduce'",
+    ),
+    (
+        job_doc(phase_doc("map"), phase_doc("sum", after=["map", "x\ny"])),
+        "phases[1].after: unknown phase 'x\\ny'",
+    ),
+    (
+        job_doc(phase_doc("a"), phase_doc("b", after=["a", "a"])),
+        "phases[1].after[1]: 'a' is listed twice",
+    ),
+    (
+        job_doc(phase_doc("a", after=[f"p{i}" for i in range(MAX_PHASES + 1)])),
+        f"phases[0].after: has {MAX_PHASES + 1} items; at most {MAX_PHASES}",
     ),
     (job_doc(phase_doc("a", after=["a"])), "phases: dependency cycle a -> a"),
     (
@@ -172,6 +321,67 @@ def test_refusal_names_field_and_problem(document: object, message: str):
     assert (caught.value.field, caught.value.problem) == (field, problem)
 
 
+def _first(spec: JobSpec) -> PhaseSpec:
+    return spec.phases[0]
+
+
+# Every bound is inclusive: (document, what to read from its spec, the value read)
+BOUNDARIES: list[tuple[dict[str, object], Callable[[JobSpec], object], object]] = [
+    (job_doc(priority=INT32_MAX), lambda s: s.priority, INT32_MAX),
+    (job_doc(priority=INT32_MIN), lambda s: s.priority, INT32_MIN),
+    (job_doc(max_retries=MAX_RETRIES_LIMIT), lambda s: s.max_retries, MAX_RETRIES_LIMIT),
+    (job_doc(phase_doc(tasks=MAX_TASKS_PER_PHASE)), lambda s: _first(s).tasks, MAX_TASKS_PER_PHASE),
+    (job_doc(phase_doc(cpu=MIN_CPU)), lambda s: _first(s).resources.cpu, MIN_CPU),
+    (job_doc(phase_doc(cpu=int(MAX_CPU))), lambda s: _first(s).resources.cpu, MAX_CPU),
+    (
+        job_doc(phase_doc(memory_mb=MAX_MEMORY_MB)),
+        lambda s: _first(s).resources.memory_mb,
+        MAX_MEMORY_MB,
+    ),
+    (
+        job_doc(phase_doc(command=["x" * MAX_ARG_BYTES])),
+        lambda s: len(_first(s).command[0]),
+        MAX_ARG_BYTES,
+    ),
+    (
+        # two arguments of 131,071 bytes and their NULs: exactly MAX_COMMAND_BYTES
+        job_doc(phase_doc(command=["x" * (MAX_COMMAND_BYTES // 2 - 1)] * 2)),
+        lambda s: sum(len(arg) + 1 for arg in _first(s).command),
+        MAX_COMMAND_BYTES,
+    ),
+    (
+        job_doc(phase_doc(command=["a"] * MAX_COMMAND_ARGS)),
+        lambda s: len(_first(s).command),
+        MAX_COMMAND_ARGS,
+    ),
+    (
+        job_doc(phase_doc(image="x" * MAX_IMAGE_LENGTH)),
+        lambda s: len(_first(s).image or ""),
+        MAX_IMAGE_LENGTH,
+    ),
+    (job_doc(*_phases(MAX_PHASES)), lambda s: len(s.phases), MAX_PHASES),
+    (
+        job_doc(*_phases(MAX_TASKS_PER_JOB // MAX_TASKS_PER_PHASE, tasks=MAX_TASKS_PER_PHASE)),
+        lambda s: s.total_tasks(),
+        MAX_TASKS_PER_JOB,
+    ),
+    # names may start with a digit, and hold '_' or '.' after their first character
+    (
+        job_doc(phase_doc("0ad"), phase_doc("a__master__"), phase_doc("v1.2-rc_3")),
+        lambda s: [p.name for p in s.phases],
+        ["0ad", "a__master__", "v1.2-rc_3"],
+    ),
+    (job_doc(name="9-lives"), lambda s: s.name, "9-lives"),
+]
+
+
+@pytest.mark.parametrize(("document", "read", "value"), BOUNDARIES)
+def test_values_at_the_bounds_are_accepted(
+    document: dict[str, object], read: Callable[[JobSpec], object], value: object
+):
+    assert read(parse_job_spec(document)) == value
+
+
 def test_diamond_dag_is_accepted():
     spec = parse_job_spec(
         job_doc(
@@ -186,8 +396,9 @@ def test_diamond_dag_is_accepted():
 
 @pytest.mark.parametrize("closed", [False, True])
 def test_a_long_chain_listed_downstream_first_gets_an_answer(closed: bool):
-    # p0 waits for p1, which waits for p2, ...: deep enough to overflow a recursive search
-    n = 3000
+    # p0 waits for p1, which waits for p2, ...: as many as a job may have, deep enough to
+    # overflow a recursive search (Python's default limit is 1000 frames)
+    n = MAX_PHASES
     phases = [phase_doc(f"p{i}", after=[f"p{i + 1}"] if i < n - 1 else []) for i in range(n)]
     if closed:
         phases[-1] = phase_doc(f"p{n - 1}", after=["p0"])
@@ -255,7 +466,9 @@ def test_check_fits_cluster(capacities: list[Resources], message: str | None):
 
 # --------------------------------------------------------------------------- round trip
 
-names = st.text("abcxyz-_.019", min_size=1, max_size=8)
+names = st.from_regex(r"[abcxyz019][abcxyz019._-]{0,7}", fullmatch=True)
+# Any Unicode but the NUL, which no argument can hold (surrogates are not drawn by default).
+arguments = st.text(st.characters(blacklist_characters="\0"), max_size=5)
 
 
 @st.composite
@@ -269,18 +482,18 @@ def specs(draw: st.DrawFn) -> JobSpec:
             phase_doc(
                 name,
                 draw(st.integers(1, MAX_TASKS_PER_PHASE)),
-                cpu=draw(st.floats(0.001, 512.0)),
-                memory_mb=draw(st.integers(1, 1 << 20)),
+                cpu=draw(st.floats(MIN_CPU, MAX_CPU)),
+                memory_mb=draw(st.integers(1, MAX_MEMORY_MB)),
                 after=after,
-                command=draw(st.lists(st.text(max_size=5), min_size=1, max_size=3)),
+                command=draw(st.lists(arguments, min_size=1, max_size=3)),
                 **extra,
             )
         )
     return job_spec(
         *phases,
         name=draw(names),
-        priority=draw(st.integers(-100, 100)),
-        max_retries=draw(st.integers(0, 5)),
+        priority=draw(st.integers(INT32_MIN, INT32_MAX)),
+        max_retries=draw(st.integers(0, MAX_RETRIES_LIMIT)),
     )
 
 

@@ -203,8 +203,13 @@ def test_file_problems(tmp_path: Path) -> None:
         run(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.yaml"
     broken.write_text("slots: [1, 2\n", encoding="utf-8")
-    with pytest.raises(UserError, match="not valid YAML at line"):
+    with pytest.raises(UserError, match=r"the file: not valid YAML: .* \(line 2, column 1\)$"):
         run(broken)
+    # read by the job specs' loader (plumbing.spec_text): PyYAML alone would keep the last "slots"
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("slots: 4\nslots: 8\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"slots: duplicate key \(line 2; first at line 1\)$"):
+        run(twice)
     scalar = tmp_path / "scalar.yaml"
     scalar.write_text("42\n", encoding="utf-8")
     with pytest.raises(UserError, match="the file: must be a mapping"):
