@@ -180,6 +180,14 @@ async def _serve(
         )
     else:
         log.info("no data plane configured (--kafka): agents publish no metrics")
+    for job_id, problem in store.unreadable_jobs:
+        log.warning(
+            "job %s left out: its stored spec is not valid for this version (%s); its row stays "
+            "in %s",
+            job_id,
+            problem,
+            args.state_dir,
+        )
     publish_address(args.address_file, address)
     ticks = asyncio.create_task(housekeeping(state))
     try:

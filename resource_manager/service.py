@@ -17,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import NoReturn, TypeVar
 
 import grpc
 
 from plumbing import wire
 from plumbing.data_plane import DataPlane
+from plumbing.spec_text import load_job_document
 from plumbing.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.asks import PhaseAsk
-from policies.scheduling.jobspec import SpecError, parse_job_spec
+from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
 from resource_manager import convert
 from resource_manager.core import LaunchMaster, NodeCommand, ResourceManagerCore, StopAllocation
 from resource_manager.errors import (
@@ -142,8 +143,19 @@ async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, text:
 async def _answer(context: grpc.aio.ServicerContext, what: str, call: Callable[[], T]) -> T:
     """Run ``call`` and map the core's refusals to status codes; anything unexpected becomes
     INTERNAL with one log line."""
-    try:
+
+    async def run() -> T:
         return call()
+
+    return await _answer_async(context, what, run)
+
+
+async def _answer_async(
+    context: grpc.aio.ServicerContext, what: str, call: Callable[[], Awaitable[T]]
+) -> T:
+    """:func:`_answer` for a call that is awaited."""
+    try:
+        return await call()
     except (SpecError, InvalidRequestError) as error:
         await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
     except NotFoundError as error:
@@ -170,13 +182,20 @@ class JobServicer(rm_grpc.JobServiceServicer):
     async def SubmitJob(
         self, request: rm_pb.SubmitJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.SubmitJobResponse:
-        def submit() -> rm_pb.SubmitJobResponse:
+        def parse() -> JobSpec:
             key = request.idempotency_key
             if len(key) > MAX_IDEMPOTENCY_KEY or not key.isprintable():
                 raise InvalidRequestError(
                     "idempotency_key", f"must be at most {MAX_IDEMPOTENCY_KEY} printable characters"
                 )
-            spec = parse_job_spec(_document(request))
+            return parse_job_spec(_document(request))
+
+        # Reading a spec is pure but may take a large fraction of a second (a 1 MiB spec): on a
+        # worker thread, so heartbeats on the event loop never wait for it.
+        spec = await _answer_async(context, "SubmitJob", lambda: asyncio.to_thread(parse))
+        key = request.idempotency_key
+
+        def submit() -> rm_pb.SubmitJobResponse:
             job = self._state.run(
                 lambda core, now: core.submit(
                     spec, client_mode=request.client_mode, now=now, idempotency_key=key
@@ -281,12 +300,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
 
 def _document(request: rm_pb.SubmitJobRequest) -> object:
     if request.WhichOneof("source") == "spec_yaml":
-        import yaml  # TODO(spec_text): the shared loader
-
-        try:
-            return yaml.safe_load(request.spec_yaml)
-        except yaml.YAMLError:
-            raise SpecError("job", "not valid YAML") from None
+        return load_job_document(request.spec_yaml)
     if request.WhichOneof("source") == "spec":
         return wire.spec_document_from_pb(request.spec)
     raise SpecError("spec", "is required (give spec or spec_yaml)")

@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from policies.scheduling.jobspec import job_spec_to_document, parse_job_spec
+from policies.scheduling.jobspec import SpecError, job_spec_to_document, parse_job_spec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.records import (
@@ -129,6 +129,7 @@ class Store:
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._db.execute("COMMIT")
         self._in_transaction = False
+        self.unreadable_jobs: list[tuple[str, str]] = []  # (job id, why), by load_jobs
 
     def close(self) -> None:
         self._db.close()
@@ -208,11 +209,20 @@ class Store:
         )
 
     def load_jobs(self) -> Iterator[JobRecord]:
+        """Every stored job.  A job whose spec this version no longer accepts (stored before a
+        rule was added, e.g. a priority beyond int32) is left in the database, untouched, and
+        listed in :attr:`unreadable_jobs` instead of failing the RM for every user."""
+        self.unreadable_jobs = []
         for row in self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY seq"):
+            try:
+                spec = parse_job_spec(json.loads(row[2]))
+            except (SpecError, ValueError) as error:
+                self.unreadable_jobs.append((str(row[0]), str(error)))
+                continue
             yield JobRecord(
                 job_id=row[0],
                 seq=row[1],
-                spec=parse_job_spec(json.loads(row[2])),
+                spec=spec,
                 state=JobState(row[3]),
                 submit_time=row[4],
                 client_mode=bool(row[5]),

@@ -205,3 +205,25 @@ def test_a_unit_cannot_be_nested_and_changes_need_one():
         tables.begin()
     tables.rollback()
     assert core.jobs == {}
+
+
+def test_a_stored_job_this_version_refuses_is_left_out_not_fatal(tmp_path: Path):
+    """A spec stored before a rule existed (priority beyond int32 once broke ListJobs for
+    every user, after every restart) no longer stops the RM from loading the others."""
+    path = tmp_path / "rm.sqlite"
+    core = new_core(path)
+    kept = running_job(core)
+    broken = running_job(core)
+    with sqlite3.connect(path) as db:
+        (spec,) = db.execute("SELECT spec FROM jobs WHERE job_id = ?", (broken,)).fetchone()
+        document = json.loads(spec)
+        document["priority"] = 2**31
+        db.execute("UPDATE jobs SET spec = ? WHERE job_id = ?", (json.dumps(document), broken))
+    restarted = new_core(path)
+    assert list(restarted.jobs) == [kept]
+    store = restarted.core.tables._store
+    assert store.unreadable_jobs == [
+        (broken, "priority: must be at most 2147483647, got 2147483648")
+    ]
+    with sqlite3.connect(path) as db:  # the row stays, for the operator
+        assert db.execute("SELECT count(*) FROM jobs").fetchone()[0] == 2
