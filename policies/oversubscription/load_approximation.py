@@ -17,6 +17,14 @@ Alg. 2 keeps the samples inside ``[Q1 - p*IQR, Q3 + p*IQR]`` where Q1 and Q3 are
 upper quartiles with linear interpolation (numpy's default percentile method). With three or
 more samples ``[Q1, Q3]`` always holds one; with two and ``p < 0.5`` the fences can exclude both,
 and then nothing is eliminated (a mean needs a sample).
+
+Every mean (of ``T`` in lines 4-5, 20-21 and 27-28) is the sum of the kept samples added one by
+one in ascending order, starting from 0.0, divided by their count. Floating-point addition is
+not associative, and lines 24-25 and the fences compare means exactly, so a last-bit difference
+can switch branches (D' monotonous or not, a segment mean inside a fence or not); fixing the
+order makes the result independent of the samples' order within a set and of how the series
+are batched. The kept samples are summed directly: subtracting the eliminated ones from the
+set's total cancels catastrophically (1 + 6.6e-122 - 1 == 0 would drop a kept 6.6e-122).
 """
 
 from __future__ import annotations
@@ -159,10 +167,15 @@ def _segment_means(
     # positions[j, s] holds sample j of segment s of every series: one transposing copy, after
     # which every step is elementwise over contiguous vectors.
     positions = rows.reshape(count, whole, width).transpose(2, 1, 0).copy()
-    sums = positions.sum(axis=0)
-    complete = np.isfinite(sums).all(axis=0)
     monotonous = _positions_monotonous(positions)
-    means = _tukey_means(_sort_rows(list(positions), scratch=True), sums, fence)
+    ordered = _sort_rows(list(positions), scratch=True)
+    # A set is complete iff its smallest and largest samples are finite: -inf sorts first, +inf
+    # last, and a NaN ends last with np.sort or first with a network (np.minimum propagates
+    # NaN, and a network that sorts carries every input to its first output through minima).
+    finite = np.isfinite(ordered[0])
+    finite &= np.isfinite(ordered[-1])
+    complete: BoolArray = np.logical_and.reduce(finite, axis=0)
+    means = _tukey_means(ordered, fence)
     return means, complete, monotonous
 
 
@@ -188,8 +201,7 @@ def _approximate_columns(columns: FloatArray, segments: int, fence: float) -> Fl
     monotonous = is_monotonous(columns)
     last = columns[-1]
     if n < segments:
-        sorted_samples = _sort_rows(list(columns))
-        estimate = _tukey_means(sorted_samples, columns.sum(axis=0), fence)
+        estimate = _tukey_means(_sort_rows(list(columns)), fence)
     else:
         estimate = _segmented_estimate(columns, segments, fence)
     result: FloatArray = np.where(monotonous, last, estimate)
@@ -203,14 +215,13 @@ def _segmented_estimate(columns: FloatArray, segments: int, fence: float) -> Flo
     whole = n // width
     remainder = n - whole * width
     blocks = columns[: whole * width].reshape(whole, width, count)
-    sums = blocks.sum(axis=1)
     # Position j of every whole segment as one contiguous (whole x series) array: a cheap copy
     # of whole contiguous rows that makes every compare-exchange of the sort stream memory.
     positions = blocks.transpose(1, 0, 2).copy()
-    means = _tukey_means(_sort_rows(list(positions), scratch=True), sums, fence)
+    means = _tukey_means(_sort_rows(list(positions), scratch=True), fence)
     if remainder:
         tail = columns[whole * width :]
-        tail_means = _tukey_means(_sort_rows(list(tail)), tail.sum(axis=0), fence)
+        tail_means = _tukey_means(_sort_rows(list(tail)), fence)
         means = np.concatenate([means, tail_means[None, :]], axis=0)
     return _estimate_from_segment_means(means, fence)
 
@@ -219,18 +230,24 @@ def _estimate_from_segment_means(means: FloatArray, fence: float) -> FloatArray:
     """Alg. 1 lines 24-28 on D' laid out as (segment, series); ``means`` is scratch."""
     monotonous = is_monotonous(means)
     last = means[-1].copy()
-    sums = means.sum(axis=0)
-    estimate = _tukey_means(_sort_rows(list(means), scratch=True), sums, fence)
+    estimate = _tukey_means(_sort_rows(list(means), scratch=True), fence)
     result: FloatArray = np.where(monotonous, last, estimate)
     return result
 
 
-def _tukey_means(sorted_rows: list[FloatArray], sums: FloatArray, fence: float) -> FloatArray:
+def _tukey_means(sorted_rows: list[FloatArray], fence: float) -> FloatArray:
     """Alg. 2 then the mean, elementwise over ``len(sorted_rows)`` ascending order statistics.
 
-    ``sorted_rows[i]`` holds the i-th smallest sample of every set, ``sums`` the set sums.
-    Most sets hold no outlier: their minimum and maximum lie inside the fences and the mean is
-    the plain mean. Only the sets with an outlier pay for a masked mean.
+    ``sorted_rows[i]`` holds the i-th smallest sample of every set. The kept samples are added
+    in ascending order (an eliminated one as 0.0, which changes no sum) — never the set sum
+    minus the eliminated ones, where an outlier would absorb small kept samples and leave
+    garbage. A sample below the lower fence lies below Q1 <= x[ceil(pos1)], so only the order
+    statistics before ``ceil(pos1)`` can fall out; symmetrically only those after
+    ``floor(pos3)`` can exceed the upper one, and the middle ones are added untested. With
+    three or more samples the middle is not empty; with two, fences excluding both eliminate
+    nothing. A NaN fence (from an IQR that overflows) eliminates nothing either, as for
+    ``eliminate_outliers``. One pass over every set: with noisy loads around 40 % of the sets
+    hold an outlier, too many for a second pass over just those.
     """
     width = len(sorted_rows)
     # In-place arithmetic: these run on every segment of the cluster, and fresh temporaries
@@ -241,51 +258,32 @@ def _tukey_means(sorted_rows: list[FloatArray], sums: FloatArray, fence: float) 
     spread *= fence
     lower -= spread
     upper += spread
-    means: FloatArray = sums / width
-    outside = np.less(sorted_rows[0], lower)
-    outside |= np.greater(sorted_rows[-1], upper)
-    flagged = np.flatnonzero(outside)
-    if flagged.size:
-        means.flat[flagged] = _masked_means(sorted_rows, sums, lower, upper, flagged)
-    return means
-
-
-def _masked_means(
-    sorted_rows: list[FloatArray],
-    sums: FloatArray,
-    lower: FloatArray,
-    upper: FloatArray,
-    flagged: NDArray[np.intp],
-) -> FloatArray:
-    """Means of the samples inside [lower, upper] for the flagged sets (flat indices).
-
-    A sample below ``lower`` lies below Q1 <= x[ceil(pos1)], so only the first order statistics
-    can fall out (symmetrically, above Q3 >= x[floor(pos3)] only the last ones): the mean is the
-    set sum minus those few, not a pass over every sample. If the fences exclude everything
-    (two samples and p < 0.5) nothing is excluded.
-    """
-    width = len(sorted_rows)
-    low, high = lower.take(flagged), upper.take(flagged)
-    total = sums.take(flagged)
-    kept = np.full(flagged.size, float(width))
-    low_rows = range(min(width, math.ceil(0.25 * (width - 1)) + 1))
-    high_rows = range(max(low_rows.stop, math.floor(0.75 * (width - 1))), width)
-    for row in low_rows:
-        values = sorted_rows[row].take(flagged)
-        dropped = values < low
-        dropped |= values > high  # only possible for very small sets
-        total -= np.where(dropped, values, 0.0)
-        kept -= dropped
-    for row in high_rows:
-        values = sorted_rows[row].take(flagged)
-        dropped = values > high
-        total -= np.where(dropped, values, 0.0)
-        kept -= dropped
-    empty = kept == 0
-    total[empty] = sums.take(flagged[empty])
-    kept[empty] = width
-    result: FloatArray = total / kept
-    return result
+    low_stop = math.ceil(0.25 * (width - 1))
+    high_start = math.floor(0.75 * (width - 1)) + 1
+    shape = sorted_rows[0].shape
+    total = np.zeros(shape)
+    dropped = np.zeros(shape, dtype=np.min_scalar_type(width))
+    mask = np.empty(shape, dtype=np.bool_)
+    kept_values = np.empty(shape)
+    for row, values in enumerate(sorted_rows):
+        if low_stop <= row < high_start:
+            total += values
+            continue
+        if row < low_stop:
+            np.less(values, lower, out=mask)
+        else:
+            np.greater(values, upper, out=mask)
+        dropped += mask
+        np.logical_not(mask, out=mask)
+        np.multiply(values, mask, out=kept_values)
+        total += kept_values
+    kept = width - dropped.astype(np.float64)
+    if width == 2:
+        empty = kept == 0
+        total[empty] = (sorted_rows[0] + sorted_rows[1])[empty]
+        kept[empty] = 2.0
+    total /= kept
+    return total
 
 
 def _sorted_quantile(sorted_rows: list[FloatArray], q: float) -> FloatArray:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -18,11 +18,21 @@ def _monotonous(values: list[float]) -> bool:
     return bool((steps >= 0).all() or (steps <= 0).all())
 
 
+def _mean(values: list[float]) -> float:
+    """The module's documented mean: the values added one by one in ascending order, divided
+    by their count. (np.mean sums pairwise from 8 values on, and Python 3.12's sum() compensates:
+    either would differ in the last bits, enough to flip an exact monotonicity test.)"""
+    total = 0.0
+    for value in sorted(values):
+        total += value
+    return total / len(values)
+
+
 def _tukey_mean(values: list[float], p: float) -> float:
     q1, q3 = np.percentile(values, [25, 75])
     iqr = q3 - q1
     kept = [v for v in values if q1 - p * iqr <= v <= q3 + p * iqr]
-    return float(np.mean(kept or values))
+    return _mean(kept or values)
 
 
 def reference(series: list[float], k: int = 5, p: float = 1.5) -> float:
@@ -103,12 +113,46 @@ def test_vectorised_matches_reference_for_every_window_length(samples: int) -> N
     st.integers(1, 7),
     st.sampled_from([0.0, 1.5, 3.0]),
 )
+# Segments of 5, fence 0: (0, 0, 0, 0, 0), (1, 6.6e-122, 0, 0, 0) keeps [0, 6.6e-122] -> 1.7e-122,
+# two zero segments, (1, 1, 0) -> 1. D' = 0, 1.7e-122, 0, 0, 1 wiggles, so its Tukey mean
+# 4.1e-123. Taking the eliminated 1 off the segment sum 1 + 6.6e-122 == 1 gave a mean of 0, a
+# monotonous D' and an estimate of 1.
+@example(
+    windows=np.array(
+        [[0.0] * 23, [0.0] * 23, [0.0] * 5 + [1.0, 6.62993853e-122] + [0.0] * 13 + [1.0, 1.0, 0.0]]
+    ),
+    segments=5,
+    fence=0.0,
+)
 def test_vectorised_equals_line_by_line_algorithm(
     windows: np.ndarray, segments: int, fence: float
 ) -> None:
     got = approximate_load(windows, segments=segments, fence=fence)
     expected = [reference(list(row), segments, fence) for row in windows]
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_an_outlier_does_not_absorb_the_kept_samples() -> None:
+    # Fence 0 keeps [Q1, Q3] = [0, 6.6e-122] of the second segment: its mean is 1.7e-122, not
+    # (1 + 6.6e-122 - 1) / 4 == 0, so D' = 0, 1.7e-122, 0, 0, 1 is not monotonous.
+    series = [0.0] * 5 + [1.0, 6.62993853e-122] + [0.0] * 13 + [1.0, 1.0, 0.0]
+    got = approximate_load(np.array([series]), fence=0.0)[0]
+    assert got == reference(series, p=0.0) == pytest.approx(6.62993853e-122 / 16, rel=1e-12)
+
+
+def test_means_do_not_depend_on_sample_order() -> None:
+    # Segments of 3 and no outlier: 1 + -1 + 1e-300 adds up to 1e-300 in this order but to 0 in
+    # the reverse one, and D' = 0, m, 0, 0, 5 wiggles (estimate ~0) or rises (estimate 5)
+    # depending on it. Exact arithmetic would say 1e-300 / 3; the documented mean adds in
+    # ascending order (-1 + 1e-300 + 1 == 0) whatever the order of the samples or the batch.
+    windows = np.array(
+        [[0.0] * 3 + segment + [0.0] * 6 + [5.0] * 3 for segment in ([1.0, -1.0, 1e-300],) * 2]
+    )
+    windows[1, 3:6] = windows[1, 5:2:-1]
+    together = approximate_load(windows)
+    apart = [approximate_load(window[None, :])[0] for window in windows]
+    assert together.tolist() == apart == [reference(list(window)) for window in windows]
+    assert together.tolist() == [5.0, 5.0]
 
 
 @settings(max_examples=40, deadline=None)
@@ -159,3 +203,14 @@ def test_sorting_networks_sort_every_zero_one_input(width: int) -> None:
     ordered = np.stack(_sort_rows(list(inputs.astype(np.float64))))
     assert (np.diff(ordered, axis=0) >= 0).all()
     np.testing.assert_array_equal(ordered.sum(axis=0), inputs.sum(axis=0))
+
+
+@pytest.mark.parametrize("width", range(1, 18))
+def test_a_missing_sample_reaches_the_ends_of_the_sorted_set(width: int) -> None:
+    # Alg. 1 takes a set as complete when its smallest and largest samples are finite.
+    from policies.oversubscription.load_approximation import _sort_rows
+
+    inputs = np.random.default_rng(width).random((width, width))
+    np.fill_diagonal(inputs, np.nan)  # set i misses sample i
+    ordered = _sort_rows(list(inputs))
+    assert (np.isnan(ordered[0]) | np.isnan(ordered[-1])).all()
