@@ -1,73 +1,93 @@
-"""Machine utilisation for the node agent's ``NodeMetrics``, from ``/proc`` and ``/sys``.
+"""Machine utilisation for the node agent's ``NodeMetrics``, read through psutil.
 
 Every figure of :class:`HostSample` (all utilisations are fractions clipped to [0, 1]):
 
 ``cpu_utilization``
-    Busy jiffies / total jiffies of the whole machine (all CPUs) between the previous sample and
-    this one, from the aggregate ``cpu`` line of ``/proc/stat``.  Busy is everything but
-    ``idle`` and ``iowait``; ``guest``/``guest_nice`` are left out of the total because the
-    kernel already counts them in ``user``/``nice``.
+    Busy time / total time of the whole machine (all CPUs) between the previous sample and this
+    one, from ``psutil.cpu_times()`` (the aggregate ``cpu`` line of ``/proc/stat``, in jiffies
+    divided by ``USER_HZ``).  Busy is everything but ``idle`` and ``iowait``; ``guest`` and
+    ``guest_nice`` are left out of the total because the kernel already counts them in
+    ``user``/``nice``.
 ``memory_utilization``, ``memory_total_bytes``
-    ``1 - MemAvailable / MemTotal`` now, and ``MemTotal`` in bytes (``/proc/meminfo``).
+    ``1 - available / total`` now, and ``total`` in bytes, from ``psutil.virtual_memory()``:
+    ``MemTotal`` and ``MemAvailable`` of ``/proc/meminfo``.  Changed with psutil: where
+    ``MemAvailable`` is missing (Linux < 3.14) or 0, psutil estimates it as ``free(1)`` does,
+    and where it exceeds ``MemTotal`` (some containers) psutil reports ``MemFree`` instead;
+    these used to be errors.
 ``load_average_1m``
-    The 1-minute load average now, as ``/proc/loadavg`` reports it (runnable + uninterruptible
-    tasks; *not* divided by the number of CPUs, so not clipped either).
+    The 1-minute load average now, from ``psutil.getloadavg()`` (runnable + uninterruptible
+    tasks; *not* divided by the number of CPUs, so not clipped either).  On Linux that is
+    ``os.getloadavg()``: the C library reads ``/proc/loadavg`` itself, whatever
+    ``psutil.PROCFS_PATH`` says.
 ``disk_throughput_utilization``
-    (sectors read + written) x 512 bytes per second over all whole disks, divided by the
-    configured ``disk_bandwidth_bytes_per_s`` (``/proc/diskstats`` counts 512-byte sectors
-    whatever the device's real sector size).
+    Bytes read + written per second over all whole disks, divided by the configured
+    ``disk_bandwidth_bytes_per_s``, from ``psutil.disk_io_counters(perdisk=True)``: the sectors
+    of ``/proc/diskstats`` times 512, which the kernel counts whatever the real sector size.
 ``disk_busy_utilization``
-    The busiest whole disk's share of wall-clock time with I/O in flight (``io_ticks``, ms).
+    The busiest whole disk's share of wall-clock time with I/O in flight (``busy_time``, the
+    ``io_ticks`` of ``/proc/diskstats`` in ms).
 ``disk_usage``
     Used share of the filesystem holding ``disk_path`` now, as ``df`` computes it:
-    ``used / (used + available to unprivileged users)`` (``os.statvfs``).
+    ``used / (used + available to unprivileged users)``, from ``psutil.disk_usage()`` (whose
+    ``free`` is ``f_bavail``; its ``percent`` is rounded, so the bytes are used instead).
 ``net_receive_utilization``, ``net_transmit_utilization``
     Bytes per second received/sent over the counted interfaces divided by their summed link
-    speed (``/proc/net/dev``, ``/sys/class/net/<if>/speed`` in Mb/s).  ``lo`` is never counted.
-    When some interfaces are backed by a device (``/sys/class/net/<if>/device`` exists) only
-    those are counted: bridges, veths, VLANs and tunnels carry the same bytes a second time.
-    Interfaces that report no speed (``-1``, unreadable: virtio, bridges) add no capacity; when
-    none reports one, the capacity is ``default_link_bytes_per_s``.
+    speed, from ``psutil.net_io_counters(pernic=True)`` (``/proc/net/dev``) and
+    ``psutil.net_if_stats()`` (Mb/s).  ``lo`` is never counted.  When some interfaces are backed
+    by a device (``/sys/class/net/<if>/device`` exists: psutil does not tell, so this module
+    looks itself) only those are counted: bridges, veths, VLANs and tunnels carry the same bytes
+    a second time.  Interfaces that report no speed (virtio, bridges) add no capacity; when none
+    reports one, the capacity is ``default_link_bytes_per_s``.  Changed with psutil: the speed
+    comes from the ``SIOCETHTOOL`` ioctl, not ``/sys/class/net/<if>/speed``; the two give the
+    same figure, but the ioctl also answers for an interface that is down, so a speed counts
+    only while the interface is up (``isup``: ``IFF_RUNNING``).
 ``pressure``
-    The machine's PSI now (:func:`node_agent.metrics.pressure.read_pressure`); resources the
-    kernel does not report are absent.
+    The machine's PSI now (:func:`node_agent.metrics.pressure.read_pressure` on
+    ``<PROCFS_PATH>/pressure``; psutil has none); resources the kernel does not report are absent.
 
 Rate figures (CPU, disk, network) compare two readings; the first sample of a
 :class:`HostSampler` has none to compare with and reports ``0.0`` for them.  A counter that went
-backwards (a device or interface re-created) counts as no activity, and devices or interfaces
-present in only one of the two readings are left out.
+backwards (a device or interface re-created) counts as no activity - psutil's ``nowrap``
+correction, a process-wide cache that would credit the old count to the new device, is off - and
+devices or interfaces present in only one of the two readings are left out.
 
 "Whole disk" excludes partitions (another listed device's name plus digits, or plus ``p`` and
 digits when that name ends in a digit: ``sda1``, ``nvme0n1p2``) and stacked or memory-backed
 devices (``loop``, ``ram``, ``zram``, ``dm-``, ``md``), whose I/O is also counted on the disks
-beneath them or never reaches a disk; those are used only when nothing else is listed.
+beneath them or never reaches a disk; those are used only when nothing else is listed.  (psutil's
+own filter keeps every name under ``/sys/block``, stacked devices included, and
+``perdisk=True`` does not apply it; this module applies its own.)
 
-The parsers are pure functions of file text and raise ``ValueError("<file>: <problem>")``;
-:func:`compute_sample` is a pure function of two readings.  :class:`HostSampler` only reads files
-and remembers the previous reading.  ``/proc/stat``, ``/proc/meminfo`` and ``/proc/loadavg`` must
-be readable (``OSError`` otherwise); a missing ``/proc/diskstats`` or ``/proc/net/dev`` (some
-sandboxes) reads as no devices.
+procfs is read where ``psutil.PROCFS_PATH`` points (``/proc``; tests point it at recordings).
+The ``read_*`` functions are thin: they call psutil and turn its answer into this module's
+readings, raising ``ValueError("<file>: <problem>")`` for a file psutil cannot parse.
+``/proc/stat`` and ``/proc/meminfo`` must be readable (``OSError`` otherwise); a missing
+``/proc/diskstats`` or ``/proc/net/dev`` (some sandboxes) reads as no devices - psutil would
+fall back to the live ``/sys/block`` for the disks, which this module does not let it do.
+:func:`compute_sample` is a pure function of two readings, and :class:`HostSampler` only reads
+and remembers the previous reading.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+import psutil
 
 from node_agent.metrics.pressure import PressureStall, read_pressure
 
-SECTOR_BYTES = 512
-"""``/proc/diskstats`` always counts 512-byte sectors (include/linux/blk_types.h)."""
+_T = TypeVar("_T")
 
+_CPU_TOTAL = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+_CPU_IDLE = ("idle", "iowait")
 _STACKED_DISK_PREFIXES = ("loop", "ram", "zram", "dm-", "md")
 _PARTITION_AFTER_DIGIT = re.compile(r"p\d+")
 _PARTITION_AFTER_LETTER = re.compile(r"\d+")
-_DISKSTATS_MIN_FIELDS = 14  # major minor name + 11 counters (Linux >= 2.6.25 for partitions)
-_NET_DEV_FIELDS = 16  # 8 receive + 8 transmit counters
 
 
 # --- readings -------------------------------------------------------------------------------
@@ -75,10 +95,10 @@ _NET_DEV_FIELDS = 16  # 8 receive + 8 transmit counters
 
 @dataclass(frozen=True)
 class CpuTimes:
-    """Jiffies since boot summed over all CPUs."""
+    """Seconds since boot summed over all CPUs."""
 
-    busy: int
-    total: int
+    busy: float
+    total: float
 
 
 @dataclass(frozen=True)
@@ -89,11 +109,11 @@ class MemoryInfo:
 
 @dataclass(frozen=True)
 class DiskCounters:
-    """Cumulative counters of one disk: 512-byte sectors and milliseconds with I/O in flight."""
+    """Cumulative counters of one disk: bytes and milliseconds with I/O in flight."""
 
-    sectors_read: int
-    sectors_written: int
-    io_ticks_ms: int
+    read_bytes: int
+    written_bytes: int
+    busy_ms: int
 
 
 @dataclass(frozen=True)
@@ -144,91 +164,14 @@ class HostSample:
     pressure: Mapping[str, PressureStall]
 
 
-# --- parsers --------------------------------------------------------------------------------
+# --- from psutil's answers to readings (pure) -----------------------------------------------
 
 
-def _int(text: str, source: str, what: str) -> int:
-    if not text.isdigit():
-        raise ValueError(f"{source}: {what}: {text!r} is not a counter")
-    return int(text)
-
-
-def parse_proc_stat(text: str, *, source: str = "/proc/stat") -> CpuTimes:
-    """Busy and total jiffies from the aggregate ``cpu`` line (not ``cpu0``...)."""
-    for line in text.splitlines():
-        words = line.split()
-        if not words or words[0] != "cpu":
-            continue
-        # user nice system idle iowait irq softirq steal guest guest_nice; iowait and later
-        # columns appeared over the years, so only the first four are required.
-        if len(words) < 5:
-            raise ValueError(f"{source}: cpu line has {len(words) - 1} columns, expected >= 4")
-        names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-        values = [
-            _int(word, source, f"cpu {name}") for word, name in zip(words[1:], names, strict=False)
-        ]
-        total = sum(values)
-        idle = values[3] + (values[4] if len(values) > 4 else 0)
-        return CpuTimes(busy=total - idle, total=total)
-    raise ValueError(f"{source}: no aggregate 'cpu' line")
-
-
-def parse_meminfo(text: str, *, source: str = "/proc/meminfo") -> MemoryInfo:
-    """``MemTotal`` and ``MemAvailable`` in bytes (the kernel writes kB = KiB)."""
-    wanted = {"MemTotal": 0, "MemAvailable": 0}
-    found: set[str] = set()
-    for line in text.splitlines():
-        key, sep, rest = line.partition(":")
-        if not sep or key not in wanted:
-            continue
-        words = rest.split()
-        if len(words) != 2 or words[1] != "kB":
-            raise ValueError(f"{source}: {key}: {rest.strip()!r} is not '<n> kB'")
-        wanted[key] = _int(words[0], source, key) * 1024
-        found.add(key)
-    for key in wanted:
-        if key not in found:
-            raise ValueError(f"{source}: {key} missing")
-    if wanted["MemTotal"] == 0:
-        raise ValueError(f"{source}: MemTotal is 0")
-    return MemoryInfo(total_bytes=wanted["MemTotal"], available_bytes=wanted["MemAvailable"])
-
-
-def parse_loadavg(text: str, *, source: str = "/proc/loadavg") -> float:
-    """The 1-minute load average (first field)."""
-    words = text.split()
-    if not words:
-        raise ValueError(f"{source}: empty")
-    try:
-        value = float(words[0])
-    except ValueError:
-        raise ValueError(f"{source}: load1 {words[0]!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{source}: load1 {words[0]!r} is not a load average")
-    return value
-
-
-def parse_diskstats(text: str, *, source: str = "/proc/diskstats") -> dict[str, DiskCounters]:
-    """Counters of the whole disks (see the module docstring for which devices count)."""
-    devices: dict[str, DiskCounters] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        words = line.split()
-        if not words:
-            continue
-        if len(words) < _DISKSTATS_MIN_FIELDS:
-            raise ValueError(
-                f"{source}: line {number}: {len(words)} fields, expected >= {_DISKSTATS_MIN_FIELDS}"
-            )
-        name = words[2]
-        where = f"line {number} ({name})"
-        # Fields after the name: reads, reads merged, sectors read(2), ms reading, writes,
-        # writes merged, sectors written(6), ms writing, in flight, io_ticks(9), ...
-        devices[name] = DiskCounters(
-            sectors_read=_int(words[5], source, f"{where} sectors read"),
-            sectors_written=_int(words[9], source, f"{where} sectors written"),
-            io_ticks_ms=_int(words[12], source, f"{where} io_ticks"),
-        )
-    return whole_disks(devices)
+def cpu_times_of(times: Mapping[str, float]) -> CpuTimes:
+    """Busy and total time from ``psutil.cpu_times()._asdict()``; fields an old kernel does
+    not have (``iowait``, ``steal``...) count as 0."""
+    total = sum(times.get(name, 0.0) for name in _CPU_TOTAL)
+    return CpuTimes(busy=total - sum(times.get(name, 0.0) for name in _CPU_IDLE), total=total)
 
 
 def whole_disks(devices: Mapping[str, DiskCounters]) -> dict[str, DiskCounters]:
@@ -257,46 +200,87 @@ def _is_partition_of(name: str, parent: str) -> bool:
     return suffix.fullmatch(name[len(parent) :]) is not None
 
 
-def parse_net_dev(text: str, *, source: str = "/proc/net/dev") -> dict[str, NetCounters]:
-    """Received and transmitted bytes per interface, without ``lo``."""
-    interfaces: dict[str, NetCounters] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        name, sep, rest = line.partition(":")
-        if "|" in line or not line.strip():
-            continue  # the two header lines
-        if not sep:
-            raise ValueError(f"{source}: line {number}: no 'interface:' prefix")
-        name = name.strip()
-        words = rest.split()
-        if len(words) < _NET_DEV_FIELDS:
-            raise ValueError(
-                f"{source}: line {number} ({name}): {len(words)} counters, "
-                f"expected {_NET_DEV_FIELDS}"
+def link_speed_mbps(isup: bool, speed: int) -> int | None:
+    """An interface's link speed from ``psutil.net_if_stats()``: ``None`` when unknown (psutil
+    reports 0) or when the interface is down."""
+    return speed if isup and speed > 0 else None
+
+
+def filesystem_usage(used_bytes: int, available_bytes: int) -> float:
+    """Used share of a filesystem as ``df`` reports it (``psutil.disk_usage``'s ``used`` and
+    ``free``): space reserved for root counts neither as used nor as available.  ``0.0`` for
+    an empty (zero-size) filesystem."""
+    capacity = used_bytes + available_bytes
+    return _clip(used_bytes / capacity) if capacity > 0 else 0.0
+
+
+# --- reading through psutil -----------------------------------------------------------------
+
+
+def _proc(*parts: str) -> Path:
+    return Path(psutil.PROCFS_PATH, *parts)
+
+
+def _parsed(path: Path, read: Callable[[], _T]) -> _T:
+    """``read()``, with psutil's parse errors (it has no error type of its own for them)
+    turned into ``ValueError("<path>: ...")``; ``OSError`` passes through."""
+    try:
+        return read()
+    except (ValueError, TypeError, KeyError, IndexError, AssertionError) as exc:
+        raise ValueError(f"{path}: psutil cannot parse it: {type(exc).__name__}: {exc}") from exc
+
+
+def read_cpu() -> CpuTimes:
+    return cpu_times_of(_parsed(_proc("stat"), psutil.cpu_times)._asdict())
+
+
+def read_memory() -> MemoryInfo:
+    path = _proc("meminfo")
+    memory = _parsed(path, psutil.virtual_memory)
+    if memory.total <= 0:
+        raise ValueError(f"{path}: MemTotal is 0")
+    return MemoryInfo(total_bytes=memory.total, available_bytes=memory.available)
+
+
+def read_disks() -> dict[str, DiskCounters]:
+    """The whole disks' counters; none when ``diskstats`` is missing."""
+    path = _proc("diskstats")
+    if not path.exists():
+        return {}
+    devices = _parsed(path, lambda: psutil.disk_io_counters(perdisk=True, nowrap=False))
+    return whole_disks(
+        {
+            name: DiskCounters(
+                read_bytes=io.read_bytes, written_bytes=io.write_bytes, busy_ms=io.busy_time
             )
+            for name, io in devices.items()
+        }
+    )
+
+
+def read_interfaces(sys: Path = Path("/sys")) -> dict[str, NetInterface]:
+    """Every interface but ``lo``; none when ``net/dev`` is missing."""
+    path = _proc("net", "dev")
+    try:
+        counters = _parsed(path, lambda: psutil.net_io_counters(pernic=True, nowrap=False))
+    except FileNotFoundError:
+        return {}
+    try:
+        stats = psutil.net_if_stats()
+    except OSError:  # an ioctl refused: speeds unknown, the default capacity applies
+        stats = {}
+    net = sys / "class" / "net"
+    interfaces: dict[str, NetInterface] = {}
+    for name, nic in counters.items():
         if name == "lo":
             continue
-        interfaces[name] = NetCounters(
-            rx_bytes=_int(words[0], source, f"{name} receive bytes"),
-            tx_bytes=_int(words[8], source, f"{name} transmit bytes"),
+        stat = stats.get(name)
+        interfaces[name] = NetInterface(
+            counters=NetCounters(rx_bytes=nic.bytes_recv, tx_bytes=nic.bytes_sent),
+            speed_mbps=None if stat is None else link_speed_mbps(stat.isup, stat.speed),
+            physical=(net / name / "device").exists(),
         )
     return interfaces
-
-
-def parse_link_speed(text: str, *, source: str = "speed") -> int | None:
-    """Link speed in Mb/s from ``/sys/class/net/<if>/speed``; ``None`` when unknown (<= 0)."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise ValueError(f"{source}: {text.strip()!r} is not a speed in Mb/s") from None
-    return value if value > 0 else None
-
-
-def filesystem_usage(blocks: int, free_blocks: int, available_blocks: int) -> float:
-    """Used share of a filesystem as ``df`` reports it: blocks reserved for root count neither
-    as used nor as available.  ``0.0`` for an empty (zero-size) filesystem."""
-    used = blocks - free_blocks
-    capacity = used + available_blocks
-    return _clip(used / capacity) if capacity > 0 else 0.0
 
 
 # --- arithmetic -----------------------------------------------------------------------------
@@ -308,7 +292,7 @@ def _clip(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def _delta(new: int, old: int) -> int:
+def _delta(new: float, old: float) -> float:
     # A counter that went backwards was reset (device/interface re-created): no activity known.
     return max(0, new - old)
 
@@ -328,16 +312,16 @@ def disk_utilizations(
     ``elapsed_s``; disks present in only one reading are left out."""
     if elapsed_s <= 0:
         return 0.0, 0.0
-    sectors = 0
-    busiest_ms = 0
+    moved = 0.0
+    busiest_ms = 0.0
     for name, now in current.items():
         before = previous.get(name)
         if before is None:
             continue
-        sectors += _delta(now.sectors_read, before.sectors_read)
-        sectors += _delta(now.sectors_written, before.sectors_written)
-        busiest_ms = max(busiest_ms, _delta(now.io_ticks_ms, before.io_ticks_ms))
-    throughput = sectors * SECTOR_BYTES / elapsed_s / bandwidth_bytes_per_s
+        moved += _delta(now.read_bytes, before.read_bytes)
+        moved += _delta(now.written_bytes, before.written_bytes)
+        busiest_ms = max(busiest_ms, _delta(now.busy_ms, before.busy_ms))
+    throughput = moved / elapsed_s / bandwidth_bytes_per_s
     return _clip(throughput), _clip(busiest_ms / 1000.0 / elapsed_s)
 
 
@@ -366,7 +350,7 @@ def net_utilizations(
         return 0.0, 0.0
     counted = counted_interfaces(current)
     capacity = link_capacity_bytes_per_s(counted, default_link_bytes_per_s)
-    rx = tx = 0
+    rx = tx = 0.0
     for name, now in counted.items():
         before = previous.get(name)
         if before is None:
@@ -412,33 +396,18 @@ def compute_sample(
 # --- the imperative shell -------------------------------------------------------------------
 
 
-def _read_optional(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return ""
-
-
-def _link_speed(net_dir: Path) -> int | None:
-    path = net_dir / "speed"
-    try:
-        text = path.read_text()
-    except OSError:
-        return None  # EINVAL for links that are down or have no speed (virtual ones)
-    return parse_link_speed(text, source=str(path))
-
-
 class HostSampler:
-    """Reads the machine's files and turns consecutive readings into :class:`HostSample`\\ s.
+    """Reads the machine through psutil and turns consecutive readings into
+    :class:`HostSample`\\ s.
 
-    ``proc`` and ``sys`` are the roots of procfs and sysfs (tests point them at fake trees);
-    ``disk_path`` names the filesystem for ``disk_usage``.  Not thread-safe: one caller samples.
+    procfs is read at ``psutil.PROCFS_PATH``; ``sys`` is the root of sysfs, for
+    ``class/net/<if>/device`` (tests point both at fake trees); ``disk_path`` names the
+    filesystem for ``disk_usage``.  Not thread-safe: one caller samples.
     """
 
     def __init__(
         self,
         *,
-        proc: Path = Path("/proc"),
         sys: Path = Path("/sys"),
         disk_path: Path = Path("/"),
         disk_bandwidth_bytes_per_s: float = 200e6,
@@ -446,7 +415,6 @@ class HostSampler:
     ) -> None:
         if disk_bandwidth_bytes_per_s <= 0 or default_link_bytes_per_s <= 0:
             raise ValueError("bandwidths must be positive")
-        self._proc = proc
         self._sys = sys
         self._disk_path = disk_path
         self._disk_bandwidth = disk_bandwidth_bytes_per_s
@@ -471,30 +439,14 @@ class HostSampler:
 
     def read(self, now: float) -> HostReading:
         """One :class:`HostReading` of the machine, stamped ``now``."""
-        proc = self._proc
-        net_dir = self._sys / "class" / "net"
-        interfaces = {
-            name: NetInterface(
-                counters=counters,
-                speed_mbps=_link_speed(net_dir / name),
-                physical=(net_dir / name / "device").exists(),
-            )
-            for name, counters in parse_net_dev(
-                _read_optional(proc / "net" / "dev"), source=str(proc / "net" / "dev")
-            ).items()
-        }
-        fs = os.statvfs(self._disk_path)
+        usage = psutil.disk_usage(str(self._disk_path))
         return HostReading(
             now=now,
-            cpu=parse_proc_stat((proc / "stat").read_text(), source=str(proc / "stat")),
-            memory=parse_meminfo((proc / "meminfo").read_text(), source=str(proc / "meminfo")),
-            load_average_1m=parse_loadavg(
-                (proc / "loadavg").read_text(), source=str(proc / "loadavg")
-            ),
-            disks=parse_diskstats(
-                _read_optional(proc / "diskstats"), source=str(proc / "diskstats")
-            ),
-            interfaces=interfaces,
-            disk_usage=filesystem_usage(fs.f_blocks, fs.f_bfree, fs.f_bavail),
-            pressure=read_pressure(proc / "pressure"),
+            cpu=read_cpu(),
+            memory=read_memory(),
+            load_average_1m=psutil.getloadavg()[0],
+            disks=read_disks(),
+            interfaces=read_interfaces(self._sys),
+            disk_usage=filesystem_usage(usage.used, usage.free),
+            pressure=read_pressure(_proc("pressure")),
         )
