@@ -28,6 +28,7 @@ from plumbing.mqtt import (
     DEFAULT_PREFIX,
     LoopThread,
     Reconnector,
+    first_completed,
     make_client,
     parse_mqtt_url,
     topics,
@@ -162,6 +163,7 @@ class CandidateFeed:
         self._need = Need.NOTHING
         self._resync_failing = False
         self._connected = False
+        self._stop = asyncio.Event()  # set on the feed's loop by close()
         self._thread = LoopThread("candidate-feed", self._main)
         self.applied = 0
         self.resyncs = 0
@@ -200,28 +202,29 @@ class CandidateFeed:
         self._thread.start()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Disconnect and stop the feed's thread (waiting up to about ``timeout`` seconds)."""
-        self._thread.shutdown(self._thread.cancel, timeout, self._log)
+        """Disconnect and stop the feed's thread (waiting up to about ``2 * timeout`` seconds).
+
+        A connection or subscription under way is let finish (each is bounded by the MQTT
+        timeouts) and then disconnected, rather than cancelled half-way: aiomqtt leaves a
+        cancelled one's socket and tasks behind, and logs the late SUBACK of a cancelled
+        subscription as an error.  Only past ``timeout`` is the feed cancelled wherever it is."""
+        self._thread.shutdown(self._stop.set, timeout, self._log)
 
     # ------------------------------------------------------------------ the loop thread
 
     async def _main(self) -> None:
         reconnector = Reconnector(f"MQTT broker {self._host}:{self._port}", self._log)
         ever_connected = False
-        while True:
+        while not self._stop.is_set():
             delay = 0.0
             try:
                 async with make_client(self._host, self._port) as client:
                     await client.subscribe([(self.machines_topic, 1), (self.candidates_topic, 1)])
                     self._connected = True
                     reconnector.connected()
-                    if ever_connected:
-                        # Deltas published while we were away are gone (not retained).
-                        self._need = max(self._need, Need.CANDIDATES)
-                        await self._resync_if_needed()
-                    ever_connected = True
-                    async for message in client.messages:
-                        await self._handle(message.topic.value, message.payload)
+                    reconnected, ever_connected = ever_connected, True
+                    # Until close() or a lost connection; leaving the block disconnects.
+                    await first_completed(self._session(client, reconnected), self._stop.wait())
             except aiomqtt.MqttError as error:
                 delay = reconnector.failed(error)
             except Exception as error:  # never let a surprise end the feed for good
@@ -229,7 +232,16 @@ class CandidateFeed:
                 delay = reconnector.failed(error)
             finally:
                 self._connected = False
-            await asyncio.sleep(delay)
+            await first_completed(asyncio.sleep(delay), self._stop.wait())
+
+    async def _session(self, client: aiomqtt.Client, reconnected: bool) -> None:
+        """Apply the messages of one connection; raise MqttError when it is lost."""
+        if reconnected:
+            # Deltas published while we were away are gone (not retained).
+            self._need = max(self._need, Need.CANDIDATES)
+            await self._resync_if_needed()
+        async for message in client.messages:
+            await self._handle(message.topic.value, message.payload)
 
     async def _handle(self, topic: str, payload: object) -> None:
         try:

@@ -51,6 +51,10 @@ log = logging.getLogger("sluice.jm")
 RPC_TIMEOUT = 10.0
 ROUND_INTERVAL = 0.2
 RM_PATIENCE = 300.0  # seconds without the RM before the job master gives up
+# Closing the candidate feed at the end: seconds to wait for a connection under way before it is
+# cancelled (and as long again for it to end), so that an MQTT broker that is down or stuck
+# delays the final report by about two seconds at most.
+FEED_CLOSE_S = 1.0
 
 ProgressCallback = Callable[[list[PhaseProgress]], None]
 R = TypeVar("R")
@@ -110,13 +114,21 @@ class JobMaster:
             self._feed = CandidateFeed(plane.mqtt_url, plane.mqtt_topic_prefix, self._resync)
             self._feed.start()
 
-    def _leave_data_plane(self) -> None:
-        if self._outcomes is not None:
-            self._outcomes.close()
-        if self._feed is not None:
-            self._feed.close()
-        if self._resync is not None:
-            self._resync.close()
+    def _leave_data_plane(self, final_state: JobState | None = None) -> None:
+        """Close the data-plane clients, each within a few seconds whatever the brokers do; with
+        ``final_state``, publish the job's end first.  Idempotent."""
+        outcomes, self._outcomes = self._outcomes, None
+        if outcomes is not None:
+            if final_state is not None:
+                outcomes.job_ended(final_state.value)  # flushes briefly, then closes
+            else:
+                outcomes.close()
+        feed, self._feed = self._feed, None
+        if feed is not None:
+            feed.close(timeout=FEED_CLOSE_S)
+        resync, self._resync = self._resync, None
+        if resync is not None:
+            resync.close()
 
     # ------------------------------------------------------------------ RM calls with patience
 
@@ -216,8 +228,9 @@ class JobMaster:
                     with self._lock:
                         plan.kill("job master stopped")
         finally:
+            # Done already when the job ended (_finish); after an error, done here.
             self._leave_data_plane()
-            self._launcher.shutdown(wait=True)
+            self._launcher.shutdown(wait=True, cancel_futures=True)
             for agent_channel in self._agent_channels:
                 agent_channel.close()
             self._channel.close()
@@ -261,6 +274,12 @@ class JobMaster:
             container = plan.containers.get(task.allocation_id or "")
             if container is not None:
                 self._stop_task(container, task.task_id, task.attempt)
+        # Our own teardown comes before the report: once the RM has the final state, this
+        # process is expected to end (the RM's grace, `sluice local down`'s drain), so it must
+        # not be found still flushing Kafka or closing MQTT then.  Each step is bounded.
+        self._leave_data_plane(state)
+        # Launches not started yet are dropped; one under way ends within RPC_TIMEOUT.
+        self._launcher.shutdown(wait=True, cancel_futures=True)
         self._call_rm(
             "finish",
             lambda: self._rm.FinishJob(
@@ -275,10 +294,8 @@ class JobMaster:
             ),
         )
         self._report_progress(progress)
-        if self._outcomes is not None:
-            self._outcomes.job_ended(state.value)
         log.info("job %s %s%s", self.job_id, state.value, f": {message}" if message else "")
-        return state
+        return state  # run() closes its gRPC channels and returns: the process exits
 
     # ------------------------------------------------------------------ agents
 

@@ -3,7 +3,8 @@ rating (ROSE Alg. 3): one ``OutcomeEvent`` per finished task attempt on the outc
 final ``job_ended`` event, all keyed by job id so they stay in order on one partition.
 
 Publishing never holds up the job: messages go through a bounded ``KafkaOutbox``, and at the end
-the job master waits a couple of seconds at most for the last ones to leave.
+the job master waits a couple of seconds at most for the last ones to leave (not at all while
+Kafka is known to be unreachable), before it reports the job's final state to the RM.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ OUTCOME_OF_STATE = {
     TaskState.LOST: mpb.TASK_OUTCOME_LOST,
 }
 FLUSH_AT_END_S = 2.0
+CLOSE_S = 1.0  # for the sender thread, then as long for the producer
 
 
 def task_outcome_event(
@@ -75,13 +77,14 @@ class OutcomeReporter:
             self._outbox.offer(self.job_id, event.SerializeToString())
 
     def job_ended(self, final_state: str) -> None:
-        """Send the end marker and wait briefly for everything to leave, then stop."""
+        """Send the end marker and wait up to ``FLUSH_AT_END_S`` for everything to leave (not
+        at all while Kafka is unreachable: the sender is waiting out its backoff), then stop."""
         if self._outbox is None:
             return
         self._outbox.offer(
             self.job_id, job_ended_event(self.job_id, final_state, time.time()).SerializeToString()
         )
-        if not self._outbox.flush(FLUSH_AT_END_S):
+        if self._outbox.unreachable or not self._outbox.flush(FLUSH_AT_END_S):
             log.warning(
                 "%d task outcomes not delivered to Kafka; the machine rating misses them",
                 self._outbox.pending,
@@ -89,6 +92,7 @@ class OutcomeReporter:
         self.close()
 
     def close(self) -> None:
+        """Stop the outbox: about two seconds at most, whatever Kafka does."""
         if self._outbox is not None:
-            self._outbox.close(timeout=1)
+            self._outbox.close(timeout=CLOSE_S)
             self._outbox = None

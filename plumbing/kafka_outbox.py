@@ -116,6 +116,12 @@ class KafkaOutbox:
     def connected(self) -> bool:
         return self._producer is not None and not self._outage
 
+    @property
+    def unreachable(self) -> bool:
+        """The last delivery failed (an outage): nothing leaves until the sender's backoff has
+        passed and a retry succeeds."""
+        return self._outage
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="kafka-outbox", daemon=True)
         self._thread.start()
@@ -136,7 +142,7 @@ class KafkaOutbox:
             self._thread.join(timeout)
         if self._producer is not None:
             try:
-                self._producer.close(timeout=1)
+                self._producer.close(timeout=min(timeout, 1.0))
             except Exception:  # closing a producer whose broker is gone may complain
                 self._log.debug("closing the Kafka producer failed", exc_info=True)
             self._producer = None

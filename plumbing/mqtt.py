@@ -1,6 +1,18 @@
 """MQTT plumbing shared by the aggregator's publisher and the job master's candidate feed:
 URL and topic names, an ``aiomqtt`` client on a private event loop in a daemon thread, and
-reconnection with backoff that logs each outage once and each recovery once."""
+reconnection with backoff that logs each outage once and each recovery once.
+
+Teardown is where aiomqtt needs help.  Its connection attempt (``async with client``) opens
+paho's socket from an executor thread, which also starts a keepalive task (``_misc_loop``) on the
+loop; if the attempt is cancelled or fails, nothing closes them, because ``__aexit__`` runs only
+for an attempt that succeeded.  A loop closed after that leaves the task pending ("Task was
+destroyed but it is pending!"), and when the abandoned paho client is collected its socket
+callback schedules onto the closed loop ("RuntimeError: Event loop is closed").  So
+:class:`Client` closes the socket of an attempt that failed or was cancelled waiting for its
+CONNACK, and :class:`LoopThread` ends its loop as ``asyncio.run`` does: executor work first
+(an attempt cancelled while paho was still connecting), then every task left, then the loop.
+Callers that can, stop between attempts rather than cancel one (``CandidateFeed.close``).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import aiomqtt
@@ -62,11 +74,37 @@ def topics(prefix: str) -> tuple[str, str]:
     return f"{prefix}/machines", f"{prefix}/candidates"
 
 
-def make_client(host: str, port: int, client_id: str | None = None) -> aiomqtt.Client:
+class Client(aiomqtt.Client):
+    """``aiomqtt.Client`` whose failed or cancelled connection attempt closes the socket it
+    opened (see the module docstring)."""
+
+    async def __aenter__(self) -> Self:
+        try:
+            return await super().__aenter__()
+        except asyncio.CancelledError:
+            # Cancelled while waiting for CONNACK (aiomqtt's wait cancelled its connection
+            # future): close the socket.  Cancelled earlier, paho is still opening it on an
+            # executor thread, whose callbacks are still to come: LoopThread ends that.
+            if self._connected.cancelled():
+                self._close_socket()
+            raise
+        except aiomqtt.MqttReentrantError:
+            raise  # entered twice: the connection is the first entry's
+        except aiomqtt.MqttError:
+            self._close_socket()  # e.g. no CONNACK within MQTT_TIMEOUT
+            raise
+
+    def _close_socket(self) -> None:
+        """Close paho's socket now, if open; paho's socket-close callback removes aiomqtt's
+        reader and writer and stops its keepalive task.  No DISCONNECT: the session never
+        started, and aiomqtt's disconnect callback fails on a cancelled connection future."""
+        # Neither aiomqtt (its paho client) nor paho (closing the socket) offers this publicly.
+        self._client._sock_close()
+
+
+def make_client(host: str, port: int, client_id: str | None = None) -> Client:
     """An MQTT 3.1.1 client with Sluice's keepalive and timeouts (call on the loop)."""
-    return aiomqtt.Client(
-        host, port, identifier=client_id, keepalive=KEEPALIVE, timeout=MQTT_TIMEOUT
-    )
+    return Client(host, port, identifier=client_id, keepalive=KEEPALIVE, timeout=MQTT_TIMEOUT)
 
 
 async def until_disconnected(client: aiomqtt.Client) -> None:
@@ -78,7 +116,7 @@ async def until_disconnected(client: aiomqtt.Client) -> None:
         pass
 
 
-async def first_completed(*coroutines: Coroutine[Any, Any, None]) -> None:
+async def first_completed(*coroutines: Coroutine[Any, Any, object]) -> None:
     """Run the coroutines until one ends; cancel the rest; re-raise what the first raised."""
     tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
     try:
@@ -207,6 +245,26 @@ class LoopThread:
             with contextlib.suppress(asyncio.CancelledError):
                 loop.run_until_complete(self._task)
         finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-            loop.close()
+            try:
+                # Work handed to threads first (a connection attempt there still schedules
+                # callbacks and tasks on this loop), then every task still pending, such as
+                # aiomqtt's keepalive task: nothing may be scheduled on the loop once closed.
+                loop.run_until_complete(loop.shutdown_default_executor())
+                _cancel_remaining_tasks(loop, self._name)
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+
+def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop, name: str) -> None:
+    """Cancel the loop's pending tasks and run it until they have ended (as ``asyncio.run``)."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            _log.debug("%s: a task ended with an error", name, exc_info=task.exception())

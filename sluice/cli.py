@@ -342,63 +342,77 @@ def _daemon_logging(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------------------- parser
 
 
+RM_HELP = "resource manager address (default: $SLUICE_RM, then the local cluster)"
+DIR_HELP = "local cluster directory (default: $SLUICE_DIR or ~/.sluice)"
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser, *, rm: bool = True) -> None:
+    """``--dir`` (and ``--rm``) after a command too: ``sluice local up --dir D``, ``sluice jobs
+    --rm ADDR``.  Only the top-level parser holds the defaults: a subcommand's parser copies every
+    attribute it sets over the top level's, so here an option is set only when given."""
+    if rm:
+        parser.add_argument("--rm", default=argparse.SUPPRESS, help=RM_HELP)
+    parser.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=DIR_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list reads best
     parser = argparse.ArgumentParser(
         prog="sluice", description="Sluice: a two-tier cluster scheduler for shared clusters."
     )
-    parser.add_argument(
-        "--rm", help="resource manager address (default: $SLUICE_RM, then the local cluster)"
-    )
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        default=default_dir(),
-        help="local cluster directory (default: $SLUICE_DIR or ~/.sluice)",
-    )
+    parser.add_argument("--rm", help=RM_HELP)
+    parser.add_argument("--dir", type=Path, default=default_dir(), help=DIR_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("submit", help="submit a job file")
     p.add_argument("file", type=Path)
     p.add_argument("--wait", action="store_true", help="follow the job until it ends")
     p.add_argument("--json", action="store_true")
+    _add_cluster_options(p)
     p.set_defaults(handler=cmd_submit)
 
     p = sub.add_parser("run", help="submit a job and run its job master here (client mode)")
     p.add_argument("file", type=Path)
+    _add_cluster_options(p)
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("jobs", help="list jobs")
     p.add_argument("--json", action="store_true")
+    _add_cluster_options(p)
     p.set_defaults(handler=cmd_jobs)
 
     p = sub.add_parser("job", help="show one job with its phases and task attempts")
     p.add_argument("job_id")
     p.add_argument("--json", action="store_true")
+    _add_cluster_options(p)
     p.set_defaults(handler=cmd_job)
 
     p = sub.add_parser("kill", help="kill a job")
     p.add_argument("job_id")
+    _add_cluster_options(p)
     p.set_defaults(handler=cmd_kill)
 
     p = sub.add_parser("logs", help="print a task's output (its latest attempt)")
     p.add_argument("job_id")
     p.add_argument("task", help="task id, e.g. map-3")
     p.add_argument("--attempt", type=int, help="a specific attempt")
+    _add_cluster_options(p)
     p.set_defaults(handler=cmd_logs)
 
     p = sub.add_parser("nodes", help="list nodes, with their load and indicators")
     p.add_argument("--json", action="store_true")
     p.add_argument("--aggregator", help="aggregator address (default: the one the RM names)")
+    _add_cluster_options(p)
     p.set_defaults(handler=cmd_nodes)
 
     p = sub.add_parser("candidates", help="the aggregator's candidate machines and versions")
     p.add_argument("--json", action="store_true")
     p.add_argument("--aggregator", help="aggregator address (default: the one the RM names)")
+    _add_cluster_options(p)
     p.set_defaults(handler=cmd_candidates)
 
-    local = sub.add_parser("local", help="a cluster on this machine").add_subparsers(
-        dest="local_command", required=True, metavar="ACTION"
-    )
+    p = sub.add_parser("local", help="a cluster on this machine")
+    _add_cluster_options(p, rm=False)
+    local = p.add_subparsers(dest="local_command", required=True, metavar="ACTION")
     p = local.add_parser("up", help="start a resource manager and N agents")
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--runtime", choices=["process", "docker"], default="process")
@@ -408,11 +422,14 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p.add_argument("--mqtt", help="use this MQTT broker mqtt://host:port (default: start amqtt)")
     p.add_argument("--influx-url", help="keep samples in this InfluxDB (default: memory only)")
     p.add_argument("--period", type=float, default=10.0, help="aggregator ranking period, seconds")
+    _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_up)
     p = local.add_parser("down", help="stop everything `local up` started")
+    _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_down)
     p = local.add_parser("status", help="is the local cluster up?")
     p.add_argument("--json", action="store_true")
+    _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_status)
 
     p = sub.add_parser("rm", help="run a resource manager (daemon)")

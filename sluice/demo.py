@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from job_master.candidate_feed import AggregatorResync, CandidateFeed
@@ -22,10 +24,17 @@ from sluice.render import progress_line
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb.common_pb2 import JOB_SUCCEEDED
 
-# The demo runs from a checkout (the README installs it editable), next to examples/.
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+# The demo's job files ship inside the package (sluice/examples/: setuptools' discovery finds it
+# as a namespace package and pyproject.toml's "*.yaml" package data takes the files), so that the
+# demo works from any installation, not only from a checkout.
+BATCH = "batch.yaml"
+ANALYTICS = "analytics.yaml"
+JOB_FILES = (BATCH, ANALYTICS)
 SAMPLE_PERIOD = 0.5
 TIME_LIMIT = 120.0
+# Job masters exit right after reporting their job's end; how long to wait for the nodes to
+# report them gone before stopping the cluster anyway.
+SETTLE_LIMIT = 10.0
 AGGREGATOR_PERIOD = 2.0
 
 
@@ -66,10 +75,10 @@ def run_demo(args: argparse.Namespace) -> int:
 def _run_workload(rm_address: str) -> int:
     client = RMClient.connect(rm_address)
     try:
-        batch = _submit(client, "batch.yaml")
+        batch = _submit(client, BATCH)
         _say(f"submitted {batch} (batch, priority 1, wants the whole cluster)")
         time.sleep(1.0)
-        analytics = _submit(client, "analytics.yaml")
+        analytics = _submit(client, ANALYTICS)
         _say(f"submitted {analytics} (analytics, priority 10, 3 phases with barriers)")
         samples: list[float] = []
         shown: dict[str, str] = {}
@@ -92,6 +101,7 @@ def _run_workload(rm_address: str) -> int:
         else:
             _say(f"the workload did not finish within {TIME_LIMIT:.0f} s")
             return 1
+        _wait_until_idle(client)
         _say("")
         _say("results")
         for job in sorted(jobs, key=lambda j: -j.priority):
@@ -110,8 +120,25 @@ def _run_workload(rm_address: str) -> int:
         client.close()
 
 
+def _wait_until_idle(client: RMClient) -> None:
+    """Wait until no node holds a container: the job masters, which end just after their job,
+    have exited and their nodes have said so.  Stopping the cluster before that would stop
+    them (``local down``: "stopped 1 tasks")."""
+    deadline = time.monotonic() + SETTLE_LIMIT
+    while time.monotonic() < deadline:
+        nodes = client.jobs.ListNodes(rm_pb.ListNodesRequest(), timeout=10).nodes
+        if all(n.allocated.cpu == 0 and n.allocated.memory_mb == 0 for n in nodes):
+            return
+        time.sleep(0.1)
+
+
+def example(name: str) -> Traversable:
+    """One of the job files bundled with Sluice (``sluice/examples/``), wherever it is installed."""
+    return resources.files("sluice") / "examples" / name
+
+
 def _submit(client: RMClient, name: str) -> str:
-    text = (EXAMPLES / name).read_text()
+    text = example(name).read_text(encoding="utf-8")
     return str(client.submit(text).job_id)
 
 

@@ -239,7 +239,11 @@ def _start_data_plane(
         broker = brokers.start_kafka(brokers.free_port(), logs / "kafka.log")
         services.append({"name": "kafka", "pid": broker.process.pid, "address": broker.address})
         kafka = broker.address
-        say(f"embedded Kafka-protocol broker (Tansu) at {kafka}")
+        say(
+            f"embedded Kafka-protocol broker (Tansu) at {kafka}: kafka-python clients work, "
+            "librdkafka before 2.2 (e.g. Debian 12's kcat) fails its handshake; "
+            "--kafka HOST:PORT uses an Apache Kafka instead"
+        )
     mqtt = spec.mqtt
     if mqtt is None:
         broker = brokers.start_embedded_mqtt(brokers.free_port(), logs / "mqtt.log")

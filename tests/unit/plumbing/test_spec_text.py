@@ -27,7 +27,7 @@ from policies.scheduling.jobspec import (
     parse_job_spec,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "sluice" / "examples"
 LOADERS = ["_LibyamlLoader", "_PythonLoader"]
 
 
@@ -332,3 +332,7 @@ def test_a_file_at_the_limit_is_read(tmp_path: Path) -> None:
     assert read_spec_file(path) == b"#" * MAX_SPEC_BYTES
     with pytest.raises(IsADirectoryError):
         read_spec_file(tmp_path)
+
+
+def test_the_bundled_examples_are_among_the_cases() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.yaml")) == ["analytics.yaml", "batch.yaml"]

@@ -4,6 +4,7 @@ loader and rules the RM uses, before the CLI connects)."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,10 @@ import pytest
 from plumbing.errors import UserError
 from policies.scheduling.jobspec import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, MAX_SPEC_NODES
 from sluice import cli
+from sluice.demo import example
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "analytics.yaml"
-GOOD = EXAMPLE.read_text()
+EXAMPLE = example("analytics.yaml")
+GOOD = EXAMPLE.read_text(encoding="utf-8")
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +120,8 @@ def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_a_good_file_gets_as_far_as_the_cluster(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main([command, str(EXAMPLE)]) == cli.EXIT_USER_ERROR
+    with resources.as_file(EXAMPLE) as path:
+        assert cli.main([command, str(path)]) == cli.EXIT_USER_ERROR
     assert capsys.readouterr().err == "sluice: error: would connect now\n"
 
 
