@@ -1,9 +1,10 @@
 # Shared steps of scripts/test.sh and scripts/demo.sh (sourced, not run).
 
-# Debian packages: Docker Engine and a static busybox for the task image (the runtimes), and
-# Mosquitto and InfluxDB 1.x (the data plane's real servers, which the tests run).
+# Debian packages: Docker Engine and a static busybox for the task image (the runtimes),
+# Mosquitto and InfluxDB 1.x (the data plane's real servers, which the tests run), and Docker
+# Compose (bookworm's is v1.29; tests/unit/deploy/test_compose.py has it check deploy/).
 # Installed only when running as root on a machine that lacks them.
-SYSTEM_PACKAGES=(docker.io busybox-static mosquitto influxdb)
+SYSTEM_PACKAGES=(docker.io busybox-static mosquitto influxdb docker-compose)
 
 install_system_packages() {
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

@@ -54,6 +54,7 @@ class LocalClusterSpec:
     metrics_interval: float = 1.0
     metrics_buffer: int | None = None  # None: the agent's default
     max_master_share: float | None = None  # None: the RM's default
+    aggregator_ranking: str | None = None  # None: the aggregator's default ("rose")
 
 
 def cluster_id_for(directory: Path) -> str:
@@ -274,6 +275,8 @@ def _start_data_plane(
     ]
     if spec.influx_url:
         argv += ["--influx-url", spec.influx_url]
+    if spec.aggregator_ranking is not None:
+        argv += ["--ranking", spec.aggregator_ranking]
     log_path = logs / "aggregator.log"
     process = _spawn(argv, log_path)
     services.append({"name": "aggregator", "pid": process.pid, "argv": argv})

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,59 @@ def phase(
     if after:
         doc["after"] = after
     return doc
+
+
+class Gate:
+    """Holds a task until the test opens it, so that what a test looks at while the task runs
+    does not race the task's end, however long the cluster took to get there.
+
+    ``hold(script)`` is a task script that first waits for a file: on the host for the process
+    runtime, inside the task's container for the docker runtime (Debian's busybox has ``[`` and
+    a fractional ``sleep``).  ``open`` creates it there.  ``close`` (after the test) kills the
+    jobs given to ``kill_on_close`` that a failed test left held, and removes the file."""
+
+    def __init__(self) -> None:
+        self.path = f"/tmp/sluice-test-gate-{uuid.uuid4().hex[:12]}"
+        self._jobs: list[tuple[Cluster, str]] = []
+
+    def hold(self, script: str) -> str:
+        return f"while [ ! -e {self.path} ]; do sleep 0.1; done; {script}"
+
+    def kill_on_close(self, cluster: Cluster, job_id: str) -> str:
+        self._jobs.append((cluster, job_id))
+        return job_id
+
+    def open(self, cluster: Cluster, job_id: str, task_ids: list[str]) -> None:
+        """Let the job's ``task_ids`` go on (each must be running, in its container for docker).
+        The file stays until ``close``: a task may look for it only a little later."""
+        if cluster.runtime != "docker":
+            Path(self.path).touch()
+            return
+        import docker
+
+        client = docker.from_env()
+        try:
+            for task_id in task_ids:
+                labels = {
+                    "sluice.cluster": cluster.info["cluster_id"],
+                    "sluice.job": job_id,
+                    "sluice.task": task_id,
+                }
+                (container,) = client.containers.list(
+                    filters={"label": [f"{k}={v}" for k, v in labels.items()]}
+                )
+                result = container.exec_run(["touch", self.path])
+                assert result.exit_code == 0, result.output
+        finally:
+            client.close()
+
+    def close(self) -> None:
+        for cluster, job_id in self._jobs:
+            with contextlib.suppress(grpc.RpcError):
+                detail = cluster.job(job_id)
+                if detail.summary.state not in FINAL:
+                    cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
+        Path(self.path).unlink(missing_ok=True)
 
 
 @dataclass

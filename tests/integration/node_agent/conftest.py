@@ -52,7 +52,12 @@ def launch(
 BURN = "while :; do :; done"
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 5.0) -> Any:
+# Limits only turn a hang into a failure: a busy machine (a CPU hog, a parallel test run) may
+# take seconds to fork, exec or start a container, and a condition that comes true is never late.
+WAIT_S = 30.0
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = WAIT_S) -> Any:
     deadline = time.monotonic() + timeout
     while not (result := condition()):
         if time.monotonic() > deadline:
@@ -65,9 +70,16 @@ def state_of(runtime: Any, key: str) -> Any:
     return next(o for o in runtime.observe() if o.task_key == key)
 
 
-def exited(runtime: Any, key: str, timeout: float = 5.0) -> Any:
+def exited(runtime: Any, key: str, timeout: float = WAIT_S) -> Any:
     """Wait for the task to exit; its observation."""
     return wait_until(lambda: (o := state_of(runtime, key)).state.value == "exited" and o, timeout)
+
+
+def cpu_grows(seconds: Callable[[], float], by: float = 0.1) -> None:
+    """Wait until a CPU-seconds counter has grown by ``by``: a task that runs again burns at
+    once on an idle machine and later on a busy one, so no fixed time is the right one."""
+    before = seconds()
+    wait_until(lambda: seconds() - before > by)
 
 
 def pid_alive(pid: int) -> bool:

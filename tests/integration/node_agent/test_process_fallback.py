@@ -15,6 +15,7 @@ from node_agent.runtime.base import ResourceLimits, RunState
 from node_agent.runtime.process_runtime import ProcessRuntime, group_members, proc_stat
 from tests.integration.node_agent.conftest import (
     BURN,
+    cpu_grows,
     exited,
     launch,
     pid_alive,
@@ -64,14 +65,12 @@ def test_fallback_pins_cpus_suspends_resumes_and_stops(
     assert proc_stat(pid).state == "T"  # type: ignore[union-attr]
     assert state_of(runtime, "burn").state is RunState.SUSPENDED
     before = cpu_of(burner)
-    time.sleep(1.0)
+    time.sleep(1.0)  # nothing to wait for: measuring that nothing happens
     assert cpu_of(burner) - before < 0.02
 
     runtime.resume("burn")
     assert state_of(runtime, "burn").state is RunState.RUNNING
-    before = cpu_of(burner)
-    time.sleep(1.0)
-    assert cpu_of(burner) - before > 0.1  # loose: the cores are shared
+    cpu_grows(lambda: cpu_of(burner))
 
     if len(os.sched_getaffinity(0)) > 1:
         runtime.resize("burn", ResourceLimits(cpu=1, memory_mb=64, cpuset=(1,)))

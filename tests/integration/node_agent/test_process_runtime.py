@@ -23,11 +23,13 @@ from node_agent.runtime.process_runtime import ProcessRuntime
 from tests.integration.node_agent.conftest import (
     BURN,
     V1_HIERARCHIES,
+    cpu_grows,
     exited,
     launch,
     pid_alive,
     state_of,
     wait_until,
+    wrapper_pid,
 )
 
 pytestmark = pytest.mark.integration
@@ -58,7 +60,7 @@ def cpu_seconds(node_id: str, key: str) -> float:
 
 def cpu_burnt_over(node_id: str, key: str, seconds: float) -> float:
     before = cpu_seconds(node_id, key)
-    time.sleep(seconds)
+    time.sleep(seconds)  # nothing to wait for: measuring that nothing happens
     return cpu_seconds(node_id, key) - before
 
 
@@ -99,7 +101,7 @@ def test_suspended_task_burns_no_cpu_and_burns_again_after_resume(
     assert cpu_burnt_over(node_id, "burn", 1.0) < 0.02
     runtime.resume("burn")
     assert state_of(runtime, "burn").state is RunState.RUNNING
-    assert cpu_burnt_over(node_id, "burn", 1.0) > 0.1  # loose: the 2 cores are shared
+    cpu_grows(lambda: cpu_seconds(node_id, "burn"))
     runtime.resume("burn")  # resuming a running task does nothing
 
 
@@ -233,8 +235,9 @@ def test_exit_while_no_runtime_existed_is_still_observed(
 ) -> None:
     first = ProcessRuntime(node_id, state_dir, cgroup_root=cgroup_v1)
     first.start(launch("t1", "sleep 0.2; echo done; exit 7"))
+    wrapper = wrapper_pid(state_dir, "t1")
     del first
-    time.sleep(0.5)
+    wait_until(lambda: not pid_alive(wrapper))  # the task ended while no runtime existed
     second = ProcessRuntime(node_id, state_dir, cgroup_root=cgroup_v1)
     try:
         assert exited(second, "t1").exit_code == 7
