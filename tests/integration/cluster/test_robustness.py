@@ -22,6 +22,7 @@ from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import (
     Cluster,
+    Gate,
     job_spec,
     phase,
     start_cluster,
@@ -47,9 +48,12 @@ def _node_states(cluster: Cluster) -> dict[str, int]:
 
 def test_a_lost_job_master_node_costs_an_attempt_not_the_job(cluster_dir: Path) -> None:
     cluster = start_cluster(cluster_dir, "process")
+    gate = Gate()  # the tasks run until the new attempt has adopted them, however long that takes
     try:
-        spec = job_spec("survive", [phase("work", 4, "sleep 6", cpu=0.4, mem=32)], retries=1)
-        job_id = cluster.submit(spec)
+        spec = job_spec(
+            "survive", [phase("work", 4, gate.hold("true"), cpu=0.4, mem=32)], retries=1
+        )
+        job_id = gate.kill_on_close(cluster, cluster.submit(spec))
         for index in range(4):
             cluster.wait_task_running(job_id, f"work-{index}")
         before = cluster.job(job_id)
@@ -65,12 +69,19 @@ def test_a_lost_job_master_node_costs_an_attempt_not_the_job(cluster_dir: Path) 
 
         summary = wait_until(second_attempt, 30, "a second job master attempt")
         assert summary.master_node != master_node
+        wait_until(
+            lambda: cluster.job(job_id).summary.state == pb.JOB_RUNNING,
+            30,
+            "the second attempt registered",
+        )
+        gate.open(cluster, job_id, [])
         detail = cluster.wait_final(job_id, timeout=90)
         assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
         for task_id in survivors:  # adopted by the new attempt, not run again
             attempts = [t for t in detail.tasks if t.task_id == task_id]
             assert [(t.attempt, t.state) for t in attempts] == [(1, pb.TASK_SUCCEEDED)], task_id
     finally:
+        gate.close()
         cluster.close()
 
 

@@ -4,7 +4,6 @@ accepts, one task per allocation, and commands the RM repeats carried out once."
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,25 +31,15 @@ from sluice_pb import resource_manager_pb2 as rm_pb
 
 @dataclass
 class RecordingRuntime:
-    """Starts tasks in memory; ``observe`` can be made slow to catch overlapping passes."""
+    """Starts tasks in memory and observes them running."""
 
     name: str = "fake"
     started: dict[str, TaskLaunch] = field(default_factory=dict)
-    observe_delay: float = 0.0
-    inside: int = 0
-    most_inside: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, launch: TaskLaunch) -> None:
         self.started[launch.task_key] = launch
 
     def observe(self) -> Sequence[RunObservation]:
-        with self.lock:
-            self.inside += 1
-            self.most_inside = max(self.most_inside, self.inside)
-        time.sleep(self.observe_delay)  # stands in for reading cgroups and exit files
-        with self.lock:
-            self.inside -= 1
         return [
             RunObservation(
                 task_key=key,
@@ -108,14 +97,32 @@ def test_identity_refuses_another_node_or_cluster_and_bad_names(
 
 
 def test_monitor_passes_never_overlap() -> None:
-    agent, runtime = new_agent(RecordingRuntime(observe_delay=0.02))
+    """A handler's pass (after StopTask, say) waits for the monitor thread's pass."""
+    agent, runtime = new_agent()
     agent.start_task("j", "p-0", 1, "a1", ["true"], Resources(0.5, 64), None)
-    threads = [threading.Thread(target=agent.monitor_once, args=(float(i),)) for i in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert runtime.most_inside == 1
+    entered = threading.Semaphore(0)
+    release = threading.Event()
+    original = runtime.observe
+
+    def gated_observe() -> Sequence[RunObservation]:
+        entered.release()
+        release.wait(10)  # the first pass holds here until the test lets it go
+        return original()
+
+    runtime.observe = gated_observe  # type: ignore[method-assign]
+    first = threading.Thread(target=agent.monitor_once, args=(1.0,))
+    first.start()
+    assert entered.acquire(timeout=10)  # the first pass is inside observe()
+    second = threading.Thread(target=agent.monitor_once, args=(2.0,))
+    second.start()
+    # A second pass may not enter while the first is inside; with passes running concurrently
+    # it would enter at once (the window only bounds how long we look for a wrong entry).
+    overlapped = entered.acquire(timeout=0.5)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert not overlapped
+    assert entered.acquire(timeout=10)  # ...and it did run once the first had finished
 
 
 # --------------------------------------------------------------------------- StartTask
