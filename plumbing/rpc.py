@@ -42,14 +42,26 @@ def start_server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         options=CHANNEL_OPTIONS,
     )
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    names = _register(server, registrations, health_servicer)
+    for name in [*names, ""]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    port = _bind(server, address)
+    server.start()
+    return server, port, health_servicer
+
+
+def _register(
+    server: Any,
+    registrations: Iterable[tuple[Callable[[Any, Any], None], object, str]],
+    health: Any,
+) -> list[str]:
+    """Add the servicers, the health service and reflection; the services' full names."""
     names = []
     for add, servicer, name in registrations:
         add(servicer, server)
         names.append(name)
-    health_servicer = health.HealthServicer(experimental_non_blocking=True)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in [*names, ""]:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(
         [
             *names,
@@ -58,11 +70,14 @@ def start_server(
         ],
         server,
     )
-    port = server.add_insecure_port(address)
+    return names
+
+
+def _bind(server: Any, address: str) -> int:
+    port = int(server.add_insecure_port(address))
     if port == 0:
         raise OSError(f"cannot listen on {address}")
-    server.start()
-    return server, port, health_servicer
+    return port
 
 
 def channel(address: str) -> grpc.Channel:
@@ -88,24 +103,10 @@ async def start_aio_server(
     serves every call, so a stream that waits (a watcher) holds no thread and no number of them
     can starve the others.  Call from inside the loop that will run the server."""
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
-    names = []
-    for add, servicer, name in registrations:
-        add(servicer, server)
-        names.append(name)
     health_servicer = health_aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = _register(server, registrations, health_servicer)
     for name in [*names, ""]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    reflection.enable_server_reflection(
-        [
-            *names,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ],
-        server,
-    )
-    port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"cannot listen on {address}")
+    port = _bind(server, address)
     await server.start()
     return server, port, health_servicer
