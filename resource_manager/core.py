@@ -3,9 +3,18 @@
 This is the RM without its network.  Every method is one request or one tick, takes the time as
 a :class:`Now` and changes :class:`Tables`; the caller wraps each call in a unit of work
 (``tables.begin()`` ... ``commit()`` or ``rollback()``), so a request is applied whole or not at
-all, in memory and on disk.  Placement itself is the pure
-:func:`policies.scheduling.priority_fifo.place`.  Not thread-safe: the gRPC layer runs one
-request at a time.
+all, in memory and on disk.  Not thread-safe: the gRPC layer runs one request at a time.
+
+Scheduling does not run inside every request.  A request that could let something be placed
+(an ask, freed capacity, a new node) sets :attr:`ResourceManagerCore.needs_pass`; the shell runs
+:meth:`ResourceManagerCore.schedule` after a batch of requests, or a few tens of milliseconds
+later, as a unit of its own (``Allocate`` runs a due pass first, so a job master sees what it
+can get at once).  A pass is :func:`policies.scheduling.framework.schedule_pass` with the
+baseline plugins (strict priority, FIFO within a priority, least-allocated node, the job
+master share at the permit point) over the pending asks, kept in serving order, and the ready
+nodes, kept in a capacity index; the core checks the plan it returns and applies it.  A
+heartbeat that changes nothing costs O(what the node reports), and time-driven work (lost
+nodes) is found from timers (:meth:`ResourceManagerCore.next_wakeup`), never by scanning.
 
 Nodes are driven by reconciliation, not by queued commands: every heartbeat answer is computed
 from what the RM wants the node to run and what the node just reported (:meth:`_commands_for`).
@@ -25,8 +34,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from policies.scheduling import priority_fifo
 from policies.scheduling.asks import AskError, PhaseAsk, check_asks
+from policies.scheduling.framework import (
+    PassContext,
+    PendingAsk,
+    Placement,
+    Plan,
+    baseline_profile,
+    schedule_pass,
+)
 from policies.scheduling.identifiers import node_id_problem
 from policies.scheduling.jobspec import JobSpec, SpecError, check_fits_cluster
 from policies.scheduling.lifecycle import (
@@ -37,7 +53,8 @@ from policies.scheduling.lifecycle import (
     TransitionError,
     check_transition,
 )
-from policies.scheduling.node_liveness import lost_nodes
+from policies.scheduling.node_liveness import is_lost
+from policies.scheduling.pending_asks import PendingAsks
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 from resource_manager.errors import (
@@ -84,7 +101,9 @@ class CoreSettings:
     for the tasks they wait for.  ``max_master_attempts``: job masters launched per job
     (YARN's am.max-attempts).  ``lost_node_retention``: how long a lost node stays listed.
     ``master_exit_grace``: how long the job master of a succeeded job may keep running (to
-    flush what it publishes) before its node is told to stop it."""
+    flush what it publishes) before its node is told to stop it.  ``nodes_to_score``: on
+    clusters of more than 100 nodes, how many feasible nodes (the least allocated first) a
+    container's placement compares (:mod:`policies.scheduling.framework`)."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -92,6 +111,7 @@ class CoreSettings:
     max_master_attempts: int = 2
     lost_node_retention: float = 600.0
     master_exit_grace: float = 30.0
+    nodes_to_score: int = 8
 
 
 @dataclass(frozen=True)
@@ -133,8 +153,16 @@ class ResourceManagerCore:
     def __init__(self, tables: Tables, settings: CoreSettings | None = None) -> None:
         self.tables = tables
         self.settings = settings or CoreSettings()
-        self._asks: dict[str, dict[str, PhaseAsk]] = {}  # job -> phase -> still wanted
+        self.profile = baseline_profile(
+            max_master_share=self.settings.max_master_share,
+            nodes_to_score=self.settings.nodes_to_score,
+        )
+        self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
+        self._asks_grew = False  # since the last pass
         self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
+        self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
+        for job in tables.jobs.values():
+            self._sync_master_ask(job)  # task asks are soft state: job masters send them again
 
     @property
     def jobs(self) -> dict[str, JobRecord]:
@@ -168,7 +196,7 @@ class ResourceManagerCore:
                         "with another spec"
                     )
                 return earlier
-        capacities = [n.capacity for n in self._ready_nodes()]
+        capacities = self.tables.capacity.capacity_shapes()
         check_fits_cluster(spec, capacities)
         if not client_mode:
             check_fits_master(capacities)
@@ -185,15 +213,19 @@ class ResourceManagerCore:
             idempotency_key=idempotency_key,
         )
         self.tables.put_job(job)
+        self._sync_master_ask(job)
         log.info("job %s (%s, priority %d) submitted", job.job_id, spec.name, spec.priority)
-        self._schedule(now)
         return self.jobs[job.job_id]
 
     def job(self, job_id: str) -> JobRecord:
-        try:
-            return self.jobs[job_id]
-        except KeyError:
-            raise NotFoundError(f"job {job_id!r} not found") from None
+        """A job, running or finished (a finished one is read from the store)."""
+        job = self.tables.find_job(job_id)
+        if job is None:
+            raise NotFoundError(f"job {job_id!r} not found")
+        return job
+
+    def list_jobs(self) -> list[JobRecord]:
+        return self.tables.all_jobs()
 
     def job_tasks(self, job_id: str) -> list[TaskRecord]:
         self.job(job_id)
@@ -249,6 +281,7 @@ class ResourceManagerCore:
                 f"(heard from {now.monotonic - previous.last_seen:.1f} s ago); give this agent "
                 "another --node-id"
             )
+        self._forget_lost(node_id)
         self.tables.put_node(
             NodeRecord(
                 node_id=node_id,
@@ -270,7 +303,6 @@ class ResourceManagerCore:
             capacity.memory_mb,
         )
         self._observe_reports(node_id, live_tasks, now)
-        self._schedule(now)
 
     def heartbeat(
         self,
@@ -295,27 +327,69 @@ class ResourceManagerCore:
             )
         )
         self._observe_reports(node_id, live_tasks, now)
-        self._schedule(now)
         return False, self._commands_for(node_id, live_tasks, now)
 
     def report_events(self, node_id: str, events: Iterable[TaskReport], *, now: Now) -> None:
         self._observe_reports(node_id, list(events), now)
-        self._schedule(now)
 
     def tick(self, now: Now) -> None:
-        """Periodic housekeeping: declare silent nodes lost (by the monotonic clock, so a step
-        of the wall clock loses nobody), and forget nodes lost long ago."""
-        ready = {n.node_id: n.last_seen for n in self._ready_nodes()}
-        lost = sorted(lost_nodes(ready, now.monotonic, self.settings.node_timeout))
-        for node_id in lost:
-            self._lose_node(node_id, now)
-        if lost:
-            self._schedule(now)  # new job master attempts, retried tasks' containers
+        """Time-driven housekeeping: declare silent nodes lost (by the monotonic clock, so a step
+        of the wall clock loses nobody), and forget nodes lost long ago.  Finds them from timers
+        in O(what is due), so it may run as often as :meth:`next_wakeup` asks."""
+        timeout = self.settings.node_timeout
+        silent = self.tables.silent_nodes(before=now.monotonic - timeout)
+        for node_id in sorted(silent):
+            if is_lost(self.nodes[node_id].last_seen, now.monotonic, timeout):
+                self._lose_node(node_id, now)
         retention = self.settings.lost_node_retention
-        for node in list(self.nodes.values()):
-            if node.state is NodeState.LOST and now.monotonic - node.last_seen > retention:
-                self.tables.remove_node(node.node_id)
-                log.info("node %s forgotten: lost for more than %.0f s", node.node_id, retention)
+        for node_id, since in list(self._lost_since.items()):
+            if now.monotonic - since <= retention:
+                break  # oldest first: the rest were lost later
+            self._forget_lost(node_id)
+            lost = self.nodes.get(node_id)
+            if lost is not None and lost.state is NodeState.LOST:
+                self.tables.remove_node(node_id)
+                log.info("node %s forgotten: lost for more than %.0f s", node_id, retention)
+
+    @property
+    def needs_pass(self) -> bool:
+        """Could a pass place something now?  True after an ask appeared or grew, or capacity
+        was freed or added, since the last pass; a heartbeat that changes neither leaves it."""
+        return bool(self.pending) and (self._asks_grew or self.tables.freed)
+
+    def next_wakeup(self) -> float | None:
+        """The monotonic time :meth:`tick` has something to do (a node may then be lost, or a
+        lost node forgotten), or None when nothing is timed."""
+        times = []
+        oldest = self.tables.oldest_heartbeat()
+        if oldest is not None:
+            times.append(oldest + self.settings.node_timeout)
+        for since in self._lost_since.values():
+            times.append(since + self.settings.lost_node_retention)
+            break
+        return min(times, default=None)
+
+    def schedule(self, now: Now) -> Plan:
+        """One scheduling pass, if anything changed since the last: plan it with the framework,
+        check the plan and apply it.  Run it as a unit of work of its own."""
+        if not self.needs_pass:
+            return Plan()
+        asks_grew, freed = self._asks_grew, self.tables.freed
+        self._asks_grew = self.tables.freed = False
+
+        def undo() -> None:
+            self._asks_grew, self.tables.freed = asks_grew, freed
+
+        self.tables.journal(undo)
+        if not self.pending:
+            return Plan()
+        context = PassContext(
+            now=now.monotonic, cluster=self.tables.capacity, held=self.tables.held_by_kind()
+        )
+        plan = schedule_pass(iter(self.pending), context, self.profile)
+        for placement in plan.placements:
+            self._grant(placement, now)
+        return plan
 
     # ================================================================ job masters
 
@@ -355,12 +429,11 @@ class ResourceManagerCore:
             self._check_attempt(job, attempt)
         self._check_releases(job_id, releases)
         self._check_progress(job, progress)
-        released = set(releases)
-        delivered = Counter(
-            a.phase
-            for a in self.tables.allocations_of_job(job_id)
-            if a.delivered and not a.is_master and a.allocation_id not in released
-        )
+        delivered = self.tables.delivered_of_job(job_id)
+        for allocation_id in releases:
+            released = self.allocations.get(allocation_id)
+            if released is not None and released.delivered:
+                delivered[released.phase] -= 1
         try:
             check_asks(job.spec, asks, delivered)
         except AskError as error:
@@ -368,42 +441,40 @@ class ResourceManagerCore:
 
         for allocation_id in releases:
             self.tables.remove_allocation(allocation_id)
+        if job.state.is_final:
+            return self._allocate_answer(job_id, events_after)
         if progress and tuple(progress) != job.progress:
-            self.tables.put_job(replace(job, progress=tuple(progress)))
-            job = self.jobs[job_id]
+            job = replace(job, progress=tuple(progress))
+            self.tables.put_job(job)
         if job.state is JobState.RUNNING and not job.kill_requested:
             # The master counts only containers it has been told of; grants made since its last
             # call (not yet delivered) already serve part of its absolute ask.
-            undelivered = Counter(
-                a.phase
-                for a in self.tables.allocations_of_job(job_id)
-                if not a.delivered and not a.is_master
-            )
+            undelivered = Counter(a.phase for a in self.tables.undelivered_of_job(job_id))
             self._set_asks(
-                job_id,
-                {
-                    a.phase: replace(a, count=a.count - undelivered[a.phase])
+                job,
+                [
+                    replace(a, count=a.count - undelivered[a.phase])
                     for a in asks
                     if a.count > undelivered[a.phase]
-                },
+                ],
             )
-            self._schedule(now)
+            if self.needs_pass:
+                self.schedule(now)  # so the job master sees at once what it can have
         else:
-            self._set_asks(job_id, None)
+            self._set_asks(job, ())
+        return self._allocate_answer(job_id, events_after)
+
+    def _allocate_answer(self, job_id: str, events_after: int) -> AllocateResult:
         granted = []
-        for allocation in self.tables.allocations_of_job(job_id):
-            if not allocation.delivered and not allocation.is_master:
-                delivered_now = replace(allocation, delivered=True)
-                self.tables.put_allocation(delivered_now)
-                granted.append(delivered_now)
-        events = sorted(
-            (t for t in self.tables.tasks_of_job(job_id) if t.seq > events_after),
-            key=lambda t: t.seq,
-        )
+        for allocation in self.tables.undelivered_of_job(job_id):
+            delivered_now = replace(allocation, delivered=True)
+            self.tables.put_allocation(delivered_now)
+            granted.append(delivered_now)
+        events = self.tables.tasks_after(job_id, events_after)
         lost = self._lost_allocations.pop(job_id, [])
         if lost:
             self.tables.journal(lambda: self._lost_allocations.__setitem__(job_id, lost))
-        job = self.jobs[job_id]
+        job = self.job(job_id)
         return AllocateResult(
             granted=tuple(granted),
             events=tuple(events),
@@ -436,10 +507,7 @@ class ResourceManagerCore:
     # ================================================================ views
 
     def node_allocated(self, node_id: str) -> Resources:
-        total = Resources()
-        for allocation in self.tables.allocations_of_node(node_id):
-            total = total + allocation.resources
-        return total
+        return self.tables.allocated_on(node_id)
 
     def node_address(self, node_id: str) -> str:
         node = self.nodes.get(node_id)
@@ -492,13 +560,18 @@ class ResourceManagerCore:
 
     # ================================================================ internals
 
-    def _ready_nodes(self) -> list[NodeRecord]:
-        return [n for n in self.nodes.values() if n.state is NodeState.READY]
+    def _forget_lost(self, node_id: str) -> None:
+        since = self._lost_since.pop(node_id, None)
+        if since is not None and self.tables.in_unit:
+            self.tables.journal(lambda: self._lost_since.__setitem__(node_id, since))
 
     def _move(self, job: JobRecord, state: JobState, **changes: object) -> JobRecord:
         check_transition(JOB_TRANSITIONS, job.state, state)
         moved = replace(job, state=state, **changes)  # type: ignore[arg-type]
         self.tables.put_job(moved)
+        self._sync_master_ask(moved)
+        if state is not JobState.RUNNING:
+            self._set_asks(moved, ())
         return moved
 
     def _finish(self, job: JobRecord, state: JobState, message: str, now: Now) -> None:
@@ -506,12 +579,10 @@ class ResourceManagerCore:
         stays until the node reports the process ended; stopping anything still running is
         left to reconciliation (:meth:`_commands_for`)."""
         self._move(job, state, finish_time=now.wall, message=message)
-        self._set_asks(job.job_id, None)
         log.info("job %s %s%s", job.job_id, state.value, f": {message}" if message else "")
         for allocation in self.tables.allocations_of_job(job.job_id):
             if not allocation.is_master:
                 self.tables.remove_allocation(allocation.allocation_id)
-        self._schedule(now)
 
     def _master_lost(self, job: JobRecord, reason: str, now: Now) -> None:
         """The job's current job master is gone: start another attempt if any is left."""
@@ -532,81 +603,28 @@ class ResourceManagerCore:
             message=f"{reason}; job master attempt {job.master_attempt + 1} pending",
         )
 
-    def _schedule(self, now: Now) -> None:
-        """Grant containers to the outstanding asks (master asks included) in priority order."""
-        asks: list[priority_fifo.Ask] = []
-        for job_id in self._admitted_masters():
-            job = self.jobs[job_id]
-            asks.append(
-                priority_fifo.Ask(
-                    job.job_id, job.spec.priority, job.seq, "", 1, MASTER_RESOURCES, master=True
-                )
+    def _grant(self, placement: Placement, now: Now) -> None:
+        """Apply one placement of a plan, after checking it still holds."""
+        job = self.jobs.get(placement.job_id)
+        node = self.tables.capacity.get(placement.node_id)
+        if job is None or node is None or not placement.resources.fits_in(node.free):
+            log.warning(
+                "dropping a stale placement for %s on %s", placement.job_id, placement.node_id
             )
-        for job_id, by_phase in self._asks.items():
-            job = self.jobs[job_id]
-            if job.state is not JobState.RUNNING or job.kill_requested:
-                continue
-            for ask in by_phase.values():
-                asks.append(
-                    priority_fifo.Ask(
-                        job.job_id, job.spec.priority, job.seq, ask.phase, ask.count, ask.resources
-                    )
-                )
-        if not asks:
             return
-        nodes = [
-            priority_fifo.NodeSlot(n.node_id, n.capacity, self.node_allocated(n.node_id))
-            for n in self._ready_nodes()
-        ]
-        for placement in priority_fifo.place(nodes, asks):
-            self._grant(placement, now)
-
-    def _admitted_masters(self) -> list[str]:
-        """Jobs waiting for a job master container that may have one now: in priority order,
-        while job masters together stay within ``max_master_share`` of the cluster."""
-        waiting = [
-            self.jobs[job_id]
-            for job_id in self.tables.active_jobs
-            if self.jobs[job_id].state is JobState.SUBMITTED
-            and not self.jobs[job_id].client_mode
-            and not self.jobs[job_id].kill_requested
-        ]
-        if not waiting:
-            return []
-        capacity = Resources()
-        for node in self._ready_nodes():
-            capacity = capacity + node.capacity
-        limit = Resources(
-            capacity.cpu * self.settings.max_master_share,
-            int(capacity.memory_mb * self.settings.max_master_share),
-        )
-        held = [a.resources for a in self.allocations.values() if a.is_master]
-        used = Resources()
-        for resources in held:
-            used = used + resources
-        admitted: list[str] = []
-        for job in sorted(waiting, key=lambda j: (-j.spec.priority, j.seq)):
-            after = used + MASTER_RESOURCES
-            if (held or admitted) and not after.fits_in(limit):
-                break  # one job master may always run, so a small cluster is never stuck
-            admitted.append(job.job_id)
-            used = after
-        return admitted
-
-    def _grant(self, placement: priority_fifo.Placement, now: Now) -> None:
+        master = placement.kind is AllocationKind.JOB_MASTER
         number = self.tables.next_counter("allocation")
-        job = self.jobs[placement.job_id]
         allocation = AllocationRecord(
             allocation_id=f"{placement.job_id}-a{number}",
             job_id=placement.job_id,
-            kind=AllocationKind.JOB_MASTER if placement.master else AllocationKind.TASK,
+            kind=placement.kind,
             phase=placement.phase,
             node_id=placement.node_id,
             resources=placement.resources,
             granted_time=now.wall,
         )
         self.tables.put_allocation(allocation)
-        if placement.master:
+        if master:
             self._move(
                 job,
                 JobState.STARTING,
@@ -621,14 +639,10 @@ class ResourceManagerCore:
                 placement.node_id,
             )
             return
-        wanted = dict(self._asks.get(placement.job_id, {}))
-        ask = wanted.get(placement.phase)
+        key = (placement.job_id, AllocationKind.TASK, placement.phase)
+        ask = self.pending.get(key)
         if ask is not None:
-            if ask.count > 1:
-                wanted[placement.phase] = replace(ask, count=ask.count - 1)
-            else:
-                del wanted[placement.phase]
-            self._set_asks(placement.job_id, wanted)
+            self._put_ask(replace(ask, count=ask.count - 1))
 
     def _note_lost(self, job_id: str, allocation_id: str) -> None:
         """Tell the job master at its next Allocate that this container went with its node."""
@@ -640,21 +654,48 @@ class ResourceManagerCore:
 
         self.tables.journal(undo)
 
-    def _set_asks(self, job_id: str, asks: dict[str, PhaseAsk] | None) -> None:
-        """Replace a job's outstanding asks (None: it has none), undoably."""
-        previous = self._asks.get(job_id)
-        if asks:
-            self._asks[job_id] = asks
-        else:
-            self._asks.pop(job_id, None)
+    def _set_asks(self, job: JobRecord, asks: Iterable[PhaseAsk]) -> None:
+        """Replace a job's task asks, undoably."""
+        for previous in self.pending.of_job(job.job_id):
+            if previous.kind is AllocationKind.TASK:
+                self._put_ask(replace(previous, count=0))
+        for ask in asks:
+            self._put_ask(
+                PendingAsk(
+                    job.job_id, job.spec.priority, job.seq, ask.phase, ask.count, ask.resources
+                )
+            )
+
+    def _put_ask(self, ask: PendingAsk) -> None:
+        """Set one pending ask (a count of 0 removes it), undoably."""
+        previous = self.pending.put(ask)
+        if ask.count > (previous.count if previous is not None else 0):
+            self._asks_grew = True  # (not undone: at worst one pass too many)
+        key_ask = replace(ask, count=0)
 
         def undo() -> None:
-            if previous is None:
-                self._asks.pop(job_id, None)
-            else:
-                self._asks[job_id] = previous
+            self.pending.put(previous if previous is not None else key_ask)
 
         self.tables.journal(undo)
+
+    def _sync_master_ask(self, job: JobRecord) -> None:
+        """A job waiting for a job master container (SUBMITTED, not client mode, not being
+        killed) asks for one; any other job does not."""
+        wants = job.state is JobState.SUBMITTED and not job.client_mode and not job.kill_requested
+        ask = PendingAsk(
+            job.job_id,
+            job.spec.priority,
+            job.seq,
+            "",
+            1 if wants else 0,
+            MASTER_RESOURCES,
+            AllocationKind.JOB_MASTER,
+        )
+        if self.tables.in_unit:
+            self._put_ask(ask)
+        else:
+            self.pending.put(ask)
+            self._asks_grew = self._asks_grew or wants
 
     # ---------------------------------------------------------------- what nodes report
 
@@ -726,8 +767,9 @@ class ResourceManagerCore:
     def _stop_reason(self, report: TaskReport, now: Now) -> str | None:
         """Why the node must stop this live task or job master, or None if it may run."""
         job = self.jobs.get(report.job_id)
-        if job is None:
-            return "no such job"
+        if job is None:  # a finished job has left memory; say how it ended
+            stored = self.tables.find_job(report.job_id)
+            return "no such job" if stored is None else f"job {stored.state.value}"
         allocation = self.allocations.get(report.allocation_id)
         if allocation is None or allocation.job_id != report.job_id:
             return f"allocation {report.allocation_id} is not {report.job_id}'s"
@@ -779,6 +821,8 @@ class ResourceManagerCore:
     def _lose_node(self, node_id: str, now: Now) -> None:
         node = self.nodes[node_id]
         self.tables.put_node(replace(node, state=NodeState.LOST))
+        self._lost_since[node_id] = node.last_seen
+        self.tables.journal(lambda: self._forget_lost(node_id))
         log.warning(
             "node %s lost: no heartbeat for %.1f s", node_id, now.monotonic - node.last_seen
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from policies.scheduling.framework import AllocationKind
 from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
@@ -83,13 +84,6 @@ class TaskRecord:
     @property
     def key(self) -> TaskKey:
         return (self.job_id, self.task_id, self.attempt)
-
-
-class AllocationKind(enum.Enum):
-    """What a container is for: a task of a phase, or the job's own job master."""
-
-    TASK = "task"
-    JOB_MASTER = "job_master"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from resource_manager.service import (
     housekeeping,
     system_now,
 )
-from resource_manager.store import Store
+from resource_manager.sqlite_store import Durability, SqliteStore
 from resource_manager.tables import Tables
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -72,11 +72,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.max_master_attempts,
         help="job masters launched per job before it fails (default %(default)s)",
     )
+    parser.add_argument(
+        "--durability",
+        choices=[d.value for d in Durability],
+        default=Durability.CRASH.value,
+        help="what a committed change survives: 'crash' (a crash of the RM process; the "
+        "default) or 'power' (power loss too: one fsync per commit)",
+    )
+    parser.add_argument(
+        "--nodes-to-score",
+        type=int,
+        default=defaults.nodes_to_score,
+        help="on clusters of more than 100 nodes, feasible nodes compared per container, the "
+        "least allocated first (default %(default)s)",
+    )
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
     data_plane.add_arguments(parser)
 
 
-def _settings(args: argparse.Namespace, store: Store) -> CoreSettings:
+def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
     recorded = store.setting("cluster_id")
     cluster_id = args.cluster_id or recorded or DEFAULT_CLUSTER_ID
     problem = cluster_id_problem(cluster_id)
@@ -92,15 +106,18 @@ def _settings(args: argparse.Namespace, store: Store) -> CoreSettings:
         raise UserError("--max-master-share: must be in (0, 1]")
     if args.max_master_attempts < 1:
         raise UserError("--max-master-attempts: must be at least 1")
+    if args.nodes_to_score < 1:
+        raise UserError("--nodes-to-score: must be at least 1")
     return CoreSettings(
         cluster_id=cluster_id,
         node_timeout=args.node_timeout,
         max_master_share=args.max_master_share,
         max_master_attempts=args.max_master_attempts,
+        nodes_to_score=args.nodes_to_score,
     )
 
 
-def _listen_address(listen: str, store: Store) -> str:
+def _listen_address(listen: str, store: SqliteStore) -> str:
     """``listen``, with port 0 replaced by the port a previous run bound, if any."""
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
@@ -118,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(state_dir / "rm.sqlite3")
+    store = SqliteStore(state_dir / "rm.sqlite3", Durability(args.durability))
     try:
         settings = _settings(args, store)
         store.save_setting("cluster_id", settings.cluster_id)
@@ -128,7 +145,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(
-    args: argparse.Namespace, store: Store, settings: CoreSettings, plane: data_plane.DataPlane
+    args: argparse.Namespace,
+    store: SqliteStore,
+    settings: CoreSettings,
+    plane: data_plane.DataPlane,
 ) -> int:
     core = ResourceManagerCore(Tables(store), settings)
     state = RMState(core, system_now, advertise_address="", data_plane=plane)

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], Now]
 T = TypeVar("T")
 MAX_IDEMPOTENCY_KEY = 64
+PASS_DELAY = 0.02
+"""Seconds between the first change that could let something be placed and the pass."""
 
 
 def system_now() -> Now:
@@ -100,9 +102,11 @@ class RMState:
         self.data_plane = data_plane or DataPlane()
         self.watchers = JobWatchers()
         self._unknown_states: set[tuple[str, int]] = set()
+        self._pass_armed = False
 
     def run(self, action: Callable[[ResourceManagerCore, Now], T]) -> T:
-        """Apply ``action(core, now)`` whole or not at all, then wake who watches what changed."""
+        """Apply ``action(core, now)`` whole or not at all, then wake who watches what changed,
+        and arm a scheduling pass if it could place something."""
         tables = self.core.tables
         tables.begin()
         try:
@@ -111,7 +115,33 @@ class RMState:
             tables.rollback()
             raise
         self.watchers.notify(tables.commit())
+        self._arm_pass()
         return result
+
+    def _arm_pass(self) -> None:
+        """One pass :data:`PASS_DELAY` after the first change that needs one: the requests of
+        that interval are one batch, and the pass is one unit of work (group commit)."""
+        if self._pass_armed or not self.core.needs_pass:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not serving (a test driving the state directly): passes run on demand
+        self._pass_armed = True
+        loop.call_later(PASS_DELAY, self._run_pass)
+
+    def _run_pass(self) -> None:
+        self._pass_armed = False
+        try:
+            plan = self.run(lambda core, now: core.schedule(now))
+        except Exception as error:  # a bug in one pass must not stop scheduling for good
+            log.warning(
+                "scheduling pass failed: %s: %s (nothing was changed)", type(error).__name__, error
+            )
+            log.debug("scheduling pass failed", exc_info=True)
+            return
+        if plan.placements:
+            log.debug("pass placed %d containers", len(plan.placements))
 
     def read(self, view: Callable[[ResourceManagerCore], T]) -> T:
         return view(self.core)
@@ -213,7 +243,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
             "ListJobs",
             lambda: self._state.read(
                 lambda core: rm_pb.ListJobsResponse(
-                    jobs=[convert.job_summary_to_pb(j) for j in core.jobs.values()]
+                    jobs=[convert.job_summary_to_pb(j) for j in core.list_jobs()]
                 )
             ),
         )
@@ -477,9 +507,12 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
 
 
 async def housekeeping(state: RMState, period: float = 1.0) -> None:
-    """Declare silent nodes lost, every ``period`` seconds, until cancelled."""
+    """Run the core's timers (lost nodes) when :meth:`ResourceManagerCore.next_wakeup` says,
+    at least every ``period`` seconds, until cancelled."""
     while True:
-        await asyncio.sleep(period)
+        wakeup = state.core.next_wakeup()
+        delay = period if wakeup is None else wakeup - state.clock().monotonic
+        await asyncio.sleep(min(period, max(0.05, delay)))
         try:
             state.run(lambda core, now: core.tick(now))
         except Exception:  # a bug in one tick must not stop liveness checks for good

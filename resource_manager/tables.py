@@ -6,20 +6,37 @@ and :meth:`Tables.commit` each change is journalled with what it replaced, and w
 store inside one SQLite transaction; :meth:`Tables.rollback` restores memory from the journal
 and rolls the store back, so a request that raises halfway leaves both exactly as they were.
 
-Indexes keep every request at O(what it touches): a job's tasks and allocations, a node's
-allocations and live tasks, the jobs not yet final, and submissions by idempotency key.
+Indexes keep every request at O(what it touches): a job's tasks (with their event sequence,
+so "events after n" is a bisect) and allocations (with those not yet delivered), a node's
+allocations, live tasks and allocated total, what each kind of allocation holds, the jobs not
+yet final, and submissions by idempotency key.  Ready nodes are kept in a
+:class:`~policies.scheduling.capacity_index.CapacityIndex` for placement.
+
+Only the *hot* state is in memory: jobs not final, or still holding a container, and their task
+attempts.  When a unit of work commits, final jobs that hold nothing leave memory; they stay in
+the store, and :meth:`Tables.find_job` and :meth:`Tables.tasks_of_job` read them from there.
+
+Sequence numbers (jobs, allocations, events) are handed out in memory and each counter that
+moved is written once when the unit commits: a unit costs one row per counter, not one per id.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from policies.scheduling.capacity_index import CapacityIndex
+from policies.scheduling.framework import AllocationKind
+from policies.scheduling.resources import Resources
 from resource_manager.records import (
     AllocationRecord,
     JobRecord,
     NodeRecord,
+    NodeState,
     TaskKey,
     TaskRecord,
 )
@@ -54,23 +71,37 @@ class Tables:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self.jobs: dict[str, JobRecord] = {}
-        self.tasks: dict[TaskKey, TaskRecord] = {}
+        self.jobs: dict[str, JobRecord] = {}  # the hot jobs
+        self.tasks: dict[TaskKey, TaskRecord] = {}  # the hot jobs' task attempts
         self.allocations: dict[str, AllocationRecord] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.active_jobs: dict[str, None] = {}  # not final, in submission order
+        self.capacity = CapacityIndex()  # ready nodes, for placement
+        self.liveness: list[tuple[float, str]] = []  # (last_seen, node): a heap, lazily
         self._job_by_key: dict[str, str] = {}
         self._tasks_of_job: _Index[TaskKey] = _Index()
+        self._events_of_job: dict[str, list[tuple[int, TaskKey]]] = {}  # ascending seq
         self._live_tasks_of_node: _Index[TaskKey] = _Index()
         self._allocations_of_job: _Index[str] = _Index()
+        self._undelivered_of_job: _Index[str] = _Index()
+        self._delivered_of_job: dict[str, Counter[str]] = {}
         self._allocations_of_node: _Index[str] = _Index()
+        self._allocated_on_node: dict[str, Resources] = {}
+        self._held_by_kind: dict[AllocationKind, Resources] = {}
+        self._count_by_kind: dict[AllocationKind, int] = {}
+        self._counters: dict[str, int] = {}
+        self._moved_counters: set[str] = set()
         self._journal: list[Callable[[], None]] | None = None
         self.changed_jobs: set[str] = set()
-        for job in store.load_jobs():
+        self.freed = True  # capacity was freed or added since the scheduler last looked
+        self._touched_jobs: set[str] = set()
+        hot = store.load_hot()
+        for job in hot.jobs:
             self._index_job(None, job)
-        for task in store.load_tasks():
+        for task in sorted(hot.tasks, key=lambda t: t.seq):
             self._index_task(None, task)
-        for allocation in store.load_allocations():
+            self._events_of_job.setdefault(task.job_id, []).append((task.seq, task.key))
+        for allocation in hot.allocations:
             self._index_allocation(None, allocation)
 
     # ------------------------------------------------------------------ units of work
@@ -83,11 +114,18 @@ class Tables:
         self._store.begin()
 
     def commit(self) -> set[str]:
-        """Make the unit durable; return the ids of the jobs it changed (for watchers)."""
+        """Make the unit durable; return the ids of the jobs it changed (for watchers).  Final
+        jobs that hold nothing leave memory."""
         if self._journal is None:
             raise RuntimeError("no unit of work is open")
+        for name in self._moved_counters:
+            self._store.save_counter(name, self._counters[name])
         self._store.commit()
         self._journal = None
+        self._moved_counters = set()
+        for job_id in self._touched_jobs:
+            self._evict_if_cold(job_id)
+        self._touched_jobs = set()
         changed, self.changed_jobs = self.changed_jobs, set()
         return changed
 
@@ -98,10 +136,22 @@ class Tables:
         for undo in reversed(journal or []):
             undo()
         self.changed_jobs = set()
+        self._touched_jobs = set()
+        self._moved_counters = set()
+
+    @property
+    def in_unit(self) -> bool:
+        return self._journal is not None
 
     def next_counter(self, name: str) -> int:
         """A durable sequence number; a rolled-back unit gives its numbers back."""
-        return self._store.next_counter(name)
+        if name not in self._counters:
+            self._counters[name] = self._store.counter(name)
+        value = self._counters[name] + 1
+        self._counters[name] = value
+        self._moved_counters.add(name)
+        self.journal(lambda: self._counters.__setitem__(name, value - 1))
+        return value
 
     def journal(self, undo: Callable[[], None]) -> None:
         """Remember how to undo a change the caller made to state of its own (soft state kept
@@ -115,27 +165,55 @@ class Tables:
     def put_job(self, job: JobRecord) -> None:
         previous = self.jobs.get(job.job_id)
         self.journal(lambda: self._index_job(job, previous))
+        if previous is None:
+            self._store.save_spec(job.job_id, job.spec)
         self._store.save_job(job)
         self._index_job(previous, job)
         self.changed_jobs.add(job.job_id)
+        self._touched_jobs.add(job.job_id)
+
+    def find_job(self, job_id: str) -> JobRecord | None:
+        """A job, hot or from the store."""
+        job = self.jobs.get(job_id)
+        return job if job is not None else self._store.load_job(job_id)
+
+    def all_jobs(self) -> list[JobRecord]:
+        """Every job, in submission order (the cold ones read from the store)."""
+        stored = {job.job_id: job for job in self._store.list_jobs()}
+        stored.update(self.jobs)
+        return sorted(stored.values(), key=lambda j: j.seq)
 
     def job_by_key(self, key: str) -> JobRecord | None:
         job_id = self._job_by_key.get(key)
-        return None if job_id is None else self.jobs[job_id]
+        return None if job_id is None else self.find_job(job_id)
 
     def _index_job(self, old: JobRecord | None, new: JobRecord | None) -> None:
         """Replace ``old`` by ``new`` in memory (either may be None)."""
         if old is not None:
             del self.jobs[old.job_id]
             self.active_jobs.pop(old.job_id, None)
-            if old.idempotency_key:
-                self._job_by_key.pop(old.idempotency_key, None)
         if new is not None:
             self.jobs[new.job_id] = new
             if not new.state.is_final:
                 self.active_jobs[new.job_id] = None
             if new.idempotency_key:
                 self._job_by_key[new.idempotency_key] = new.job_id
+        elif old is not None and old.idempotency_key:
+            self._job_by_key.pop(old.idempotency_key, None)
+
+    def _evict_if_cold(self, job_id: str) -> None:
+        """A final job holding no container leaves memory (it stays in the store).  Its
+        idempotency key stays known, so a repeated submission still finds it."""
+        job = self.jobs.get(job_id)
+        if job is None or not job.state.is_final or job_id in self._allocations_of_job.groups:
+            return
+        del self.jobs[job_id]
+        self.active_jobs.pop(job_id, None)
+        for key in self._tasks_of_job.get(job_id):
+            task = self.tasks.pop(key)
+            self._live_tasks_of_node.discard(task.node_id, key)
+        self._tasks_of_job.groups.pop(job_id, None)
+        self._events_of_job.pop(job_id, None)
 
     # ------------------------------------------------------------------ tasks
 
@@ -144,9 +222,27 @@ class Tables:
         self.journal(lambda: self._index_task(task, previous))
         self._store.save_task(task)
         self._index_task(previous, task)
+        events = self._events_of_job.setdefault(task.job_id, [])
+        if not events or task.seq > events[-1][0]:
+            events.append((task.seq, task.key))
+            self.journal(lambda: events.remove((task.seq, task.key)))
+        self._touched_jobs.add(task.job_id)
 
     def tasks_of_job(self, job_id: str) -> list[TaskRecord]:
-        return [self.tasks[key] for key in self._tasks_of_job.get(job_id)]
+        if job_id in self.jobs:
+            return [self.tasks[key] for key in self._tasks_of_job.get(job_id)]
+        return self._store.tasks_of_job(job_id)
+
+    def tasks_after(self, job_id: str, seq: int) -> list[TaskRecord]:
+        """A hot job's task attempts changed after event ``seq``, in sequence order: a bisect."""
+        events = self._events_of_job.get(job_id, [])
+        start = bisect.bisect_right(events, seq, key=_event_seq)
+        changed = []
+        for event_seq, key in events[start:]:
+            task = self.tasks.get(key)
+            if task is not None and task.seq == event_seq:  # its latest change, not a stale one
+                changed.append(task)
+        return changed
 
     def live_tasks_of_node(self, node_id: str) -> list[TaskRecord]:
         return [self.tasks[key] for key in self._live_tasks_of_node.get(node_id)]
@@ -169,6 +265,7 @@ class Tables:
         self.journal(lambda: self._index_allocation(allocation, previous))
         self._store.save_allocation(allocation)
         self._index_allocation(previous, allocation)
+        self._touched_jobs.add(allocation.job_id)
 
     def remove_allocation(self, allocation_id: str) -> AllocationRecord | None:
         previous = self.allocations.get(allocation_id)
@@ -177,23 +274,72 @@ class Tables:
         self.journal(lambda: self._index_allocation(None, previous))
         self._store.delete_allocation(allocation_id)
         self._index_allocation(previous, None)
+        self._touched_jobs.add(previous.job_id)
         return previous
 
     def allocations_of_job(self, job_id: str) -> list[AllocationRecord]:
         return [self.allocations[a] for a in self._allocations_of_job.get(job_id)]
 
+    def delivered_of_job(self, job_id: str) -> Counter[str]:
+        """Per phase, the job's task containers its job master has been told of."""
+        return Counter(self._delivered_of_job.get(job_id, {}))
+
+    def undelivered_of_job(self, job_id: str) -> list[AllocationRecord]:
+        """The job's task containers its job master has not been told of yet."""
+        return [self.allocations[a] for a in self._undelivered_of_job.get(job_id)]
+
     def allocations_of_node(self, node_id: str) -> list[AllocationRecord]:
         return [self.allocations[a] for a in self._allocations_of_node.get(node_id)]
 
+    def allocated_on(self, node_id: str) -> Resources:
+        return self._allocated_on_node.get(node_id, Resources())
+
+    def held_by_kind(self) -> dict[AllocationKind, Resources]:
+        """What the allocations of each kind hold together, cluster-wide."""
+        return dict(self._held_by_kind)
+
     def _index_allocation(self, old: AllocationRecord | None, new: AllocationRecord | None) -> None:
         if old is not None:
+            self.freed = self.freed or new is None or new.resources != old.resources
             del self.allocations[old.allocation_id]
             self._allocations_of_job.discard(old.job_id, old.allocation_id)
+            self._undelivered_of_job.discard(old.job_id, old.allocation_id)
+            if old.delivered and not old.is_master:
+                self._count_delivered(old, -1)
             self._allocations_of_node.discard(old.node_id, old.allocation_id)
+            self._add_allocated(old, -1)
         if new is not None:
             self.allocations[new.allocation_id] = new
             self._allocations_of_job.add(new.job_id, new.allocation_id)
+            if not new.delivered and not new.is_master:
+                self._undelivered_of_job.add(new.job_id, new.allocation_id)
+            elif not new.is_master:
+                self._count_delivered(new, +1)
             self._allocations_of_node.add(new.node_id, new.allocation_id)
+            self._add_allocated(new, +1)
+
+    def _count_delivered(self, allocation: AllocationRecord, sign: int) -> None:
+        counts = self._delivered_of_job.setdefault(allocation.job_id, Counter())
+        counts[allocation.phase] += sign
+        if counts[allocation.phase] == 0:
+            del counts[allocation.phase]
+            if not counts:
+                del self._delivered_of_job[allocation.job_id]
+
+    def _add_allocated(self, allocation: AllocationRecord, sign: int) -> None:
+        amount = allocation.resources * sign
+        node_id = allocation.node_id
+        total = self._allocated_on_node.get(node_id, Resources()) + amount
+        if node_id in self._allocations_of_node.groups:
+            self._allocated_on_node[node_id] = total
+        else:
+            self._allocated_on_node.pop(node_id, None)  # exactly zero: no drift left behind
+        count = self._count_by_kind.get(allocation.kind, 0) + sign
+        self._count_by_kind[allocation.kind] = count
+        self._held_by_kind[allocation.kind] = (
+            self._held_by_kind.get(allocation.kind, Resources()) + amount if count else Resources()
+        )
+        self._refresh_capacity(node_id)
 
     # ------------------------------------------------------------------ nodes (memory only)
 
@@ -202,6 +348,29 @@ class Tables:
         self.journal(lambda: self._set_node(node.node_id, previous))
         self._set_node(node.node_id, node)
 
+    def silent_nodes(self, before: float) -> list[str]:
+        """Ready nodes last seen before ``before`` (monotonic): O(log n) per heartbeat since the
+        last call, never a scan of every node.  Entries of later heartbeats are skipped."""
+        silent = []
+        while self.liveness and self.liveness[0][0] < before:
+            last_seen, node_id = heapq.heappop(self.liveness)
+            node = self.nodes.get(node_id)
+            if node is not None and node.state is NodeState.READY and node.last_seen == last_seen:
+                silent.append(node_id)
+                entry = (last_seen, node_id)
+                self.journal(lambda entry=entry: heapq.heappush(self.liveness, entry))  # type: ignore[misc]
+        return silent
+
+    def oldest_heartbeat(self) -> float | None:
+        """The earliest last_seen of a ready node (skipping stale heap entries), or None."""
+        while self.liveness:
+            last_seen, node_id = self.liveness[0]
+            node = self.nodes.get(node_id)
+            if node is not None and node.state is NodeState.READY and node.last_seen == last_seen:
+                return last_seen
+            heapq.heappop(self.liveness)
+        return None
+
     def remove_node(self, node_id: str) -> None:
         previous = self.nodes.get(node_id)
         if previous is not None:
@@ -209,7 +378,33 @@ class Tables:
             self._set_node(node_id, None)
 
     def _set_node(self, node_id: str, node: NodeRecord | None) -> None:
+        previous = self.nodes.get(node_id)
         if node is None:
             self.nodes.pop(node_id, None)
         else:
             self.nodes[node_id] = node
+            if node.state is NodeState.READY and (
+                previous is None or previous.last_seen != node.last_seen
+            ):
+                heapq.heappush(self.liveness, (node.last_seen, node_id))
+        if (
+            previous is None
+            or node is None
+            or previous.state is not node.state
+            or previous.capacity != node.capacity
+        ):
+            self._refresh_capacity(node_id)
+
+    def _refresh_capacity(self, node_id: str) -> None:
+        """Keep the capacity index in step: ready nodes with what is allocated on them."""
+        node = self.nodes.get(node_id)
+        if node is None or node.state is not NodeState.READY:
+            self.capacity.remove(node_id)
+        else:
+            if node_id not in self.capacity:
+                self.freed = True  # a node (re)joined
+            self.capacity.set(node_id, node.capacity, self.allocated_on(node_id))
+
+
+def _event_seq(event: tuple[int, TaskKey]) -> int:
+    return event[0]

@@ -1,8 +1,10 @@
 """Builders for driving a ResourceManagerCore in tests: nodes, running jobs, asks, commands.
 
 :class:`Driver` calls the core the way the gRPC layer does: every call is one unit of work
-(committed, or rolled back if it raises), and a plain number given as ``now`` is a time on both
-clocks (``Now(t, t)``), so tests read like before while the core sees both.
+(committed, or rolled back if it raises), followed by a scheduling pass of its own when the call
+made one due (as the service's shell does a few milliseconds later), and a plain number given as
+``now`` is a time on both clocks (``Now(t, t)``), so tests read like before while the core sees
+both.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState
 from resource_manager.core import CoreSettings, NodeCommand, ResourceManagerCore
 from resource_manager.records import Now, TaskReport
-from resource_manager.store import Store
+from resource_manager.sqlite_store import SqliteStore as Store
 from resource_manager.tables import Tables
 from tests.builders import job_spec, phase_doc, res
 
@@ -52,6 +54,13 @@ class Driver:
                 tables.rollback()
                 raise
             tables.commit()
+            if self.core.needs_pass:
+                when = kwargs.get("now") or (
+                    args[0] if args and isinstance(args[0], Now) else at(0.0)
+                )
+                tables.begin()
+                self.core.schedule(when)
+                tables.commit()
             return result
 
         return call

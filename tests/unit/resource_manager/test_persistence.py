@@ -12,7 +12,8 @@ import pytest
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.core import MASTER_RESOURCES, LaunchMaster
 from resource_manager.records import AllocationKind, PhaseProgress
-from resource_manager.store import SCHEMA_VERSION, Store, StoreError
+from resource_manager.sqlite_store import SCHEMA_VERSION, StoreError
+from resource_manager.sqlite_store import SqliteStore as Store
 from tests.builders import chain_spec, observation, res
 from tests.unit.resource_manager.harness import (
     Driver,
@@ -132,14 +133,27 @@ def test_a_version_1_state_directory_is_migrated(tmp_path: Path):
 
 
 def test_counters_are_durable_and_independent(tmp_path: Path):
-    store = Store(tmp_path / "rm.sqlite")
-    store.begin()
-    numbers = [store.next_counter(name) for name in ("job", "job", "allocation")]
-    store.commit()
+    """Numbers are handed out in memory and each counter that moved is written once, when the
+    unit commits."""
+    core = new_core(tmp_path / "rm.sqlite")
+    tables = core.core.tables
+    tables.begin()
+    numbers = [tables.next_counter(name) for name in ("job", "job", "allocation")]
+    tables.commit()
     assert numbers == [1, 2, 1]
-    store.close()
+    tables.begin()
+    tables.next_counter("job")
+    tables.rollback()  # gives its number back
     reopened = Store(tmp_path / "rm.sqlite")
-    assert (reopened.counter("job"), reopened.counter("never")) == (2, 0)
+    assert (reopened.counter("job"), reopened.counter("allocation"), reopened.counter("never")) == (
+        2,
+        1,
+        0,
+    )
+    again = new_core(tmp_path / "rm.sqlite").core.tables
+    again.begin()
+    assert again.next_counter("job") == 3
+    again.commit()
 
 
 def test_a_master_placed_just_before_a_restart_is_still_launched(tmp_path: Path):
@@ -186,7 +200,11 @@ def test_a_request_that_raises_leaves_memory_and_the_database_as_they_were(tmp_p
     with pytest.raises(RuntimeError, match="a bug after the first grant"):
         core.allocate(job_id, [want(3)], [held.allocation_id], progress, 0, now=4.0)
     assert (dict(core.jobs), dict(core.tasks), dict(core.allocations), dict(core.nodes)) == snapshot
-    assert core.core._asks == {job_id: {}} or job_id not in core.core._asks
+    assert core.core.pending.of_job(job_id) == []
+    # the indexes were rolled back with the records: the node still holds just ``held``
+    node = core.core.tables.capacity.get("n1")
+    assert node is not None and node.allocated == held.resources
+    assert core.core.tables.undelivered_of_job(job_id) == []
     restarted = new_core(path)
     assert (restarted.jobs, restarted.tasks, restarted.allocations) == snapshot[:3]
     # the numbers the failed request drew are drawn again: none is skipped or reused
@@ -215,10 +233,10 @@ def test_a_stored_job_this_version_refuses_is_left_out_not_fatal(tmp_path: Path)
     kept = running_job(core)
     broken = running_job(core)
     with sqlite3.connect(path) as db:
-        (spec,) = db.execute("SELECT spec FROM jobs WHERE job_id = ?", (broken,)).fetchone()
+        (spec,) = db.execute("SELECT spec FROM job_specs WHERE job_id = ?", (broken,)).fetchone()
         document = json.loads(spec)
         document["priority"] = 2**31
-        db.execute("UPDATE jobs SET spec = ? WHERE job_id = ?", (json.dumps(document), broken))
+        db.execute("UPDATE job_specs SET spec = ? WHERE job_id = ?", (json.dumps(document), broken))
     restarted = new_core(path)
     assert list(restarted.jobs) == [kept]
     store = restarted.core.tables._store

@@ -16,7 +16,7 @@ import pytest
 from plumbing.rpc import channel, start_aio_server
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.service import JobServicer, MasterServicer, NodeServicer, RMState
-from resource_manager.store import Store
+from resource_manager.sqlite_store import SqliteStore as Store
 from resource_manager.tables import Tables
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb

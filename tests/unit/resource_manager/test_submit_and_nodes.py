@@ -254,7 +254,7 @@ def test_heartbeat_records_usage_and_live_task_count():
     [
         ("unknown allocation", "allocation job-000001-a99 is not job-000001's"),
         ("unknown job", "no such job"),
-        ("final job", "allocation job-000001-a1 is not job-000001's"),
+        ("final job", "job killed"),
         ("final observation of an unknown allocation", None),
         ("known allocation of a running job", None),
         ("a task reported in the job master's container", "is not for this process"),

@@ -1,0 +1,386 @@
+"""The scheduling framework: a pass over pending asks, with policies plugged in at named points.
+
+The points are those of the Kubernetes scheduling framework, and a pass returns a plan in the
+manner of Nomad's scheduler: the decisions, not their effects.  The shell (the resource manager's
+core, or the simulator) checks the plan against its records, applies it and turns it into node
+commands.  Each plugin is a small object reading the immutable :class:`PendingAsk`, the node's
+:class:`NodeCapacity` and the pass's :class:`PassContext`; none does I/O or reads a clock.
+
+=============  ==============================================  =========================
+point          contract                                        baseline plugin
+=============  ==============================================  =========================
+queue order    ``sort_key(ask)``: serving order, lowest first  :class:`PriorityFifo`
+permit         ``admit(ask, context)``: may it be placed now?  :class:`MasterShare`
+filter         ``feasible(ask, node, context)``                (capacity check built in)
+score          ``score(ask, node, context)``: higher is better :class:`LeastAllocated`
+reserve        ``held_for_others(ask, node)``; ``on_placed``   none
+post-filter    ``preempt(ask, context)`` when nothing fits     none
+=============  ==============================================  =========================
+
+(See docs/architecture.md for which design plugs in where.)
+
+A pass (:func:`schedule_pass`) serves the asks in the order given (the shell keeps them in
+queue order, :mod:`pending_asks`), container by container:
+
+1. *permit*: every permit plugin must admit the container; otherwise the ask waits (it is listed
+   in :attr:`Plan.waiting`) and the pass goes on with the next ask.
+2. *filter*: nodes are visited least-allocated first through the :class:`CapacityIndex`; a node
+   is feasible when the container fits in its free capacity less what reserve plugins hold there
+   for other jobs, and every filter plugin agrees.  On clusters of up to
+   :attr:`Profile.exhaustive_below` nodes every feasible node is scored (exactly the baseline's
+   least-allocated choice); on larger ones the search stops after
+   :attr:`Profile.nodes_to_score` feasible nodes, like Kubernetes' percentage of nodes to score
+   and Nomad's limit iterator.  An ask larger than every node's free capacity is refused at once
+   (the index's cluster-wide maximum), and a shape found to fit nowhere is remembered for the
+   rest of the pass, so asks that fit nowhere cost O(1) after the first.
+3. *score*: the feasible node with the highest weighted score wins; ties go to the lowest node id.
+4. *reserve*: plugins are told of the placement and may change reservations.
+5. *post-filter*: when a container fits nowhere, post-filter plugins may propose preemptions.
+   The pass never counts the capacity they would free (it is freed when the nodes report it
+   done); the next pass places the ask.
+
+An ask whose container fits nowhere does not block the asks behind it (work-conserving).  The
+same container shape is not tried again after it failed, since capacity only shrinks during a
+pass.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from policies.scheduling.capacity_index import CapacityIndex, NodeCapacity
+from policies.scheduling.resources import Resources
+
+__all__ = [
+    "AllocationKind",
+    "Filter",
+    "LeastAllocated",
+    "MasterShare",
+    "NodeCapacity",
+    "PassContext",
+    "PendingAsk",
+    "Permit",
+    "Placement",
+    "Plan",
+    "PostFilter",
+    "Preemption",
+    "PreemptionAction",
+    "PriorityFifo",
+    "Profile",
+    "QueueOrder",
+    "Reservation",
+    "Reserve",
+    "Resize",
+    "Resumption",
+    "Score",
+    "baseline_profile",
+    "schedule_pass",
+]
+
+
+class AllocationKind(enum.Enum):
+    """What a container is for: a task of a phase, or the job's own job master."""
+
+    TASK = "task"
+    JOB_MASTER = "job_master"
+
+
+@dataclass(frozen=True)
+class PendingAsk:
+    """``count`` more containers of ``resources`` for ``phase`` of ``job_id`` (a JOB_MASTER ask
+    has an empty phase and a count of 1).  ``submit_seq`` is the job's submission order."""
+
+    job_id: str
+    priority: int
+    submit_seq: int
+    phase: str
+    count: int
+    resources: Resources
+    kind: AllocationKind = AllocationKind.TASK
+
+
+# ------------------------------------------------------------------------------ the plan
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Grant a container of ``resources`` on ``node_id`` to ``phase`` of ``job_id``."""
+
+    job_id: str
+    phase: str
+    node_id: str
+    resources: Resources
+    kind: AllocationKind = AllocationKind.TASK
+
+
+class PreemptionAction(enum.Enum):
+    KILL = "kill"  # stop it; its work is lost
+    SUSPEND = "suspend"  # freeze it in place (its memory stays, or is swapped out)
+    SHRINK = "shrink"  # lower its limits to ``Preemption.limits``
+
+
+@dataclass(frozen=True)
+class Preemption:
+    allocation_id: str
+    action: PreemptionAction
+    reason: str
+    limits: Resources | None = None  # SHRINK: the container's new limits
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """Let a suspended or shrunk container run again with its granted resources."""
+
+    allocation_id: str
+
+
+@dataclass(frozen=True)
+class Resize:
+    """Set a running container's current limits (never above its grant)."""
+
+    allocation_id: str
+    limits: Resources
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Hold (``hold=True``) or stop holding ``resources`` on ``node_id`` for ``job_id``."""
+
+    job_id: str
+    node_id: str
+    resources: Resources
+    hold: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one pass decided.  ``waiting`` lists the asks a permit plugin held back."""
+
+    placements: tuple[Placement, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    resumptions: tuple[Resumption, ...] = ()
+    resizes: tuple[Resize, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    waiting: tuple[PendingAsk, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (
+            self.placements
+            or self.preemptions
+            or self.resumptions
+            or self.resizes
+            or self.reservations
+        )
+
+
+# ------------------------------------------------------------------------------ the points
+
+
+@dataclass
+class PassContext:
+    """What plugins may read during a pass: the time (the shell's clock, passed in), the
+    cluster's nodes, and what each kind of allocation holds, kept current as the pass places."""
+
+    now: float
+    cluster: CapacityIndex
+    held: dict[AllocationKind, Resources] = field(default_factory=dict)
+
+    def held_by(self, kind: AllocationKind) -> Resources:
+        return self.held.get(kind, Resources())
+
+    def placed(self, placement: Placement) -> None:
+        self.held[placement.kind] = self.held_by(placement.kind) + placement.resources
+
+
+class QueueOrder(Protocol):
+    def sort_key(self, ask: PendingAsk) -> tuple[int | str, ...]:
+        """Asks are served by ascending key."""
+        ...
+
+
+class Permit(Protocol):
+    def admit(self, ask: PendingAsk, context: PassContext) -> bool:
+        """May one more container of ``ask`` be placed now?"""
+        ...
+
+
+class Filter(Protocol):
+    @property
+    def shape_only(self) -> bool:
+        """True when the verdict depends on the ask's resources alone, not on its job (so a
+        pass may remember that a shape fits nowhere)."""
+        ...
+
+    def feasible(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> bool: ...
+
+
+class Score(Protocol):
+    def score(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> float:
+        """Higher is better; the pass weighs and adds the scores of every score plugin."""
+        ...
+
+
+class Reserve(Protocol):
+    def held_for_others(self, ask: PendingAsk, node: NodeCapacity) -> Resources:
+        """Capacity of ``node`` held for jobs other than ``ask``'s: not free for it."""
+        ...
+
+    def on_placed(self, placement: Placement) -> Sequence[Reservation]:
+        """Reservation changes that follow from a placement."""
+        ...
+
+
+class PostFilter(Protocol):
+    def preempt(self, ask: PendingAsk, context: PassContext) -> Sequence[Preemption]:
+        """What to preempt so that ``ask`` can be placed by a later pass (may be nothing)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The plugins of each point, and how many feasible nodes to score."""
+
+    queue_order: QueueOrder
+    permits: tuple[Permit, ...] = ()
+    filters: tuple[Filter, ...] = ()
+    scores: tuple[tuple[Score, float], ...] = ()
+    reserves: tuple[Reserve, ...] = ()
+    post_filters: tuple[PostFilter, ...] = ()
+    nodes_to_score: int = 8
+    exhaustive_below: int = 100
+
+
+# ------------------------------------------------------------------------------ baseline plugins
+
+
+@dataclass(frozen=True)
+class PriorityFifo:
+    """Strict priority between jobs, FIFO (submission order) within a priority."""
+
+    def sort_key(self, ask: PendingAsk) -> tuple[int | str, ...]:
+        return (-ask.priority, ask.submit_seq, ask.kind.value, ask.phase)
+
+
+@dataclass(frozen=True)
+class LeastAllocated:
+    """Prefer the node whose dominant allocated share after the placement is lowest: spreads
+    load (Kubernetes' NodeResourcesFit with LeastAllocated, over DRF shares)."""
+
+    def score(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> float:
+        return 1.0 - (node.allocated + ask.resources).dominant_share(node.capacity)
+
+
+@dataclass(frozen=True)
+class MasterShare:
+    """Job masters together hold at most ``share`` of the cluster's capacity in each resource,
+    like YARN's maximum-am-resource-percent, so they can never take every node and leave no
+    room for the tasks they wait for.  One job master may always run, so a small cluster is
+    never stuck."""
+
+    share: float
+
+    def admit(self, ask: PendingAsk, context: PassContext) -> bool:
+        if ask.kind is not AllocationKind.JOB_MASTER:
+            return True
+        held = context.held_by(AllocationKind.JOB_MASTER)
+        if held.cpu <= 0 and held.memory_mb <= 0:
+            return True
+        total = context.cluster.total_capacity
+        limit = Resources(total.cpu * self.share, int(total.memory_mb * self.share))
+        return (held + ask.resources).fits_in(limit)
+
+
+def baseline_profile(*, max_master_share: float = 0.1, nodes_to_score: int = 8) -> Profile:
+    """Strict priority, FIFO within a priority, least-allocated node, no preemption."""
+    return Profile(
+        queue_order=PriorityFifo(),
+        permits=(MasterShare(max_master_share),),
+        scores=((LeastAllocated(), 1.0),),
+        nodes_to_score=nodes_to_score,
+    )
+
+
+# ------------------------------------------------------------------------------ the pass
+
+
+def schedule_pass(asks: Iterable[PendingAsk], context: PassContext, profile: Profile) -> Plan:
+    """Plan placements for ``asks`` (in serving order) on ``context.cluster``; see the module
+    docstring.  The index is left as it was: its changes are tentative (a scratch)."""
+    placements: list[Placement] = []
+    reservations: list[Reservation] = []
+    preemptions: list[Preemption] = []
+    waiting: list[PendingAsk] = []
+    failed: list[tuple[str, Resources]] = []  # (job id, or "" for shape-only filters)
+    shape_only = all(f.shape_only for f in profile.filters) and not profile.reserves
+    with context.cluster.scratch() as cluster:
+        for ask in asks:
+            memo_key = "" if shape_only else ask.job_id
+            for _ in range(ask.count):
+                if not all(permit.admit(ask, context) for permit in profile.permits):
+                    waiting.append(ask)
+                    break
+                node = _choose_node(ask, cluster, context, profile, failed, memo_key)
+                if node is None:
+                    for post_filter in profile.post_filters:
+                        preemptions.extend(post_filter.preempt(ask, context))
+                    break  # identical containers: if one fits nowhere, the rest do not either
+                cluster.take(node.node_id, ask.resources)
+                placement = Placement(ask.job_id, ask.phase, node.node_id, ask.resources, ask.kind)
+                placements.append(placement)
+                context.placed(placement)
+                for reserve in profile.reserves:
+                    reservations.extend(reserve.on_placed(placement))
+    return Plan(
+        placements=tuple(placements),
+        preemptions=tuple(preemptions),
+        reservations=tuple(reservations),
+        waiting=tuple(waiting),
+    )
+
+
+def _choose_node(
+    ask: PendingAsk,
+    cluster: CapacityIndex,
+    context: PassContext,
+    profile: Profile,
+    failed: list[tuple[str, Resources]],
+    memo_key: str,
+) -> NodeCapacity | None:
+    request = ask.resources
+    if not request.fits_in(cluster.max_free()):
+        return None
+    for key, shape in failed:
+        if key == memo_key and shape.fits_in(request):
+            return None  # a container no larger already fitted nowhere in this pass
+    limit = len(cluster) if len(cluster) <= profile.exhaustive_below else profile.nodes_to_score
+    candidates: list[NodeCapacity] = []
+    for node in cluster.least_allocated_first():
+        free = node.free
+        for reserve in profile.reserves:
+            free = free - reserve.held_for_others(ask, node)
+        if not request.fits_in(free):
+            continue
+        if not all(f.feasible(ask, node, context) for f in profile.filters):
+            continue
+        candidates.append(node)
+        if len(candidates) >= limit:
+            break
+    if not candidates:
+        failed.append((memo_key, request))
+        return None
+    best = candidates[0]
+    best_score = _total_score(ask, best, context, profile)
+    for node in candidates[1:]:
+        score = _total_score(ask, node, context, profile)
+        if score > best_score or (score == best_score and node.node_id < best.node_id):
+            best, best_score = node, score
+    return best
+
+
+def _total_score(
+    ask: PendingAsk, node: NodeCapacity, context: PassContext, profile: Profile
+) -> float:
+    return sum(weight * plugin.score(ask, node, context) for plugin, weight in profile.scores)

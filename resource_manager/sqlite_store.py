@@ -1,0 +1,381 @@
+"""The resource manager's durable store: SQLite in WAL mode (:class:`SqliteStore`).
+
+Nodes are not stored: they re-register after a restart and report what runs on them.  Writes
+happen inside a transaction the caller opens with :meth:`SqliteStore.begin` and ends with
+:meth:`SqliteStore.commit` or :meth:`SqliteStore.rollback`: one per RPC or per scheduling pass
+(group commit), committed before anyone is answered, so a restarted RM loses no accepted job
+and never sees half of a request.
+
+Durability (:class:`Durability`) is a setting: ``crash`` (the default, ``synchronous=NORMAL`` in
+WAL mode) keeps every committed transaction through a crash of the RM process, but a power loss
+or a kernel crash may lose the last few; ``power`` (``synchronous=FULL``) syncs the log at every
+commit, so a commit survives power loss too, at the cost of one fsync per transaction.
+
+Schema history (a newer RM opens an older state directory and migrates it in place):
+
+* version 1 marked a job master's container with the phase name ``__master__``;
+* version 2 has a typed ``kind`` column, each job's ``master_attempt`` and ``idempotency_key``;
+* version 3 stores each job's spec once, in ``job_specs``, apart from its mutable state.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from policies.scheduling.jobspec import JobSpec, SpecError, job_spec_to_document, parse_job_spec
+from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.resources import Resources
+from resource_manager.records import (
+    AllocationKind,
+    AllocationRecord,
+    JobRecord,
+    PhaseProgress,
+    TaskRecord,
+)
+from resource_manager.store import HotState, StoreError
+
+__all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StoreError"]
+
+SCHEMA_VERSION = 3
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL UNIQUE,
+    state TEXT NOT NULL,
+    submit_time REAL NOT NULL,
+    client_mode INTEGER NOT NULL,
+    kill_requested INTEGER NOT NULL,
+    start_time REAL NOT NULL,
+    finish_time REAL NOT NULL,
+    message TEXT NOT NULL,
+    progress TEXT NOT NULL,
+    master_node TEXT NOT NULL,
+    master_allocation TEXT NOT NULL,
+    master_attempt INTEGER NOT NULL DEFAULT 0,
+    idempotency_key TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS job_specs (
+    job_id TEXT PRIMARY KEY,
+    spec TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    job_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    state TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    allocation_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    exit_code INTEGER NOT NULL,
+    start_time REAL NOT NULL,
+    finish_time REAL NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (job_id, task_id, attempt)
+);
+CREATE INDEX IF NOT EXISTS tasks_by_seq ON tasks (job_id, seq);
+CREATE TABLE IF NOT EXISTS allocations (
+    allocation_id TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    cpu REAL NOT NULL,
+    memory_mb INTEGER NOT NULL,
+    granted_time REAL NOT NULL,
+    delivered INTEGER NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'task'
+);
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+# Version 1 -> 2: typed job master containers, master attempts, idempotent submissions.
+_MIGRATE_1_TO_2 = """
+ALTER TABLE jobs ADD COLUMN master_attempt INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE allocations ADD COLUMN kind TEXT NOT NULL DEFAULT 'task';
+UPDATE allocations SET kind = 'job_master', phase = '' WHERE phase = '__master__';
+UPDATE jobs SET master_attempt = 1 WHERE master_allocation != '' OR client_mode = 1;
+"""
+# Version 2 -> 3: the spec moves to job_specs, written once; jobs keeps the mutable state.
+_MIGRATE_2_TO_3 = """
+CREATE TABLE job_specs (job_id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+INSERT INTO job_specs (job_id, spec) SELECT job_id, spec FROM jobs;
+ALTER TABLE jobs DROP COLUMN spec;
+"""
+_FINAL_STATES = "('succeeded', 'failed', 'killed')"
+_JOB_COLUMNS = (
+    "job_id, seq, state, submit_time, client_mode, kill_requested, start_time, "
+    "finish_time, message, progress, master_node, master_allocation, master_attempt, "
+    "idempotency_key"
+)
+_ALLOCATION_COLUMNS = (
+    "allocation_id, job_id, phase, node_id, cpu, memory_mb, granted_time, delivered, kind"
+)
+
+
+class Durability(enum.Enum):
+    """What a committed transaction survives; see the module docstring."""
+
+    CRASH = "crash"
+    POWER = "power"
+
+    @property
+    def synchronous(self) -> str:
+        return "FULL" if self is Durability.POWER else "NORMAL"
+
+
+class SqliteStore:
+    """The :class:`~resource_manager.store.Store` of a resource manager.  ``path`` may be
+    ``":memory:"`` for tests."""
+
+    def __init__(self, path: Path | str, durability: Durability = Durability.CRASH) -> None:
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={durability.synchronous}")
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, 1, 2, SCHEMA_VERSION):
+            raise StoreError(f"{path}: state schema version {version}, expected {SCHEMA_VERSION}")
+        self._db.execute("BEGIN IMMEDIATE")
+        if version == 1:
+            # 1 -> 2: the old tables exist; add what version 2 has (CREATE IF NOT EXISTS below
+            # leaves them alone, so the columns must come first).
+            for statement in _MIGRATE_1_TO_2.strip().split(";\n"):
+                self._db.execute(statement)
+        if version in (1, 2):
+            for statement in _MIGRATE_2_TO_3.strip().split(";\n"):
+                self._db.execute(statement)
+        for statement in _SCHEMA.strip().split(";\n"):
+            self._db.execute(statement)
+        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._db.execute("COMMIT")
+        self._in_transaction = False
+        self.unreadable_jobs: list[tuple[str, str]] = []  # (job id, why), once each
+        self._unreadable: set[str] = set()
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -------------------------------------------------------------------- transactions
+
+    def begin(self) -> None:
+        """Open the transaction every following write belongs to."""
+        self._db.execute("BEGIN")
+        self._in_transaction = True
+
+    def commit(self) -> None:
+        self._db.execute("COMMIT")
+        self._in_transaction = False
+
+    def rollback(self) -> None:
+        """Undo every write since :meth:`begin`."""
+        if self._in_transaction:
+            self._db.execute("ROLLBACK")
+            self._in_transaction = False
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    # -------------------------------------------------------------------- counters, settings
+
+    def save_counter(self, name: str, value: int) -> None:
+        """Record the last number handed out under ``name`` (once per transaction: the tables
+        hand numbers out in memory and write each counter that moved when they commit)."""
+        self._db.execute(
+            "INSERT INTO counters(name, value) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+
+    def counter(self, name: str) -> int:
+        row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def setting(self, name: str) -> str | None:
+        """A value the RM keeps across restarts (its cluster id, its bound port)."""
+        row = self._db.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
+        return str(row[0]) if row else None
+
+    def save_setting(self, name: str, value: str) -> None:
+        """Write one setting in a transaction of its own (called outside requests)."""
+        self._db.execute(
+            "INSERT INTO settings(name, value) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+
+    # -------------------------------------------------------------------- jobs
+
+    def save_spec(self, job_id: str, spec: JobSpec) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO job_specs (job_id, spec) VALUES (?, ?)",
+            (job_id, json.dumps(job_spec_to_document(spec))),
+        )
+
+    def save_job(self, job: JobRecord) -> None:
+        self._db.execute(
+            f"INSERT OR REPLACE INTO jobs ({_JOB_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                job.job_id,
+                job.seq,
+                job.state.value,
+                job.submit_time,
+                int(job.client_mode),
+                int(job.kill_requested),
+                job.start_time,
+                job.finish_time,
+                job.message,
+                json.dumps([p.__dict__ for p in job.progress]),
+                job.master_node,
+                job.master_allocation,
+                job.master_attempt,
+                job.idempotency_key,
+            ),
+        )
+
+    def load_job(self, job_id: str) -> JobRecord | None:
+        rows = self._jobs("WHERE jobs.job_id = ?", (job_id,))
+        return next(rows, None)
+
+    def list_jobs(self) -> Iterator[JobRecord]:
+        return self._jobs("", ())
+
+    def _jobs(self, where: str, parameters: tuple[str, ...]) -> Iterator[JobRecord]:
+        """Jobs with their specs.  A job whose spec this version no longer accepts (stored
+        before a rule was added, e.g. a priority beyond int32) is left in the database,
+        untouched, and listed in :attr:`unreadable_jobs` instead of failing the RM for every
+        user."""
+        columns = ", ".join(f"jobs.{c.strip()}" for c in _JOB_COLUMNS.split(","))
+        query = (
+            f"SELECT {columns}, job_specs.spec FROM jobs "
+            f"JOIN job_specs ON job_specs.job_id = jobs.job_id {where} ORDER BY jobs.seq"
+        )
+        for row in self._db.execute(query, parameters).fetchall():
+            try:
+                spec = parse_job_spec(json.loads(row[14]))
+            except (SpecError, ValueError) as error:
+                if str(row[0]) not in self._unreadable:
+                    self._unreadable.add(str(row[0]))
+                    self.unreadable_jobs.append((str(row[0]), str(error)))
+                continue
+            yield JobRecord(
+                job_id=row[0],
+                seq=row[1],
+                spec=spec,
+                state=JobState(row[2]),
+                submit_time=row[3],
+                client_mode=bool(row[4]),
+                kill_requested=bool(row[5]),
+                start_time=row[6],
+                finish_time=row[7],
+                message=row[8],
+                progress=tuple(PhaseProgress(**p) for p in json.loads(row[9])),
+                master_node=row[10],
+                master_allocation=row[11],
+                master_attempt=row[12],
+                idempotency_key=row[13],
+            )
+
+    def load_hot(self) -> HotState:
+        """Jobs not final, or final and still holding a container; their tasks; every
+        allocation."""
+        jobs = tuple(
+            self._jobs(
+                f"WHERE jobs.state NOT IN {_FINAL_STATES} "
+                "OR jobs.job_id IN (SELECT job_id FROM allocations)",
+                (),
+            )
+        )
+        tasks = tuple(t for job in jobs for t in self.tasks_of_job(job.job_id))
+        return HotState(jobs, tasks, tuple(self._load_allocations()))
+
+    # -------------------------------------------------------------------- tasks
+
+    def save_task(self, task: TaskRecord) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                task.job_id,
+                task.task_id,
+                task.attempt,
+                task.phase,
+                task.state.value,
+                task.node_id,
+                task.allocation_id,
+                task.seq,
+                task.exit_code,
+                task.start_time,
+                task.finish_time,
+                task.message,
+            ),
+        )
+
+    def tasks_of_job(self, job_id: str) -> list[TaskRecord]:
+        rows = self._db.execute("SELECT * FROM tasks WHERE job_id = ? ORDER BY seq", (job_id,))
+        return [
+            TaskRecord(
+                job_id=row[0],
+                task_id=row[1],
+                attempt=row[2],
+                phase=row[3],
+                state=TaskState(row[4]),
+                node_id=row[5],
+                allocation_id=row[6],
+                seq=row[7],
+                exit_code=row[8],
+                start_time=row[9],
+                finish_time=row[10],
+                message=row[11],
+            )
+            for row in rows.fetchall()
+        ]
+
+    # -------------------------------------------------------------------- allocations
+
+    def save_allocation(self, allocation: AllocationRecord) -> None:
+        self._db.execute(
+            f"INSERT OR REPLACE INTO allocations ({_ALLOCATION_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                allocation.allocation_id,
+                allocation.job_id,
+                allocation.phase,
+                allocation.node_id,
+                allocation.resources.cpu,
+                allocation.resources.memory_mb,
+                allocation.granted_time,
+                int(allocation.delivered),
+                allocation.kind.value,
+            ),
+        )
+
+    def delete_allocation(self, allocation_id: str) -> None:
+        self._db.execute("DELETE FROM allocations WHERE allocation_id = ?", (allocation_id,))
+
+    def _load_allocations(self) -> Iterator[AllocationRecord]:
+        query = f"SELECT {_ALLOCATION_COLUMNS} FROM allocations ORDER BY granted_time"
+        for row in self._db.execute(query):
+            yield AllocationRecord(
+                allocation_id=row[0],
+                job_id=row[1],
+                phase=row[2],
+                node_id=row[3],
+                resources=Resources(cpu=row[4], memory_mb=row[5]),
+                granted_time=row[6],
+                delivered=bool(row[7]),
+                kind=AllocationKind(row[8]),
+            )
