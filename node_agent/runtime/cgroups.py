@@ -40,6 +40,7 @@ MIN_CFS_QUOTA_US = 1_000
 SLUICE_DIR = "sluice"
 FREEZE_TIMEOUT_S = 5.0
 _POLL_S = 0.005
+_FIRST_POLL_S = 0.0002
 _RMDIR_ATTEMPTS = 50
 
 Clock = Callable[[], float]
@@ -167,10 +168,13 @@ def _wait_for(
     done: Callable[[], bool], timeout: float, clock: Clock, sleep: Sleep, what: str
 ) -> None:
     deadline = clock() + timeout
+    pause = _FIRST_POLL_S
     while not done():
         if clock() >= deadline:
             raise RuntimeError_(f"cgroup: {what} did not complete within {timeout:g} s")
-        sleep(_POLL_S)
+        sleep(pause)
+        # The kernel usually finishes within half a millisecond: look again soon, then back off.
+        pause = min(_POLL_S, pause * 2)
 
 
 def proc_rss_bytes(pids: Iterable[int]) -> int:
@@ -372,8 +376,8 @@ class CgroupV1:
                 self._sleep,
                 f"freezing {state.parent}",
             )
-        except RuntimeError_:
-            _write(state, "THAWED")  # do not leave the task half frozen
+        except BaseException:  # a timeout, or an interrupt: never leave the task half frozen
+            _write(state, "THAWED")
             raise
 
     def thaw(self, task: str, timeout: float = FREEZE_TIMEOUT_S) -> None:
@@ -388,7 +392,8 @@ class CgroupV1:
         )
 
     def is_frozen(self, task: str) -> bool:
-        return self._freezer_state(task) == "FROZEN"
+        """FROZEN, or stuck in FREEZING: either way it must be thawed before it can be killed."""
+        return self._freezer_state(task) != "THAWED"
 
     def pressure_dir(self, task: str) -> Path | None:
         return None  # PSI per cgroup exists only on the unified hierarchy
@@ -495,8 +500,8 @@ class CgroupV2:
                 self._sleep,
                 f"freezing {self._dir(task)}",
             )
-        except RuntimeError_:
-            _write(self._dir(task) / "cgroup.freeze", "0")  # do not leave it half frozen
+        except BaseException:  # a timeout, or an interrupt: never leave it half frozen
+            _write(self._dir(task) / "cgroup.freeze", "0")
             raise
 
     def thaw(self, task: str, timeout: float = FREEZE_TIMEOUT_S) -> None:
