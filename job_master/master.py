@@ -28,6 +28,7 @@ from job_master.candidate_feed import AggregatorResync, CandidateFeed
 from job_master.outcomes import OutcomeReporter
 from job_master.plan import AttemptRecord, Container, JobPlan, Launch
 from plumbing.data_plane import DataPlane
+from plumbing.intervals import JOB_MASTER_ROUND_S
 from plumbing.rpc import channel
 from plumbing.wire import (
     JOB_STATE_TO_PB,
@@ -49,7 +50,7 @@ from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 log = logging.getLogger("sluice.jm")
 
 RPC_TIMEOUT = 10.0
-ROUND_INTERVAL = 0.2
+ROUND_INTERVAL = JOB_MASTER_ROUND_S
 RM_PATIENCE = 300.0  # seconds without the RM before the job master gives up
 # Closing the candidate feed at the end: seconds to wait for a connection under way before it is
 # cancelled (and as long again for it to end), so that an MQTT broker that is down or stuck

@@ -42,6 +42,7 @@ from node_agent.service import AgentServicer
 from plumbing.daemon import publish_address, serve_until_signalled
 from plumbing.data_plane import DataPlane
 from plumbing.errors import UserError
+from plumbing.intervals import HEARTBEAT_INTERVAL_S, MONITOR_INTERVAL_S
 from plumbing.kafka_outbox import DEFAULT_BUFFER
 from plumbing.rpc import channel, start_server
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
@@ -75,8 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpus", type=float, help="CPU capacity offered (default: all usable CPUs)"
     )
     parser.add_argument("--memory-mb", type=int, help="memory offered (default: all of it)")
-    parser.add_argument("--heartbeat-interval", type=float, default=1.0)
-    parser.add_argument("--monitor-interval", type=float, default=0.2)
+    parser.add_argument("--heartbeat-interval", type=float, default=HEARTBEAT_INTERVAL_S)
+    parser.add_argument("--monitor-interval", type=float, default=MONITOR_INTERVAL_S)
     parser.add_argument("--docker-url", help="Docker Engine URL (default: from the environment)")
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
     parser.add_argument(

@@ -159,6 +159,7 @@ class ResourceManagerCore:
         )
         self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
         self._asks_grew = False  # since the last pass
+        self._placed: list[Placement] = []  # applied, not yet drained by the shell
         self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
         self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
         for job in tables.jobs.values():
@@ -351,6 +352,13 @@ class ResourceManagerCore:
                 self.tables.remove_node(node_id)
                 log.info("node %s forgotten: lost for more than %.0f s", node_id, retention)
 
+    def drain_placements(self) -> list[Placement]:
+        """The placements applied since the last call, for a shell that wants to tell whom they
+        concern (the simulator wakes job masters with them).  Those of a rolled-back unit are
+        gone with it."""
+        placed, self._placed = self._placed, []
+        return placed
+
     @property
     def needs_pass(self) -> bool:
         """Could a pass place something now?  True after an ask appeared or grew, or capacity
@@ -450,7 +458,7 @@ class ResourceManagerCore:
             # The master counts only containers it has been told of; grants made since its last
             # call (not yet delivered) already serve part of its absolute ask.
             undelivered = Counter(a.phase for a in self.tables.undelivered_of_job(job_id))
-            self._set_asks(
+            grew = self._set_asks(
                 job,
                 [
                     replace(a, count=a.count - undelivered[a.phase])
@@ -458,8 +466,10 @@ class ResourceManagerCore:
                     if a.count > undelivered[a.phase]
                 ],
             )
-            if self.needs_pass:
-                self.schedule(now)  # so the job master sees at once what it can have
+            if grew:
+                # The job master sees at once what it can have.  Only when its own asks grew:
+                # a round that repeats itself changes nothing (the simulator skips such rounds).
+                self.schedule(now)
         else:
             self._set_asks(job, ())
         return self._allocate_answer(job_id, events_after)
@@ -624,6 +634,8 @@ class ResourceManagerCore:
             granted_time=now.wall,
         )
         self.tables.put_allocation(allocation)
+        self._placed.append(placement)
+        self.tables.journal(lambda: self._placed.remove(placement))
         if master:
             self._move(
                 job,
@@ -654,22 +666,26 @@ class ResourceManagerCore:
 
         self.tables.journal(undo)
 
-    def _set_asks(self, job: JobRecord, asks: Iterable[PhaseAsk]) -> None:
-        """Replace a job's task asks, undoably."""
+    def _set_asks(self, job: JobRecord, asks: Iterable[PhaseAsk]) -> bool:
+        """Replace a job's task asks, undoably; True if any grew (a pass may place more)."""
+        wanted = {ask.phase: ask for ask in asks}
+        grew = False
         for previous in self.pending.of_job(job.job_id):
-            if previous.kind is AllocationKind.TASK:
+            if previous.kind is AllocationKind.TASK and previous.phase not in wanted:
                 self._put_ask(replace(previous, count=0))
-        for ask in asks:
-            self._put_ask(
+        for ask in wanted.values():
+            grew |= self._put_ask(
                 PendingAsk(
                     job.job_id, job.spec.priority, job.seq, ask.phase, ask.count, ask.resources
                 )
             )
+        return grew
 
-    def _put_ask(self, ask: PendingAsk) -> None:
-        """Set one pending ask (a count of 0 removes it), undoably."""
+    def _put_ask(self, ask: PendingAsk) -> bool:
+        """Set one pending ask (a count of 0 removes it), undoably; True if it grew."""
         previous = self.pending.put(ask)
-        if ask.count > (previous.count if previous is not None else 0):
+        grew = ask.count > (previous.count if previous is not None else 0)
+        if grew:
             self._asks_grew = True  # (not undone: at worst one pass too many)
         key_ask = replace(ask, count=0)
 
@@ -677,6 +693,7 @@ class ResourceManagerCore:
             self.pending.put(previous if previous is not None else key_ask)
 
         self.tables.journal(undo)
+        return grew
 
     def _sync_master_ask(self, job: JobRecord) -> None:
         """A job waiting for a job master container (SUBMITTED, not client mode, not being

@@ -24,6 +24,7 @@ import grpc
 
 from plumbing import wire
 from plumbing.data_plane import DataPlane
+from plumbing.intervals import SCHEDULING_PASS_DELAY_S
 from plumbing.spec_text import load_job_document
 from plumbing.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.asks import PhaseAsk
@@ -46,8 +47,7 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], Now]
 T = TypeVar("T")
 MAX_IDEMPOTENCY_KEY = 64
-PASS_DELAY = 0.02
-"""Seconds between the first change that could let something be placed and the pass."""
+PASS_DELAY = SCHEDULING_PASS_DELAY_S
 
 
 def system_now() -> Now:
@@ -115,6 +115,9 @@ class RMState:
             tables.rollback()
             raise
         self.watchers.notify(tables.commit())
+        placed = self.core.drain_placements()
+        if placed:
+            log.debug("placed %d containers", len(placed))
         self._arm_pass()
         return result
 
@@ -133,15 +136,12 @@ class RMState:
     def _run_pass(self) -> None:
         self._pass_armed = False
         try:
-            plan = self.run(lambda core, now: core.schedule(now))
+            self.run(lambda core, now: core.schedule(now))
         except Exception as error:  # a bug in one pass must not stop scheduling for good
             log.warning(
                 "scheduling pass failed: %s: %s (nothing was changed)", type(error).__name__, error
             )
             log.debug("scheduling pass failed", exc_info=True)
-            return
-        if plan.placements:
-            log.debug("pass placed %d containers", len(plan.placements))
 
     def read(self, view: Callable[[ResourceManagerCore], T]) -> T:
         return view(self.core)

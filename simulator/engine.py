@@ -1,0 +1,559 @@
+"""The discrete-event engine: the resource manager's core and the job master's plan, driven with
+virtual time and the network removed (like Hadoop's SLS).
+
+What runs is the product's own code: :class:`resource_manager.core.ResourceManagerCore` over
+:class:`resource_manager.tables.Tables` on a :class:`~resource_manager.store.MemoryStore`, called
+through the entry points the gRPC services use (submit, register, heartbeat, report events,
+register master, allocate, finish), each call one unit of work; and one
+:class:`job_master.plan.JobPlan` per job, driven as ``job_master.master`` drives it.  What is
+simulated is everything around them:
+
+* **Node agents.**  Each node heartbeats every ``heartbeat_interval`` seconds at its own phase
+  and carries out the answer's commands (a job master launch); it observes its tasks every
+  ``monitor_interval`` and reports what changed at once, as the live agent does.  A task runs
+  for its duration divided by its rate (its current CPU limit over its grant: a shrunk task
+  slows down, a frozen one makes no progress; a killed one loses its work).
+* **Job masters.**  A job master starts ``master_startup`` seconds (plus up to
+  ``master_startup_jitter``, drawn from the seed) after its node launches it, registers, then
+  runs rounds every ``round_interval``: decide, launch (a task starts ``launch_latency``
+  later), Allocate, absorb the answer.  When its job ends it reports the end and exits.
+* **The shell's scheduling passes** run ``pass_delay`` after the first change that needs one,
+  like the service's.
+
+Idle intervals are skipped (``heartbeats="needed"``, the default): a node heartbeats only when
+the core has a command for it (a job master was placed there, or a command is being re-sent),
+and a job master runs a round only when it has something to say or to hear (the round before
+exchanged something, or the core granted it containers or recorded events of its tasks); rounds
+and heartbeats keep their phase, so they happen at the very times they would in a full run.  An
+idle round is a no-op for the core (an Allocate that repeats itself runs no pass), and job
+masters' start-up jitter keeps any two rounds off the same instant, so skipping idle rounds
+cannot reorder anything.
+``heartbeats="all"`` simulates every heartbeat and every round; ``tests/unit/simulator`` checks
+that both give the same results on a small case.  Node liveness is not simulated (no node is
+ever lost), so the core's liveness timer is not run in the "needed" mode.
+
+Determinism: events at the same time run in the order they were scheduled; every random draw
+comes from streams derived from the seed, so a seed gives byte-identical results.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+from job_master.plan import AttemptRecord, Container, Decisions, JobPlan, Launch
+from plumbing.intervals import (
+    HEARTBEAT_INTERVAL_S,
+    JOB_MASTER_ROUND_S,
+    MONITOR_INTERVAL_S,
+    SCHEDULING_PASS_DELAY_S,
+)
+from policies.scheduling.asks import PhaseAsk
+from policies.scheduling.framework import AllocationKind
+from policies.scheduling.jobspec import SpecError
+from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.resources import Resources
+from resource_manager.core import CoreSettings, LaunchMaster, ResourceManagerCore, StopAllocation
+from resource_manager.records import Now, TaskReport
+from resource_manager.store import MemoryStore
+from resource_manager.tables import Tables
+from simulator.results import JobOutcome, UtilisationSample
+from simulator.workload import SimJob, alone_time
+
+T = TypeVar("T")
+
+MIN_ALONE_TIME = 1e-3
+"""A job whose tasks all take no time has an alone time of 0: its slowdown is taken against
+this instead (a millisecond), so it stays finite."""
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """The simulated cluster and the live system's timings (their live defaults)."""
+
+    nodes: int = 100
+    node_cpu: float = 16.0
+    node_memory_mb: int = 65536
+    heartbeat_interval: float = HEARTBEAT_INTERVAL_S
+    monitor_interval: float = MONITOR_INTERVAL_S
+    round_interval: float = JOB_MASTER_ROUND_S
+    pass_delay: float = SCHEDULING_PASS_DELAY_S
+    master_startup: float = 1.0
+    master_startup_jitter: float = 0.1
+    launch_latency: float = 0.015
+    heartbeats: Literal["needed", "all"] = "needed"
+    sample_interval: float = 10.0
+    until: float = math.inf
+    core: CoreSettings = field(default_factory=CoreSettings)
+
+    def check(self) -> None:
+        """Raise ValueError naming the first setting out of range."""
+        if self.nodes < 1:
+            raise ValueError(f"nodes: must be at least 1, got {self.nodes}")
+        if not (self.node_cpu > 0 and self.node_memory_mb > 0):
+            raise ValueError("node_cpu, node_memory_mb: must be positive")
+        for name in ("heartbeat_interval", "monitor_interval", "round_interval", "sample_interval"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+        for name in ("pass_delay", "master_startup", "master_startup_jitter", "launch_latency"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name}: must not be negative, got {getattr(self, name)}")
+        if self.heartbeats not in ("needed", "all"):
+            raise ValueError(f"heartbeats: must be 'needed' or 'all', got {self.heartbeats!r}")
+
+
+@dataclass
+class SimResult:
+    """What a run produced, in job submission order."""
+
+    outcomes: list[JobOutcome]
+    samples: list[UtilisationSample]
+    events: int
+    end_time: float
+
+
+@dataclass
+class _Task:
+    """A task attempt (or a job master process) on a simulated node."""
+
+    job_id: str
+    task_id: str
+    attempt: int
+    allocation_id: str
+    granted: Resources
+    work: float  # seconds of work at full rate
+    state: TaskState = TaskState.LAUNCHING
+    job_master: bool = False
+    start_time: float = 0.0
+    rate: float = 1.0
+    progress_at: float = 0.0  # when ``work`` was last brought up to date
+    version: int = 0  # bumps invalidate scheduled completions
+
+
+@dataclass
+class _Node:
+    node_id: str
+    phase: float  # its heartbeats and monitor passes happen at phase + k * interval
+    tasks: dict[str, _Task] = field(default_factory=dict)  # by allocation id
+    unreported: list[TaskReport] = field(default_factory=list)
+    monitor_armed: bool = False
+    heartbeat_armed: bool = False
+
+
+@dataclass
+class _Master:
+    job_id: str
+    sim_job: SimJob
+    node_id: str
+    allocation_id: str
+    attempt: int
+    plan: JobPlan
+    started: float
+    events_after: int = 0
+    round_armed: bool = False
+    last_asks: tuple[PhaseAsk, ...] = ()
+    finished: bool = False
+
+
+class Simulation:
+    """One run: ``Simulation(jobs, settings, seed).run()``."""
+
+    def __init__(self, jobs: Sequence[SimJob], settings: SimSettings, seed: int) -> None:
+        settings.check()
+        self.settings = settings
+        self._seed = seed
+        self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.name))
+        self.core = ResourceManagerCore(Tables(MemoryStore()), settings.core)
+        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = 0
+        self.now = 0.0
+        self.events = 0
+        phases = random.Random(f"{seed}:node-phases")
+        self._nodes = {
+            f"node-{i:05d}": _Node(f"node-{i:05d}", phases.random()) for i in range(settings.nodes)
+        }
+        self._masters: dict[str, _Master] = {}
+        self._sim_jobs: dict[str, SimJob] = {}  # job id -> its workload job
+        self._first_start: dict[str, float] = {}
+        self._unfinished = len(self.jobs)
+        self._pass_armed = False
+        self._samples: list[UtilisationSample] = []
+        self.on_progress: Callable[[Simulation], None] | None = None
+        self.refused: list[tuple[str, str]] = []  # (job name, why) of jobs submit refused
+
+    # ------------------------------------------------------------------ the event loop
+
+    def at(self, time: float, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (time, self._seq, action))
+
+    def run(self, progress_every: int = 20_000) -> SimResult:
+        for node in self._nodes.values():
+            self.at(0.0, lambda node=node: self._register(node))  # type: ignore[misc]
+        for job in self.jobs:
+            self.at(job.submit_time, lambda job=job: self._submit(job))  # type: ignore[misc]
+        self.at(0.0, self._sample)
+        if self.settings.heartbeats == "all":
+            for node in self._nodes.values():
+                self._arm_heartbeat(node, every=True)
+            self.at(self.settings.heartbeat_interval, self._tick)
+        while self._queue:
+            time, _, action = heapq.heappop(self._queue)
+            if time > self.settings.until:
+                break
+            self.now = time
+            action()
+            self.events += 1
+            if self.on_progress is not None and self.events % progress_every == 0:
+                self.on_progress(self)
+            if self._unfinished == 0:
+                break
+        self._sample()
+        return SimResult(self._outcomes(), self._samples, self.events, self.now)
+
+    @property
+    def unfinished_jobs(self) -> int:
+        return self._unfinished
+
+    def _next_aligned(self, phase: float, interval: float, *, strictly: bool) -> float:
+        """The first time phase + k * interval (k >= 0) at or after now, or after now if
+        ``strictly``.  Times within a millionth of an interval are the same tick: float sums
+        must not turn one tick into two."""
+        k = math.floor((self.now - phase) / interval + 1e-6)  # the latest tick at or before now
+        if strictly or phase + k * interval < self.now:
+            k += 1
+        return phase + max(k, 0) * interval
+
+    def _unit(self, action: Callable[[ResourceManagerCore, Now], T]) -> T:
+        """One call into the core as one unit of work, as the service makes it; then tell who
+        is concerned by what it placed, and arm a pass if one is due."""
+        tables = self.core.tables
+        tables.begin()
+        try:
+            result = action(self.core, Now(self.now, self.now))
+        except BaseException:
+            tables.rollback()
+            raise
+        tables.commit()
+        for placement in self.core.drain_placements():
+            if placement.kind is AllocationKind.JOB_MASTER:
+                self._arm_heartbeat(self._nodes[placement.node_id])
+            else:
+                self._wake_master(placement.job_id)
+        if self.core.needs_pass and not self._pass_armed:
+            self._pass_armed = True
+            self.at(self.now + self.settings.pass_delay, self._pass)
+        return result
+
+    def _pass(self) -> None:
+        self._pass_armed = False
+        self._unit(lambda core, now: core.schedule(now))
+
+    def _tick(self) -> None:
+        self._unit(lambda core, now: core.tick(now))
+        if self._unfinished:
+            self.at(self.now + self.settings.heartbeat_interval, self._tick)
+
+    # ------------------------------------------------------------------ jobs
+
+    def _submit(self, job: SimJob) -> None:
+        try:
+            record = self._unit(lambda core, now: core.submit(job.spec, client_mode=False, now=now))
+        except SpecError as error:  # it fits on no node: refused, as the live RM refuses it
+            self.refused.append((job.name, str(error)))
+            self._unfinished -= 1
+            return
+        self._sim_jobs[record.job_id] = job
+
+    # ------------------------------------------------------------------ nodes
+
+    def _register(self, node: _Node) -> None:
+        capacity = Resources(self.settings.node_cpu, self.settings.node_memory_mb)
+        self._unit(
+            lambda core, now: core.register_node(
+                node.node_id, f"{node.node_id}:0", "simulated", capacity, [], now=now
+            )
+        )
+
+    def _arm_heartbeat(self, node: _Node, *, every: bool = False) -> None:
+        if node.heartbeat_armed:
+            return
+        node.heartbeat_armed = True
+        interval = self.settings.heartbeat_interval
+        when = self._next_aligned(node.phase * interval, interval, strictly=True)
+        self.at(when, lambda: self._heartbeat(node, every=every))
+
+    def _heartbeat(self, node: _Node, *, every: bool) -> None:
+        node.heartbeat_armed = False
+        live = [self._report(t) for t in node.tasks.values() if not t.state.is_final]
+        used = Resources()
+        for task in node.tasks.values():
+            if not task.state.is_final:
+                used = used + task.granted
+        _, commands = self._unit(
+            lambda core, now: core.heartbeat(node.node_id, used, live, now=now)
+        )
+        for command in commands:
+            if isinstance(command, LaunchMaster):
+                self._launch_master(node, command)
+            elif isinstance(command, StopAllocation):
+                self._stop(node, command.allocation_id, TaskState.KILLED, command.reason)
+        if every or commands:
+            self._arm_heartbeat(node, every=every)  # re-sent until the reports show it done
+
+    def _monitor(self, node: _Node) -> None:
+        node.monitor_armed = False
+        reports, node.unreported = node.unreported, []
+        if not reports:
+            return
+        self._unit(lambda core, now: core.report_events(node.node_id, reports, now=now))
+        for job_id in {r.job_id for r in reports if not r.job_master}:
+            self._wake_master(job_id)
+
+    def _observe(self, node: _Node, task: _Task) -> None:
+        """The node's next monitor pass reports the task's state."""
+        node.unreported.append(self._report(task))
+        if not node.monitor_armed:
+            node.monitor_armed = True
+            interval = self.settings.monitor_interval
+            when = self._next_aligned(node.phase * interval, interval, strictly=True)
+            self.at(when, lambda: self._monitor(node))
+
+    def _report(self, task: _Task) -> TaskReport:
+        return TaskReport(
+            task.job_id,
+            task.task_id,
+            task.attempt,
+            task.allocation_id,
+            task.state,
+            start_time=task.start_time,
+            timestamp=self.now,
+            job_master=task.job_master,
+        )
+
+    # ------------------------------------------------------------------ tasks on nodes
+
+    def _start_task(self, node: _Node, task: _Task) -> None:
+        if task.state is not TaskState.LAUNCHING:
+            return  # stopped before it started
+        task.state = TaskState.RUNNING
+        task.start_time = task.progress_at = self.now
+        self._first_start.setdefault(task.job_id, self.now)
+        self._observe(node, task)
+        self._schedule_completion(node, task)
+
+    def _schedule_completion(self, node: _Node, task: _Task) -> None:
+        task.version += 1
+        if task.rate <= 0:
+            return  # frozen: no progress, no completion
+        version = task.version
+        self.at(
+            self.now + task.work / task.rate,
+            lambda: self._complete(node, task, version),
+        )
+
+    def _complete(self, node: _Node, task: _Task, version: int) -> None:
+        if task.version != version or task.state is not TaskState.RUNNING:
+            return
+        task.work = 0.0
+        task.state = TaskState.SUCCEEDED
+        self._observe(node, task)
+
+    def _stop(self, node: _Node, allocation_id: str, state: TaskState, reason: str) -> None:
+        task = node.tasks.get(allocation_id)
+        if task is None or task.state.is_final:
+            return
+        task.state = state
+        task.version += 1
+        self._observe(node, task)
+        if task.job_master:
+            master = self._masters.get(task.job_id)
+            if master is not None and master.allocation_id == allocation_id:
+                master.finished = True
+
+    # ------------------------------------------------------------------ job masters
+
+    def _launch_master(self, node: _Node, command: LaunchMaster) -> None:
+        if command.allocation_id in node.tasks:
+            return
+        process = _Task(
+            command.job_id,
+            "job-master",
+            command.attempt,
+            command.allocation_id,
+            command.resources,
+            work=math.inf,
+            state=TaskState.RUNNING,
+            job_master=True,
+            start_time=self.now,
+        )
+        node.tasks[command.allocation_id] = process
+        # Process start-up varies; it also keeps job masters launched by one heartbeat from
+        # sharing the phase of their rounds, so no two rounds ever fall on the same instant.
+        jitter = random.Random(f"{self._seed}:{command.job_id}:{command.attempt}").random()
+        startup = self.settings.master_startup + jitter * self.settings.master_startup_jitter
+        self.at(self.now + startup, lambda: self._start_master(node, process))
+
+    def _start_master(self, node: _Node, process: _Task) -> None:
+        if process.state.is_final:
+            return
+        job_id = process.job_id
+        registration = self._unit(
+            lambda core, now: core.register_master(job_id, attempt=process.attempt, now=now)
+        )
+        plan = JobPlan(registration.job.spec)
+        for allocation in registration.held:
+            plan.on_granted(self._container(allocation.allocation_id))
+        if registration.history:
+            plan.adopt(
+                AttemptRecord(t.task_id, t.attempt, t.state, t.allocation_id, t.message)
+                for t in registration.history
+            )
+        master = _Master(
+            job_id,
+            self._sim_jobs[job_id],
+            node.node_id,
+            process.allocation_id,
+            process.attempt,
+            plan,
+            started=self.now,
+            events_after=max((t.seq for t in registration.history), default=0),
+        )
+        self._masters[job_id] = master
+        self._round(master)
+
+    def _wake_master(self, job_id: str) -> None:
+        master = self._masters.get(job_id)
+        if master is None or master.finished or master.round_armed:
+            return
+        master.round_armed = True
+        interval = self.settings.round_interval
+        when = self._next_aligned(master.started, interval, strictly=True)
+        self.at(when, lambda: self._round(master))
+
+    def _round(self, master: _Master) -> None:
+        """One job master round, as ``job_master.master.JobMaster.run`` does it."""
+        master.round_armed = False
+        if master.finished:
+            return
+        plan = master.plan
+        decisions = plan.decide()
+        for launch in decisions.launches:
+            self._launch_task(master, launch)
+        if plan.outcome is not None:
+            self._finish(master, plan.outcome, decisions)
+            return
+        result = self._unit(
+            lambda core, now: core.allocate(
+                master.job_id,
+                decisions.asks,
+                decisions.releases,
+                plan.progress(),
+                master.events_after,
+                now=now,
+                attempt=master.attempt,
+            )
+        )
+        for allocation in result.granted:
+            plan.on_granted(self._container(allocation.allocation_id))
+        for task in result.events:
+            master.events_after = max(master.events_after, task.seq)
+            plan.on_task_event(task.task_id, task.attempt, task.state, task.exit_code, task.message)
+        for allocation_id in result.lost_allocations:
+            plan.on_allocation_lost(allocation_id)
+        if result.kill_requested:
+            plan.kill("killed")
+        heard = bool(result.granted or result.events or result.lost_allocations)
+        said = bool(decisions.launches or decisions.releases) or decisions.asks != master.last_asks
+        master.last_asks = decisions.asks
+        if heard or said or result.kill_requested or self.settings.heartbeats == "all":
+            self._wake_master(master.job_id)
+
+    def _launch_task(self, master: _Master, launch: Launch) -> None:
+        node = self._nodes[launch.container.node_id]
+        phase = launch.phase.name
+        index = int(launch.task_id.rsplit("-", 1)[1])
+        task = _Task(
+            master.job_id,
+            launch.task_id,
+            launch.attempt,
+            launch.container.allocation_id,
+            launch.container.resources,
+            work=master.sim_job.durations[phase][index],
+        )
+        node.tasks[task.allocation_id] = task
+        self.at(self.now + self.settings.launch_latency, lambda: self._start_task(node, task))
+
+    def _finish(self, master: _Master, outcome: tuple[JobState, str], decisions: Decisions) -> None:
+        state, message = outcome
+        plan = master.plan
+        for task in list(plan.running_tasks()):
+            container = plan.containers.get(task.allocation_id or "")
+            if container is not None:
+                node = self._nodes[container.node_id]
+                self._stop(node, container.allocation_id, TaskState.KILLED, message or "job ended")
+        self._unit(
+            lambda core, now: core.finish_job(
+                master.job_id, state, message, plan.progress(), now=now, attempt=master.attempt
+            )
+        )
+        master.finished = True
+        self._unfinished -= 1
+        node = self._nodes[master.node_id]
+        process = node.tasks.get(master.allocation_id)
+        if process is not None:  # the job master's process exits
+            process.state = TaskState.SUCCEEDED
+            self._observe(node, process)
+
+    def _container(self, allocation_id: str) -> Container:
+        allocation = self.core.allocations[allocation_id]
+        return Container(
+            allocation_id,
+            allocation.phase,
+            allocation.node_id,
+            f"{allocation.node_id}:0",
+            allocation.resources,
+        )
+
+    # ------------------------------------------------------------------ measurements
+
+    def _sample(self) -> None:
+        held = self.core.tables.held_by_kind()
+        used = Resources()
+        for amount in held.values():
+            used = used + amount
+        capacity = self.core.tables.capacity.total_capacity
+        sample = UtilisationSample(
+            self.now, used.cpu, capacity.cpu, float(used.memory_mb), float(capacity.memory_mb)
+        )
+        if not self._samples or self._samples[-1] != sample:
+            self._samples.append(sample)
+        if self._unfinished and self._queue:
+            self.at(self.now + self.settings.sample_interval, self._sample)
+
+    def _outcomes(self) -> list[JobOutcome]:
+        outcomes = []
+        for job_id, job in self._sim_jobs.items():
+            record = self.core.job(job_id)
+            finished = record.state.is_final
+            outcomes.append(
+                JobOutcome(
+                    job_id=job_id,
+                    name=job.name,
+                    job_class=job.job_class,
+                    priority=job.spec.priority,
+                    submit_time=job.submit_time,
+                    start_time=self._first_start.get(job_id, math.nan),
+                    finish_time=record.finish_time if finished else math.nan,
+                    state=record.state.value if finished else "unfinished",
+                    tasks=job.spec.total_tasks(),
+                    preemptions=0,
+                    lost_work=0.0,
+                    alone_time=max(alone_time(job), MIN_ALONE_TIME),
+                )
+            )
+        return outcomes
