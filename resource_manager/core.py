@@ -394,7 +394,7 @@ class ResourceManagerCore:
         context = PassContext(
             now=now.monotonic, cluster=self.tables.capacity, held=self.tables.held_by_kind()
         )
-        plan = schedule_pass(iter(self.pending), context, self.profile)
+        plan = schedule_pass(iter(self.pending), context, self.profile, self.pending.shapes())
         for placement in plan.placements:
             self._grant(placement, now)
         return plan

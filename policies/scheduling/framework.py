@@ -47,7 +47,7 @@ pass.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -306,9 +306,18 @@ def baseline_profile(*, max_master_share: float = 0.1, nodes_to_score: int = 8) 
 # ------------------------------------------------------------------------------ the pass
 
 
-def schedule_pass(asks: Iterable[PendingAsk], context: PassContext, profile: Profile) -> Plan:
+def schedule_pass(
+    asks: Iterable[PendingAsk],
+    context: PassContext,
+    profile: Profile,
+    shapes: Collection[Resources] = (),
+) -> Plan:
     """Plan placements for ``asks`` (in serving order) on ``context.cluster``; see the module
-    docstring.  The index is left as it was: its changes are tentative (a scratch)."""
+    docstring.  The index is left as it was: its changes are tentative (a scratch).
+
+    ``shapes``, if given, are the distinct container sizes among ``asks``: once each of them has
+    fitted nowhere (and no plugin makes the verdict depend on the job), no later ask can be
+    placed in this pass, and the pass stops instead of visiting the rest of the queue."""
     placements: list[Placement] = []
     reservations: list[Reservation] = []
     preemptions: list[Preemption] = []
@@ -318,7 +327,11 @@ def schedule_pass(asks: Iterable[PendingAsk], context: PassContext, profile: Pro
     with context.cluster.scratch() as cluster:
         for ask in asks:
             memo_key = "" if shape_only else ask.job_id
+            if shape_only and shapes and _all_failed(shapes, failed):
+                break  # nothing asked for fits anywhere any more
             for _ in range(ask.count):
+                if _known_to_fail(ask.resources, memo_key, failed):
+                    break
                 if not all(permit.admit(ask, context) for permit in profile.permits):
                     waiting.append(ask)
                     break
@@ -351,10 +364,8 @@ def _choose_node(
 ) -> NodeCapacity | None:
     request = ask.resources
     if not request.fits_in(cluster.max_free()):
+        failed.append((memo_key, request))
         return None
-    for key, shape in failed:
-        if key == memo_key and shape.fits_in(request):
-            return None  # a container no larger already fitted nowhere in this pass
     limit = len(cluster) if len(cluster) <= profile.exhaustive_below else profile.nodes_to_score
     candidates: list[NodeCapacity] = []
     for node in cluster.least_allocated_first():
@@ -378,6 +389,15 @@ def _choose_node(
         if score > best_score or (score == best_score and node.node_id < best.node_id):
             best, best_score = node, score
     return best
+
+
+def _known_to_fail(request: Resources, memo_key: str, failed: list[tuple[str, Resources]]) -> bool:
+    """A container no larger already fitted nowhere in this pass (capacity only shrinks)."""
+    return any(key == memo_key and shape.fits_in(request) for key, shape in failed)
+
+
+def _all_failed(shapes: Collection[Resources], failed: list[tuple[str, Resources]]) -> bool:
+    return all(_known_to_fail(shape, "", failed) for shape in shapes)
 
 
 def _total_score(

@@ -12,6 +12,7 @@ import bisect
 from collections.abc import Iterator
 
 from policies.scheduling.framework import AllocationKind, PendingAsk, QueueOrder
+from policies.scheduling.resources import Resources
 
 AskKey = tuple[str, AllocationKind, str]
 """(job id, kind, phase)."""
@@ -29,6 +30,7 @@ class PendingAsks:
         self._asks: dict[AskKey, PendingAsk] = {}
         self._sorted: list[tuple[tuple[int | str, ...], AskKey]] = []
         self._by_job: dict[str, dict[AskKey, None]] = {}
+        self._shapes: dict[Resources, int] = {}  # container sizes asked for -> how many asks
 
     def __len__(self) -> int:
         return len(self._asks)
@@ -37,6 +39,10 @@ class PendingAsks:
         """In serving order.  Do not change the collection while iterating."""
         for _, key in self._sorted:
             yield self._asks[key]
+
+    def shapes(self) -> list[Resources]:
+        """The distinct container sizes pending asks want (a pass stops once none fits)."""
+        return list(self._shapes)
 
     def get(self, key: AskKey) -> PendingAsk | None:
         return self._asks.get(key)
@@ -52,6 +58,7 @@ class PendingAsks:
             self._asks[key] = ask
             bisect.insort(self._sorted, (self._order.sort_key(ask), key), key=_sort_position)
             self._by_job.setdefault(ask.job_id, {})[key] = None
+            self._shapes[ask.resources] = self._shapes.get(ask.resources, 0) + 1
         return previous
 
     def discard(self, key: AskKey) -> PendingAsk | None:
@@ -66,6 +73,11 @@ class PendingAsks:
             del keys[key]
             if not keys:
                 del self._by_job[key[0]]
+            left = self._shapes[previous.resources] - 1
+            if left:
+                self._shapes[previous.resources] = left
+            else:
+                del self._shapes[previous.resources]
         return previous
 
     def discard_job(self, job_id: str) -> list[PendingAsk]:
