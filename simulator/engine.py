@@ -86,6 +86,7 @@ class SimSettings:
     master_startup_jitter: float = 0.1
     launch_latency: float = 0.015
     heartbeats: Literal["needed", "all"] = "needed"
+    client_mode: bool = False
     sample_interval: float = 10.0
     until: float = math.inf
     core: CoreSettings = field(default_factory=CoreSettings)
@@ -261,13 +262,20 @@ class Simulation:
     # ------------------------------------------------------------------ jobs
 
     def _submit(self, job: SimJob) -> None:
+        client_mode = self.settings.client_mode
         try:
-            record = self._unit(lambda core, now: core.submit(job.spec, client_mode=False, now=now))
+            record = self._unit(
+                lambda core, now: core.submit(job.spec, client_mode=client_mode, now=now)
+            )
         except SpecError as error:  # it fits on no node: refused, as the live RM refuses it
             self.refused.append((job.name, str(error)))
             self._unfinished -= 1
             return
         self._sim_jobs[record.job_id] = job
+        if client_mode:  # its job master runs where it was submitted, outside the cluster
+            process = _Task(record.job_id, "job-master", 1, "", Resources(), math.inf)
+            startup = self._startup(record.job_id, 1)
+            self.at(self.now + startup, lambda: self._start_master(None, process))
 
     # ------------------------------------------------------------------ nodes
 
@@ -394,11 +402,14 @@ class Simulation:
         node.tasks[command.allocation_id] = process
         # Process start-up varies; it also keeps job masters launched by one heartbeat from
         # sharing the phase of their rounds, so no two rounds ever fall on the same instant.
-        jitter = random.Random(f"{self._seed}:{command.job_id}:{command.attempt}").random()
-        startup = self.settings.master_startup + jitter * self.settings.master_startup_jitter
+        startup = self._startup(command.job_id, command.attempt)
         self.at(self.now + startup, lambda: self._start_master(node, process))
 
-    def _start_master(self, node: _Node, process: _Task) -> None:
+    def _startup(self, job_id: str, attempt: int) -> float:
+        jitter = random.Random(f"{self._seed}:{job_id}:{attempt}").random()
+        return self.settings.master_startup + jitter * self.settings.master_startup_jitter
+
+    def _start_master(self, node: _Node | None, process: _Task) -> None:
         if process.state.is_final:
             return
         job_id = process.job_id
@@ -416,7 +427,7 @@ class Simulation:
         master = _Master(
             job_id,
             self._sim_jobs[job_id],
-            node.node_id,
+            node.node_id if node is not None else "",
             process.allocation_id,
             process.attempt,
             plan,
@@ -503,11 +514,11 @@ class Simulation:
         )
         master.finished = True
         self._unfinished -= 1
-        node = self._nodes[master.node_id]
-        process = node.tasks.get(master.allocation_id)
-        if process is not None:  # the job master's process exits
+        host = self._nodes.get(master.node_id)
+        process = host.tasks.get(master.allocation_id) if host is not None else None
+        if host is not None and process is not None:  # the job master's process exits
             process.state = TaskState.SUCCEEDED
-            self._observe(node, process)
+            self._observe(host, process)
 
     def _container(self, allocation_id: str) -> Container:
         allocation = self.core.allocations[allocation_id]

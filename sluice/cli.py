@@ -458,6 +458,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p.add_argument("--nodes", type=int, default=2)
     p.set_defaults(handler=cmd_demo)
 
+    from simulator.cli import register as register_sim
+
+    register_sim(sub)
+
     model = sub.add_parser("model", help="the policies' models, for choosing their knobs")
     topics = model.add_subparsers(dest="model_command", required=True, metavar="MODEL")
     for topic in MODEL_TOPICS:

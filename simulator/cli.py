@@ -1,0 +1,338 @@
+"""``sluice sim``: run a workload on the simulator, compare configurations, import traces.
+
+    sluice sim run WORKLOAD [--seed N] [--nodes N] [--out DIR] [--json]
+    sluice sim compare WORKLOAD --config NAME:KEY=VALUE[,KEY=VALUE...] ... [--out DIR]
+    sluice sim import google --job-events F --task-events F --machine-cpu C \
+        --machine-memory-mb M -o OUT
+    sluice sim import alibaba --batch-task F --machine-memory-mb M -o OUT
+
+``WORKLOAD`` is a workload file (``.yaml``/``.yml``) or a trace (``.csv``, as written by
+``sluice sim import``); docs/simulator.md describes both, the settings and the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from plumbing.errors import UserError
+from resource_manager.core import CoreSettings
+from simulator.distributions import WorkloadError
+from simulator.engine import SimResult, SimSettings, Simulation
+from simulator.results import (
+    ComparisonRow,
+    format_comparison,
+    format_summary,
+    summarize,
+    summary_to_dict,
+    write_comparison,
+    write_results,
+)
+from simulator.traces import (
+    import_alibaba_2018,
+    import_google_2011,
+    read_trace_csv,
+    write_trace_csv,
+)
+from simulator.workload import SimJob, load_workload
+
+Handler = Callable[[argparse.Namespace], int]
+
+_SIM_KEYS = {f.name for f in dataclasses.fields(SimSettings)} - {"core"}
+_CORE_KEYS = {f.name for f in dataclasses.fields(CoreSettings)} - {"cluster_id"}
+
+
+def register(subparsers: Any) -> None:
+    """Add ``sim`` and its actions to the ``sluice`` command."""
+    sim = subparsers.add_parser("sim", help="simulate a workload on the scheduler's own code")
+    actions = sim.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
+
+    p = actions.add_parser("run", help="simulate one workload; write its results")
+    _add_run_options(p)
+    p.add_argument("--out", type=Path, help="results directory (default: sim-results/NAME)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=cmd_run)
+
+    p = actions.add_parser("compare", help="simulate one workload under several configurations")
+    _add_run_options(p)
+    p.add_argument(
+        "--config",
+        action="append",
+        required=True,
+        metavar="NAME:KEY=VALUE,...",
+        help="a configuration: a name and the settings it changes (repeat; e.g. "
+        "'exhaustive:nodes_to_score=100000')",
+    )
+    p.add_argument("--out", type=Path, help="results directory (default: sim-results/NAME)")
+    p.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    p.set_defaults(handler=cmd_compare)
+
+    p = actions.add_parser("import", help="turn a public cluster trace into a Sluice trace CSV")
+    sources = p.add_subparsers(dest="trace", required=True, metavar="TRACE")
+    g = sources.add_parser("google", help="Google cluster-usage trace 2011 (job and task events)")
+    g.add_argument("--job-events", type=Path, nargs="+", required=True)
+    g.add_argument("--task-events", type=Path, nargs="+", required=True)
+    g.add_argument("--machine-cpu", type=float, required=True, help="cores of the largest machine")
+    g.add_argument("--machine-memory-mb", type=int, required=True)
+    g.add_argument("--limit", type=int, help="keep the first N jobs")
+    g.add_argument("-o", "--output", type=Path, required=True)
+    g.set_defaults(handler=cmd_import)
+    a = sources.add_parser("alibaba", help="Alibaba cluster-trace-v2018 batch_task table")
+    a.add_argument("--batch-task", type=Path, nargs="+", required=True)
+    a.add_argument("--machine-memory-mb", type=int, required=True)
+    a.add_argument("--limit", type=int, help="keep the first N jobs")
+    a.add_argument("-o", "--output", type=Path, required=True)
+    a.set_defaults(handler=cmd_import)
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    defaults = SimSettings()
+    p.add_argument("workload", type=Path, help="a workload file (.yaml) or a trace (.csv)")
+    p.add_argument("--seed", type=int, help="random seed (default: the workload's, else 1)")
+    p.add_argument("--nodes", type=int, default=defaults.nodes)
+    p.add_argument("--node-cpu", type=float, default=defaults.node_cpu)
+    p.add_argument("--node-memory-mb", type=int, default=defaults.node_memory_mb)
+    p.add_argument(
+        "--until", type=float, help="stop at this simulated time (s); unfinished jobs say so"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any simulator or core setting (docs/simulator.md), e.g. heartbeats=all",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+
+
+# ------------------------------------------------------------------------------ handlers
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    jobs, seed = _load(args.workload, args.seed)
+    settings = _settings(args, args.set)
+    result = _simulate(jobs, settings, seed, label=args.workload.name, quiet=args.no_progress)
+    summary = summarize(result.outcomes, result.samples)
+    out = args.out or Path("sim-results") / f"{args.workload.stem}-seed{seed}"
+    write_results(
+        out, result.outcomes, result.samples, summary, _meta(args, seed, settings, result)
+    )
+    if args.json:
+        print(json.dumps(summary_to_dict(summary), sort_keys=True))
+    else:
+        print(format_summary(summary))
+        print(f"results in {out}/ (jobs.csv, summary.txt, completion_cdf.png, utilisation.png)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    jobs, seed = _load(args.workload, args.seed)
+    configurations = [_configuration(text) for text in args.config]
+    names = [name for name, _ in configurations]
+    if len(set(names)) != len(names):
+        raise UserError("--config: configuration names must differ")
+    rows = []
+    for name, changes in configurations:
+        settings = _settings(args, [*args.set, *changes])
+        result = _simulate(jobs, settings, seed, label=name, quiet=args.no_progress)
+        summary = summarize(result.outcomes, result.samples)
+        rows.append(ComparisonRow(name, summary, tuple(result.outcomes)))
+    out = args.out or Path("sim-results") / f"{args.workload.stem}-compare-seed{seed}"
+    write_comparison(
+        out, rows, {"seed": seed, "workload": str(args.workload), "configs": args.config}
+    )
+    if args.json:
+        summaries = {row.configuration: summary_to_dict(row.summary) for row in rows}
+        print(json.dumps(summaries, sort_keys=True))
+    else:
+        print(format_comparison(rows))
+        print(f"results in {out}/ (comparison.txt, comparison.json, comparison.png)")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise UserError("--limit: must be at least 1")
+    try:
+        if args.trace == "google":
+            if not args.machine_cpu > 0:
+                raise UserError("--machine-cpu: must be positive")
+            jobs = import_google_2011(
+                args.job_events,
+                args.task_events,
+                machine_cpu=args.machine_cpu,
+                machine_memory_mb=_positive(args.machine_memory_mb, "--machine-memory-mb"),
+                limit=args.limit,
+            )
+        else:
+            jobs = import_alibaba_2018(
+                args.batch_task,
+                machine_memory_mb=_positive(args.machine_memory_mb, "--machine-memory-mb"),
+                limit=args.limit,
+            )
+    except WorkloadError as error:
+        raise UserError(str(error)) from None
+    except OSError as error:
+        raise UserError(f"{error.filename}: {error.strerror}") from None
+    write_trace_csv(jobs, args.output)
+    tasks = sum(job.spec.total_tasks() for job in jobs)
+    print(f"wrote {len(jobs)} jobs ({tasks} tasks) to {args.output}")
+    return 0
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _load(path: Path, seed: int | None) -> tuple[list[SimJob], int]:
+    try:
+        if path.suffix.lower() == ".csv":
+            return read_trace_csv(path), 1 if seed is None else seed
+        workload = load_workload(path)
+    except WorkloadError as error:
+        raise UserError(f"{path}: {error}") from None
+    except OSError as error:
+        raise UserError(f"{path}: {error.strerror}") from None
+    chosen = seed if seed is not None else workload.seed if workload.seed is not None else 1
+    return workload.generate(chosen), chosen
+
+
+def _settings(args: argparse.Namespace, changes: Sequence[str]) -> SimSettings:
+    values: dict[str, object] = {
+        "nodes": args.nodes,
+        "node_cpu": args.node_cpu,
+        "node_memory_mb": args.node_memory_mb,
+    }
+    if args.until is not None:
+        values["until"] = args.until
+    core: dict[str, object] = {}
+    for change in changes:
+        key, value = _assignment(change)
+        if key in _SIM_KEYS:
+            values[key] = _typed(SimSettings, key, value)
+        elif key in _CORE_KEYS:
+            core[key] = _typed(CoreSettings, key, value)
+        else:
+            known = ", ".join(sorted(_SIM_KEYS | _CORE_KEYS))
+            raise UserError(f"--set {key}: unknown setting (known: {known})")
+    try:
+        settings = SimSettings(core=CoreSettings(**core), **values)  # type: ignore[arg-type]
+        settings.check()
+    except ValueError as error:
+        raise UserError(f"settings: {error}") from None
+    return settings
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise UserError(f"--set {text!r}: expected KEY=VALUE")
+    return key.strip(), value.strip()
+
+
+def _typed(cls: type, key: str, value: str) -> object:
+    kind = {f.name: f.type for f in dataclasses.fields(cls)}[key]
+    try:
+        if kind in ("int", int):
+            return int(value)
+        if kind in ("float", float):
+            number = float(value)
+            if math.isnan(number):
+                raise ValueError
+            return number
+    except ValueError:
+        raise UserError(f"--set {key}: expected a number, got {value!r}") from None
+    return value
+
+
+def _configuration(text: str) -> tuple[str, list[str]]:
+    name, colon, changes = text.partition(":")
+    if not name.strip():
+        raise UserError(f"--config {text!r}: expected NAME:KEY=VALUE,... (NAME alone is the base)")
+    return name.strip(), [c for c in changes.split(",") if c.strip()] if colon else []
+
+
+def _positive(value: int, option: str) -> int:
+    if value < 1:
+        raise UserError(f"{option}: must be positive")
+    return value
+
+
+def _simulate(
+    jobs: Sequence[SimJob], settings: SimSettings, seed: int, *, label: str, quiet: bool
+) -> SimResult:
+    simulation = Simulation(jobs, settings, seed)
+    progress = None if quiet else Progress(label, len(jobs), sys.stderr)
+    if progress is not None:
+        simulation.on_progress = progress.update
+    try:
+        result = simulation.run(progress_every=2_000)
+    finally:
+        if progress is not None:
+            progress.done(simulation)
+    for name, why in simulation.refused[:5]:
+        print(f"sluice: warning: job {name} refused: {why}", file=sys.stderr)
+    if len(simulation.refused) > 5:
+        print(f"sluice: warning: {len(simulation.refused)} jobs refused in all", file=sys.stderr)
+    return result
+
+
+def _meta(
+    args: argparse.Namespace, seed: int, settings: SimSettings, result: SimResult
+) -> Mapping[str, object]:
+    return {
+        "workload": str(args.workload),
+        "seed": seed,
+        "settings": {k: v for k, v in dataclasses.asdict(settings).items() if k != "core"},
+        "core": dataclasses.asdict(settings.core),
+        "events": result.events,
+        "end_time": result.end_time,
+    }
+
+
+class Progress:
+    """One line on stderr, rewritten at most twice a second: simulated time, jobs done,
+    events per second and an estimate of the time left (from the share of jobs done)."""
+
+    def __init__(self, label: str, jobs: int, stream: TextIO) -> None:
+        self._label = label
+        self._jobs = jobs
+        self._stream = stream
+        self._started = time.monotonic()
+        self._shown = 0.0
+        self._interactive = stream.isatty()
+
+    def update(self, simulation: Simulation) -> None:
+        now = time.monotonic()
+        if now - self._shown < (0.5 if self._interactive else 10.0):
+            return
+        self._shown = now
+        self._write(simulation, now, final=False)
+
+    def done(self, simulation: Simulation) -> None:
+        self._write(simulation, time.monotonic(), final=True)
+
+    def _write(self, simulation: Simulation, now: float, *, final: bool) -> None:
+        elapsed = max(now - self._started, 1e-9)
+        finished = self._jobs - simulation.unfinished_jobs
+        rate = simulation.events / elapsed
+        share = finished / self._jobs if self._jobs else 1.0
+        eta = (
+            "done"
+            if final
+            else (f"ETA {elapsed * (1 - share) / share:.0f} s" if share else "ETA ?")
+        )
+        line = (
+            f"{self._label}: simulated {simulation.now:,.0f} s | jobs {finished}/{self._jobs} | "
+            f"{rate:,.0f} events/s | {elapsed:.1f} s | {eta}"
+        )
+        end = "\n" if final or not self._interactive else ""
+        prefix = "\r\x1b[2K" if self._interactive else ""
+        self._stream.write(f"{prefix}{line}{end}")
+        self._stream.flush()
