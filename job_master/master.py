@@ -205,6 +205,11 @@ class JobMaster:
                     outcome = plan.outcome
                 for launch in decisions.launches:
                     self._launcher.submit(self._launch, plan, launch)
+                for stop in decisions.stops:  # attempts that lost to another, or were dropped
+                    if stop.node_address:
+                        self._launcher.submit(
+                            self._stop_task, stop.node_address, stop.task_id, stop.attempt
+                        )
                 if outcome is not None:
                     return self._finish(plan, outcome, progress)
                 request = rm_pb.AllocateRequest(
@@ -270,11 +275,10 @@ class JobMaster:
     ) -> JobState:
         state, message = outcome
         with self._lock:
-            running = list(plan.running_tasks())
-        for task in running:  # stop what still runs: a failed or killed job leaves nothing behind
-            container = plan.containers.get(task.allocation_id or "")
+            live = list(plan.live_attempts())
+        for attempt, container in live:  # a failed or killed job leaves nothing behind
             if container is not None:
-                self._stop_task(container, task.task_id, task.attempt)
+                self._stop_task(container.node_address, attempt.task_id, attempt.number)
         # Our own teardown comes before the report: once the RM has the final state, this
         # process is expected to end (the RM's grace, `sluice local down`'s drain), so it must
         # not be found still flushing Kafka or closing MQTT then.  Each step is bounded.
@@ -335,9 +339,9 @@ class JobMaster:
             with self._lock:
                 plan.on_launch_failed(launch.task_id, launch.attempt, str(problem))
 
-    def _stop_task(self, container: Container, task_id: str, attempt: int) -> None:
+    def _stop_task(self, node_address: str, task_id: str, attempt: int) -> None:
         try:
-            self._agent(container.node_address).StopTask(
+            self._agent(node_address).StopTask(
                 agent_pb.TaskRef(job_id=self.job_id, task_id=task_id, attempt=attempt),
                 timeout=RPC_TIMEOUT,
             )

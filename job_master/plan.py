@@ -1,44 +1,98 @@
 """A job's DAG of phases as a state machine: the job master's deterministic core.
 
-:class:`JobPlan` holds every task's lifecycle and every container the job holds; it consumes
-observations (containers granted or lost, task events) and :meth:`JobPlan.decide` answers what to
-do next: which task to launch in which container, which containers to give back, and how many
-more to ask for per phase.  It does no I/O and reads no clock, so it is unit-tested directly and
-a simulator can drive it.
+:class:`JobPlan` holds every task's lifecycle, every attempt of it and every container the job
+holds; it consumes observations (containers granted or lost, task events) and
+:meth:`JobPlan.decide` answers what to do next: which task to launch in which container, which
+attempts to stop, which containers to give back, and how many more to ask for per phase.  It does
+no I/O and reads no clock, so it is unit-tested directly and the simulator drives it.
 
 Rules:
+
 * Barrier: a phase's tasks become ready only when every task of every phase in its ``after``
-  list has succeeded.
-* A container is granted for one phase and runs one task attempt; it is given back as soon as
-  that attempt ends (or at once, if its phase no longer needs it), so the RM's priority order
-  decides who runs next.  Keeping slots across tasks and barriers is a policy of its own
-  (speculative slot reservation), not a side effect of reuse.
-* A failed, killed or lost attempt is retried (attempt + 1) while the task has failed at most
-  ``max_retries`` times; one more failure fails the job.
+  list is done: succeeded, or dropped (an approximation's choice, which counts as done).
+* A container is granted for one phase and runs one attempt; it is given back as soon as that
+  attempt ends (or at once, if its phase no longer needs it), so the RM's priority order decides
+  who runs next.  Keeping slots across tasks and barriers is a policy of its own (speculative
+  slot reservation), not a side effect of reuse.
+* Attempts: a task has one *regular* attempt at a time, and may have more running beside it
+  (:class:`AttemptKind`: a straggler's *copy*, a *speculative* attempt); the first attempt to
+  succeed makes the task succeed, and the others are stopped (:attr:`Decisions.stops`).
+* A regular attempt that fails, is killed or is lost is retried (attempt number + 1) while the
+  task has failed at most ``max_retries`` times; one more failure fails the job.  A kill by
+  preemption (``preempted=True``) is retried without using up a retry: the task did nothing
+  wrong.  A copy or speculative attempt that ends badly is just gone.
+* A task's :class:`Step` moves only along :data:`STEP_TRANSITIONS`, like the other lifecycles.
+
+Everything is incremental: per-phase counts of tasks in each step, per-phase queues of ready
+tasks and the set of idle containers are kept as things change, so a round costs O(what
+changed), never a scan of every task.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.jobspec import JobSpec, PhaseSpec
-from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.lifecycle import JobState, TaskState, check_transition
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 
 
 class Step(enum.Enum):
-    """Where a task is in the job master's view (the lifecycle of its current attempt aside)."""
+    """Where a task is in the job master's view."""
 
     WAITING = "waiting"  # its phase's barrier has not been passed
-    READY = "ready"  # wants a container
-    LAUNCHING = "launching"  # sent to a node agent
+    READY = "ready"  # wants a container for its regular attempt
+    LAUNCHING = "launching"  # its regular attempt was sent to a node agent
     RUNNING = "running"
     SUCCEEDED = "succeeded"
+    DROPPED = "dropped"  # left out on purpose (approximation): done for its barrier
     GAVE_UP = "gave_up"  # failed more than max_retries times
+
+    @property
+    def is_done(self) -> bool:
+        """Done for the barrier of the phases after it."""
+        return self in (Step.SUCCEEDED, Step.DROPPED)
+
+    @property
+    def is_final(self) -> bool:
+        return self in (Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP)
+
+
+_LIVE = frozenset({Step.LAUNCHING, Step.RUNNING})
+STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
+    Step.WAITING: frozenset({Step.READY, Step.DROPPED}),
+    # SUCCEEDED from READY: a copy or speculative attempt succeeded while the regular one waits.
+    Step.READY: frozenset({Step.LAUNCHING, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}),
+    Step.LAUNCHING: frozenset(
+        {Step.RUNNING, Step.READY, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}
+    ),
+    Step.RUNNING: frozenset({Step.READY, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}),
+    Step.SUCCEEDED: frozenset(),
+    Step.DROPPED: frozenset(),
+    Step.GAVE_UP: frozenset(),
+}
+
+
+class AttemptKind(enum.Enum):
+    REGULAR = "regular"  # the task's own attempt, retried on failure
+    COPY = "copy"  # a straggler's copy, on a spare container (slot reservation)
+    SPECULATIVE = "speculative"  # placed straight on a node's queue (oversubscription)
+
+
+@dataclass
+class Attempt:
+    """One attempt of a task: its number (unique within the task), kind and container."""
+
+    task_id: str
+    number: int
+    kind: AttemptKind
+    allocation_id: str
+    running: bool = False
 
 
 @dataclass
@@ -47,10 +101,11 @@ class Task:
     phase: str
     index: int
     step: Step = Step.WAITING
-    attempt: int = 0  # 0 until first launched
+    attempt: int = 0  # the highest attempt number used so far (0 until first launched)
     failures: int = 0
-    allocation_id: str | None = None
+    allocation_id: str | None = None  # the regular attempt's container
     last_problem: str = ""
+    attempts: dict[int, Attempt] = field(default_factory=dict)  # live attempts by number
 
 
 @dataclass
@@ -60,7 +115,7 @@ class Container:
     node_id: str
     node_address: str
     resources: Resources
-    task_id: str | None = None  # the task running in it, if any
+    task_id: str | None = None  # the task an attempt of which runs in it, if any
 
 
 @dataclass(frozen=True)
@@ -69,6 +124,18 @@ class Launch:
     attempt: int
     container: Container
     phase: PhaseSpec
+    kind: AttemptKind = AttemptKind.REGULAR
+
+
+@dataclass(frozen=True)
+class StopAttempt:
+    """Stop (or cancel, if it has not started) one attempt in its container."""
+
+    task_id: str
+    attempt: int
+    allocation_id: str
+    node_address: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -87,62 +154,109 @@ class Decisions:
     launches: tuple[Launch, ...] = ()
     releases: tuple[str, ...] = ()
     asks: tuple[PhaseAsk, ...] = ()
+    stops: tuple[StopAttempt, ...] = ()
 
 
 @dataclass
-class JobPlan:
-    spec: JobSpec
-    tasks: dict[str, Task] = field(default_factory=dict)
-    containers: dict[str, Container] = field(default_factory=dict)
-    failed_attempts: dict[str, int] = field(default_factory=dict)  # per phase
-    finished_containers: list[str] = field(default_factory=list)  # to give back next round
-    outcome: tuple[JobState, str] | None = None
+class _Phase:
+    """A phase's incremental state: counts per step, ready tasks in index order, barrier."""
 
-    def __post_init__(self) -> None:
-        for phase in self.spec.phases:
+    spec: PhaseSpec
+    counts: dict[Step, int]
+    ready: list[int] = field(default_factory=list)  # a heap of task indexes, lazily cleaned
+    failed_attempts: int = 0
+    upstream_left: int = 0  # upstream phases not done yet
+    downstream: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.counts[Step.SUCCEEDED] + self.counts[Step.DROPPED] == self.spec.tasks
+
+
+class JobPlan:
+    """See the module docstring."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.tasks: dict[str, Task] = {}
+        self.containers: dict[str, Container] = {}
+        self.finished_containers: list[str] = []  # to give back next round
+        self.outcome: tuple[JobState, str] | None = None
+        self._phases: dict[str, _Phase] = {}
+        self._idle: dict[str, None] = {}  # containers running nothing, in grant order
+        self._stops: list[StopAttempt] = []
+        self._unfinished = 0  # tasks not succeeded or dropped
+        for phase in spec.phases:
+            counts = dict.fromkeys(Step, 0)
+            counts[Step.WAITING] = phase.tasks
+            self._phases[phase.name] = _Phase(phase, counts, upstream_left=len(phase.after))
             for index in range(phase.tasks):
                 task_id = f"{phase.name}-{index}"
                 self.tasks[task_id] = Task(task_id, phase.name, index)
-        self._open_barriers()
+            self._unfinished += phase.tasks
+        for phase in spec.phases:
+            for upstream in phase.after:
+                self._phases[upstream].downstream.append(phase.name)
+        for name, state in self._phases.items():
+            if state.upstream_left == 0:
+                self._open(name)
+        self._check_done()
+
+    @property
+    def failed_attempts(self) -> dict[str, int]:
+        return {name: p.failed_attempts for name, p in self._phases.items() if p.failed_attempts}
 
     # ------------------------------------------------------------------ observations
 
     def on_granted(self, container: Container) -> None:
         """A container arrived (or was re-announced after an RM restart)."""
-        self.containers.setdefault(container.allocation_id, container)
+        if container.allocation_id not in self.containers:
+            self.containers[container.allocation_id] = container
+            if container.task_id is None:
+                self._idle[container.allocation_id] = None
 
     def on_allocation_lost(self, allocation_id: str) -> None:
         container = self.containers.pop(allocation_id, None)
-        if container is not None and container.task_id is not None:
-            task = self.tasks[container.task_id]
-            self._attempt_failed(task, "its node was lost")
+        self._idle.pop(allocation_id, None)
+        if container is None or container.task_id is None:
+            return
+        task = self.tasks[container.task_id]
+        for attempt in list(task.attempts.values()):
+            if attempt.allocation_id == allocation_id:
+                self._attempt_ended(task, attempt, "its node was lost", preempted=False)
 
     def on_task_event(
-        self, task_id: str, attempt: int, state: TaskState, exit_code: int, message: str
+        self,
+        task_id: str,
+        attempt: int,
+        state: TaskState,
+        exit_code: int,
+        message: str,
+        *,
+        preempted: bool = False,
     ) -> None:
-        """An agent-observed state of one attempt; stale attempts are ignored."""
+        """An agent-observed state of one attempt; reports of attempts that are not live (a
+        stale report, a retried attempt's late news) are ignored.  ``preempted`` marks a kill
+        the scheduler made to free the container: it uses up no retry."""
         task = self.tasks.get(task_id)
-        if (
-            task is None
-            or attempt != task.attempt
-            or task.step not in (Step.LAUNCHING, Step.RUNNING)
-        ):
+        live = task.attempts.get(attempt) if task is not None else None
+        if task is None or live is None:
             return
         if state in (TaskState.RUNNING, TaskState.SUSPENDED):
-            task.step = Step.RUNNING
+            live.running = True
+            if live.kind is AttemptKind.REGULAR and task.step is Step.LAUNCHING:
+                self._move(task, Step.RUNNING)
         elif state is TaskState.SUCCEEDED:
-            task.step = Step.SUCCEEDED
-            self._free_container(task)
-            self._open_barriers()
-            self._check_done()
+            self._succeeded(task, live)
         elif state.is_final:
             problem = message or f"{state.value} (exit code {exit_code})"
-            self._attempt_failed(task, problem)
+            self._attempt_ended(task, live, problem, preempted=preempted)
 
     def on_launch_failed(self, task_id: str, attempt: int, problem: str) -> None:
         task = self.tasks[task_id]
-        if task.attempt == attempt and task.step is Step.LAUNCHING:
-            self._attempt_failed(task, f"launch failed: {problem}")
+        live = task.attempts.get(attempt)
+        if live is not None and not live.running:
+            self._attempt_ended(task, live, f"launch failed: {problem}", preempted=False)
 
     def adopt(self, history: Iterable[AttemptRecord]) -> None:
         """Take the job over from an earlier job master attempt.
@@ -164,133 +278,230 @@ class JobPlan:
             elif record.state.is_final:
                 task.failures += 1
                 task.last_problem = record.message or record.state.value
-                self.failed_attempts[task.phase] = self.failed_attempts.get(task.phase, 0) + 1
+                self._phases[task.phase].failed_attempts += 1
             if record.attempt >= latest.get(task.task_id, record).attempt:
                 latest[task.task_id] = record
-        for task_id, record in latest.items():
-            task = self.tasks[task_id]
-            container = self.containers.get(record.allocation_id)
-            if task_id in succeeded:
-                task.step = Step.SUCCEEDED
-            elif not record.state.is_final and container is not None:
-                task.step = Step.RUNNING
-                task.allocation_id = container.allocation_id
-                container.task_id = task_id
-            elif task.failures > self.spec.max_retries:
-                task.step = Step.GAVE_UP
-                if self.outcome is None:
-                    self.outcome = (
-                        JobState.FAILED,
-                        f"task {task_id} failed {task.failures} times; last: {task.last_problem}",
-                    )
-        self._open_barriers()
+        # Phases in DAG order, so a barrier an adopted success opens is open for what follows.
+        for phase in self.spec.phases:
+            for index in range(phase.tasks):
+                task = self.tasks[f"{phase.name}-{index}"]
+                last = latest.get(task.task_id)
+                if last is not None:
+                    self._adopt_task(task, last, succeeded=task.task_id in succeeded)
         self._check_done()
+
+    def _adopt_task(self, task: Task, record: AttemptRecord, *, succeeded: bool) -> None:
+        container = self.containers.get(record.allocation_id)
+        if succeeded:
+            self._force(task, Step.SUCCEEDED)
+            self._task_done(task)
+        elif not record.state.is_final and container is not None:
+            self._force(task, Step.RUNNING)
+            task.attempts[record.attempt] = Attempt(
+                task.task_id, record.attempt, AttemptKind.REGULAR, container.allocation_id, True
+            )
+            task.allocation_id = container.allocation_id
+            container.task_id = task.task_id
+            self._idle.pop(container.allocation_id, None)
+        elif task.failures > self.spec.max_retries:
+            self._force(task, Step.GAVE_UP)
+            if self.outcome is None:
+                self.outcome = (
+                    JobState.FAILED,
+                    f"task {task.task_id} failed {task.failures} times; last: {task.last_problem}",
+                )
 
     def kill(self, reason: str) -> None:
         if self.outcome is None:
             self.outcome = (JobState.KILLED, reason)
 
+    def drop(self, task_id: str, reason: str = "dropped") -> None:
+        """Leave a task out (an approximation's choice): it counts as done for its barrier,
+        and any attempt of it still live is stopped."""
+        task = self.tasks[task_id]
+        if task.step.is_final:
+            return
+        for attempt in list(task.attempts.values()):
+            self._stop_attempt(task, attempt, reason)
+        self._move(task, Step.DROPPED)
+        self._task_done(task)
+
+    def start_attempt(self, task_id: str, kind: AttemptKind, allocation_id: str) -> Launch:
+        """Run another attempt of a live task (a copy, a speculative attempt) in an idle
+        container of its phase; the first attempt to succeed wins."""
+        task = self.tasks[task_id]
+        container = self.containers[allocation_id]
+        if kind is AttemptKind.REGULAR or task.step.is_final or task.step is Step.WAITING:
+            raise ValueError(
+                f"cannot start a {kind.value} attempt of {task_id} ({task.step.value})"
+            )
+        if container.task_id is not None or container.phase != task.phase:
+            raise ValueError(f"container {allocation_id} is not an idle {task.phase} container")
+        return self._launch(task, container, kind)
+
     # ------------------------------------------------------------------ decisions
 
     def decide(self) -> Decisions:
-        """Assign ready tasks to idle containers of their phase, release idle containers nobody
-        needs, and ask for what is still missing.  Marks launched tasks LAUNCHING."""
+        """Assign ready tasks to idle containers of their phase, stop attempts that lost, release
+        idle containers nobody needs, and ask for what is still missing."""
+        stops, self._stops = tuple(self._stops), []
         if self.outcome is not None:
             # Everything goes back; the map is kept so the caller can still stop what runs.
-            return Decisions(releases=(*self.finished_containers, *self.containers))
+            everything = (*self.finished_containers, *self.containers)
+            self.finished_containers = []
+            return Decisions(releases=everything, stops=stops)
         launches: list[Launch] = []
-        ready_by_phase: dict[str, list[Task]] = {}
-        for task in self.tasks.values():
-            if task.step is Step.READY:
-                ready_by_phase.setdefault(task.phase, []).append(task)
-        for container in sorted(self.containers.values(), key=lambda c: c.allocation_id):
-            if container.task_id is not None:
-                continue
-            queue = ready_by_phase.get(container.phase)
-            if not queue:
-                continue
-            task = queue.pop(0)
-            task.attempt += 1
-            task.step = Step.LAUNCHING
-            task.allocation_id = container.allocation_id
-            container.task_id = task.task_id
-            launches.append(
-                Launch(task.task_id, task.attempt, container, self.spec.phase(task.phase))
-            )
-        releases = [
-            c.allocation_id
-            for c in self.containers.values()
-            if c.task_id is None and not ready_by_phase.get(c.phase)
-        ]
+        releases: list[str] = []
+        for allocation_id in sorted(self._idle):
+            container = self.containers[allocation_id]
+            task = self._next_ready(container.phase)
+            if task is not None:
+                launches.append(self._launch(task, container, AttemptKind.REGULAR))
+            else:
+                releases.append(allocation_id)
         for allocation_id in releases:
             del self.containers[allocation_id]
+            del self._idle[allocation_id]
         releases = [*self.finished_containers, *releases]
-        self.finished_containers.clear()
+        self.finished_containers = []  # (the ended attempts' containers go back first)
         asks = tuple(
-            PhaseAsk(phase, len(tasks), self.spec.phase(phase).resources)
-            for phase, tasks in ready_by_phase.items()
-            if tasks
+            PhaseAsk(name, phase.counts[Step.READY], phase.spec.resources)
+            for name, phase in self._phases.items()
+            if phase.counts[Step.READY]
         )
-        return Decisions(tuple(launches), tuple(releases), asks)
+        return Decisions(tuple(launches), tuple(releases), asks, stops)
 
     def progress(self) -> list[PhaseProgress]:
-        counts = []
-        for phase in self.spec.phases:
-            tasks = [t for t in self.tasks.values() if t.phase == phase.name]
-            counts.append(
-                PhaseProgress(
-                    name=phase.name,
-                    tasks=phase.tasks,
-                    pending=sum(1 for t in tasks if t.step in (Step.WAITING, Step.READY)),
-                    running=sum(1 for t in tasks if t.step in (Step.LAUNCHING, Step.RUNNING)),
-                    succeeded=sum(1 for t in tasks if t.step is Step.SUCCEEDED),
-                    failed=self.failed_attempts.get(phase.name, 0),
-                    dropped=sum(1 for t in tasks if t.step is Step.GAVE_UP),
-                )
+        return [
+            PhaseProgress(
+                name=name,
+                tasks=phase.spec.tasks,
+                pending=phase.counts[Step.WAITING] + phase.counts[Step.READY],
+                running=phase.counts[Step.LAUNCHING] + phase.counts[Step.RUNNING],
+                succeeded=phase.counts[Step.SUCCEEDED],
+                failed=phase.failed_attempts,
+                dropped=phase.counts[Step.DROPPED] + phase.counts[Step.GAVE_UP],
             )
-        return counts
+            for name, phase in self._phases.items()
+        ]
 
-    def running_tasks(self) -> Iterable[Task]:
-        return (t for t in self.tasks.values() if t.step in (Step.LAUNCHING, Step.RUNNING))
+    def running_tasks(self) -> Iterator[Task]:
+        """Tasks with a live regular attempt."""
+        return (t for t in self.tasks.values() if t.step in _LIVE)
+
+    def live_attempts(self) -> Iterator[tuple[Attempt, Container | None]]:
+        """Every live attempt, with its container (None once given back)."""
+        for task in self.tasks.values():
+            for attempt in task.attempts.values():
+                yield attempt, self.containers.get(attempt.allocation_id)
 
     # ------------------------------------------------------------------ internals
 
-    def _attempt_failed(self, task: Task, problem: str) -> None:
-        self._free_container(task)
-        task.failures += 1
+    def _launch(self, task: Task, container: Container, kind: AttemptKind) -> Launch:
+        task.attempt += 1
+        attempt = Attempt(task.task_id, task.attempt, kind, container.allocation_id)
+        task.attempts[attempt.number] = attempt
+        container.task_id = task.task_id
+        self._idle.pop(container.allocation_id, None)
+        if kind is AttemptKind.REGULAR:
+            task.allocation_id = container.allocation_id
+            self._move(task, Step.LAUNCHING)
+        return Launch(task.task_id, attempt.number, container, self._phases[task.phase].spec, kind)
+
+    def _succeeded(self, task: Task, winner: Attempt) -> None:
+        self._end_attempt(task, winner)
+        for other in list(task.attempts.values()):
+            self._stop_attempt(task, other, f"attempt {winner.number} succeeded")
+        if not task.step.is_final:
+            self._move(task, Step.SUCCEEDED)  # a ready entry left behind is skipped later
+            self._task_done(task)
+
+    def _attempt_ended(
+        self, task: Task, attempt: Attempt, problem: str, *, preempted: bool
+    ) -> None:
+        self._end_attempt(task, attempt)
+        if attempt.kind is not AttemptKind.REGULAR or task.step.is_final:
+            return  # a copy that failed is just gone; the regular attempt goes on
+        if not preempted:
+            task.failures += 1
+            self._phases[task.phase].failed_attempts += 1
         task.last_problem = problem
-        self.failed_attempts[task.phase] = self.failed_attempts.get(task.phase, 0) + 1
         if task.failures > self.spec.max_retries:
-            task.step = Step.GAVE_UP
+            for other in list(task.attempts.values()):
+                self._stop_attempt(task, other, "its task gave up")
+            self._move(task, Step.GAVE_UP)
             if self.outcome is None:  # the job's first ending stands (a kill, an earlier failure)
                 self.outcome = (
                     JobState.FAILED,
                     f"task {task.task_id} failed {task.failures} times; last: {problem}",
                 )
         else:
-            task.step = Step.READY
+            self._make_ready(task)
 
-    def _free_container(self, task: Task) -> None:
-        """The task's attempt ended: its container goes back to the RM at the next round."""
-        if task.allocation_id is not None:
-            container = self.containers.get(task.allocation_id)
-            if container is not None and container.task_id == task.task_id:
-                del self.containers[task.allocation_id]
-                self.finished_containers.append(task.allocation_id)
-        task.allocation_id = None
+    def _end_attempt(self, task: Task, attempt: Attempt) -> None:
+        """The attempt is over: its container goes back to the RM at the next round."""
+        del task.attempts[attempt.number]
+        if task.allocation_id == attempt.allocation_id:
+            task.allocation_id = None
+        container = self.containers.get(attempt.allocation_id)
+        if container is not None and container.task_id == task.task_id:
+            del self.containers[attempt.allocation_id]
+            self._idle.pop(attempt.allocation_id, None)
+            self.finished_containers.append(attempt.allocation_id)
 
-    def _open_barriers(self) -> None:
-        done = {
-            phase.name
-            for phase in self.spec.phases
-            if all(t.step is Step.SUCCEEDED for t in self.tasks.values() if t.phase == phase.name)
-        }
-        for phase in self.spec.phases:
-            if all(upstream in done for upstream in phase.after):
-                for task in self.tasks.values():
-                    if task.phase == phase.name and task.step is Step.WAITING:
-                        task.step = Step.READY
+    def _stop_attempt(self, task: Task, attempt: Attempt, reason: str) -> None:
+        container = self.containers.get(attempt.allocation_id)
+        address = container.node_address if container is not None else ""
+        self._stops.append(
+            StopAttempt(task.task_id, attempt.number, attempt.allocation_id, address, reason)
+        )
+        self._end_attempt(task, attempt)
+
+    def _move(self, task: Task, step: Step) -> None:
+        check_transition(STEP_TRANSITIONS, task.step, step)
+        self._force(task, step)
+
+    def _force(self, task: Task, step: Step) -> None:
+        """Set a step without the table (adoption rebuilds what an earlier attempt reached)."""
+        counts = self._phases[task.phase].counts
+        counts[task.step] -= 1
+        counts[step] += 1
+        task.step = step
+
+    def _make_ready(self, task: Task) -> None:
+        self._move(task, Step.READY)
+        heapq.heappush(self._phases[task.phase].ready, task.index)
+
+    def _next_ready(self, phase_name: str) -> Task | None:
+        """The ready task of the phase with the lowest index (launched in index order, a retry
+        among them), skipping entries of tasks that left READY another way."""
+        ready = self._phases[phase_name].ready
+        while ready:
+            task = self.tasks[f"{phase_name}-{heapq.heappop(ready)}"]
+            if task.step is Step.READY:
+                return task
+        return None
+
+    def _task_done(self, task: Task) -> None:
+        self._unfinished -= 1
+        phase = self._phases[task.phase]
+        if phase.done:
+            for name in phase.downstream:
+                downstream = self._phases[name]
+                downstream.upstream_left -= 1
+                if downstream.upstream_left == 0:
+                    self._open(name)
+        self._check_done()
+
+    def _open(self, name: str) -> None:
+        """The barrier of a phase is passed: its waiting tasks become ready, in index order."""
+        phase = self._phases[name]
+        for index in range(phase.spec.tasks):
+            task = self.tasks[f"{name}-{index}"]
+            if task.step is Step.WAITING:
+                self._make_ready(task)
 
     def _check_done(self) -> None:
-        if self.outcome is None and all(t.step is Step.SUCCEEDED for t in self.tasks.values()):
-            self.outcome = (JobState.SUCCEEDED, "")
+        if self.outcome is None and self._unfinished == 0:
+            dropped = sum(p.counts[Step.DROPPED] for p in self._phases.values())
+            self.outcome = (JobState.SUCCEEDED, f"{dropped} tasks dropped" if dropped else "")

@@ -126,13 +126,14 @@ class _Task:
     attempt: int
     allocation_id: str
     granted: Resources
-    work: float  # seconds of work at full rate
+    work: float  # seconds of work left at full rate, as of ``progress_at``
     state: TaskState = TaskState.LAUNCHING
     job_master: bool = False
     start_time: float = 0.0
     rate: float = 1.0
     progress_at: float = 0.0  # when ``work`` was last brought up to date
     version: int = 0  # bumps invalidate scheduled completions
+    duration: float = 0.0  # the work it started with
 
 
 @dataclass
@@ -185,6 +186,9 @@ class Simulation:
         self._samples: list[UtilisationSample] = []
         self.on_progress: Callable[[Simulation], None] | None = None
         self.refused: list[tuple[str, str]] = []  # (job name, why) of jobs submit refused
+        self._where: dict[str, _Node] = {}  # task allocation -> its node
+        self._lost_work: dict[str, float] = {}  # job -> task-seconds lost to kills
+        self._preemptions: dict[str, int] = {}  # job -> containers preempted
 
     # ------------------------------------------------------------------ the event loop
 
@@ -383,6 +387,34 @@ class Simulation:
             if master is not None and master.allocation_id == allocation_id:
                 master.finished = True
 
+    def set_rate(self, allocation_id: str, rate: float) -> None:
+        """A task's rate of progress changes: its CPU limit over its grant (a shrunk container
+        runs slower), 0 while it is frozen.  For the shell carrying out a resize, a suspend or
+        a resume on a node."""
+        node = self._where.get(allocation_id)
+        task = node.tasks.get(allocation_id) if node is not None else None
+        if node is None or task is None or task.state is not TaskState.RUNNING:
+            return
+        if task.rate > 0:  # bring the work left up to date at the old rate
+            task.work = max(0.0, task.work - (self.now - task.progress_at) * task.rate)
+        task.progress_at = self.now
+        task.rate = max(0.0, rate)
+        self._schedule_completion(node, task)
+
+    def kill_task(self, allocation_id: str, reason: str) -> None:
+        """Stop a task as a kill does: what it has done is lost (counted in the job's
+        ``lost_work``); its job master retries it from the start."""
+        node = self._where.get(allocation_id)
+        task = node.tasks.get(allocation_id) if node is not None else None
+        if node is None or task is None or task.state.is_final:
+            return
+        if task.state is TaskState.RUNNING:
+            done = (self.now - task.progress_at) * task.rate
+            total = task.duration - task.work + done
+            self._lost_work[task.job_id] = self._lost_work.get(task.job_id, 0.0) + total
+        self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
+        self._stop(node, allocation_id, TaskState.KILLED, reason)
+
     # ------------------------------------------------------------------ job masters
 
     def _launch_master(self, node: _Node, command: LaunchMaster) -> None:
@@ -455,6 +487,10 @@ class Simulation:
         decisions = plan.decide()
         for launch in decisions.launches:
             self._launch_task(master, launch)
+        for stop in decisions.stops:
+            node = self._where.get(stop.allocation_id)
+            if node is not None:
+                self._stop(node, stop.allocation_id, TaskState.KILLED, stop.reason)
         if plan.outcome is not None:
             self._finish(master, plan.outcome, decisions)
             return
@@ -496,14 +532,15 @@ class Simulation:
             launch.container.resources,
             work=master.sim_job.durations[phase][index],
         )
+        task.duration = task.work
         node.tasks[task.allocation_id] = task
+        self._where[task.allocation_id] = node
         self.at(self.now + self.settings.launch_latency, lambda: self._start_task(node, task))
 
     def _finish(self, master: _Master, outcome: tuple[JobState, str], decisions: Decisions) -> None:
         state, message = outcome
         plan = master.plan
-        for task in list(plan.running_tasks()):
-            container = plan.containers.get(task.allocation_id or "")
+        for _attempt, container in list(plan.live_attempts()):
             if container is not None:
                 node = self._nodes[container.node_id]
                 self._stop(node, container.allocation_id, TaskState.KILLED, message or "job ended")
@@ -562,8 +599,8 @@ class Simulation:
                     finish_time=record.finish_time if finished else math.nan,
                     state=record.state.value if finished else "unfinished",
                     tasks=job.spec.total_tasks(),
-                    preemptions=0,
-                    lost_work=0.0,
+                    preemptions=self._preemptions.get(job_id, 0),
+                    lost_work=self._lost_work.get(job_id, 0.0),
                     alone_time=max(alone_time(job), MIN_ALONE_TIME),
                 )
             )

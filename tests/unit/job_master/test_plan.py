@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job_master.plan import Container, Decisions, JobPlan, Step
+from job_master.plan import STEP_TRANSITIONS, AttemptKind, Container, Decisions, JobPlan, Step
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
@@ -406,3 +406,109 @@ def _check_invariants(plan: JobPlan) -> None:
     for counts, phase in zip(plan.progress(), plan.spec.phases, strict=True):
         total = counts.pending + counts.running + counts.succeeded + counts.dropped
         assert total == phase.tasks == counts.tasks
+
+
+# --------------------------------------------------------------------------- the attempt model
+
+
+def test_a_copy_that_succeeds_first_wins_and_the_regular_attempt_is_stopped():
+    plan = JobPlan(chain_spec("map", "sum", tasks=1))
+    regular = launch_next(plan, "map")
+    (spare,) = grant(plan, "map")
+    copy = plan.start_attempt(regular, AttemptKind.COPY, spare)
+    assert (copy.attempt, copy.kind) == (2, AttemptKind.COPY)
+    plan.on_task_event("map-0", 2, TaskState.SUCCEEDED, 0, "")
+    decisions = plan.decide()
+    assert [(s.task_id, s.attempt) for s in decisions.stops] == [("map-0", 1)]
+    assert plan.tasks["map-0"].step is Step.SUCCEEDED
+    assert asked(decisions) == {"sum": 1}  # the barrier opened
+    plan.on_task_event("map-0", 1, TaskState.KILLED, 0, "")  # the stopped one's news: ignored
+    assert plan.tasks["map-0"].failures == 0
+
+
+def test_a_failed_copy_is_just_gone():
+    plan = JobPlan(chain_spec("map", tasks=1, max_retries=0))
+    launch_next(plan, "map")
+    (spare,) = grant(plan, "map")
+    plan.start_attempt("map-0", AttemptKind.SPECULATIVE, spare)
+    plan.on_task_event("map-0", 2, TaskState.FAILED, 1, "")
+    assert (plan.tasks["map-0"].step, plan.tasks["map-0"].failures, plan.outcome) == (
+        Step.LAUNCHING,
+        0,
+        None,
+    )
+    assert spare in plan.decide().releases
+
+
+def test_a_kill_by_preemption_uses_up_no_retry():
+    plan = JobPlan(chain_spec("map", max_retries=0))
+    for _ in range(3):
+        launch_next(plan, "map")
+        plan.on_task_event(
+            "map-0", plan.tasks["map-0"].attempt, TaskState.KILLED, 0, "", preempted=True
+        )
+    assert (plan.tasks["map-0"].step, plan.tasks["map-0"].failures, plan.outcome) == (
+        Step.READY,
+        0,
+        None,
+    )
+
+
+def test_a_dropped_task_counts_as_done_for_its_barrier_and_its_attempt_is_stopped():
+    plan = JobPlan(chain_spec("map", "sum", tasks=2))
+    succeed_next(plan, "map")
+    launch_next(plan, "map")
+    plan.drop("map-1", "approximation")
+    decisions = plan.decide()
+    assert [(s.task_id, s.reason) for s in decisions.stops] == [("map-1", "approximation")]
+    assert asked(decisions) == {"sum": 2}
+    assert plan.progress()[0] == PhaseProgress(
+        "map", 2, pending=0, running=0, succeeded=1, failed=0, dropped=1
+    )
+    for task_id in ("sum-0", "sum-1"):
+        succeed_next(plan, "sum")
+        assert task_id in plan.tasks
+    assert plan.outcome == (JobState.SUCCEEDED, "1 tasks dropped")
+
+
+@pytest.mark.parametrize(
+    ("start", "to", "allowed"),
+    [
+        (Step.WAITING, Step.RUNNING, False),
+        (Step.WAITING, Step.READY, True),
+        (Step.SUCCEEDED, Step.READY, False),
+        (Step.RUNNING, Step.READY, True),
+        (Step.DROPPED, Step.SUCCEEDED, False),
+    ],
+)
+def test_steps_move_only_along_the_table(start: Step, to: Step, allowed: bool):
+    assert (to in STEP_TRANSITIONS[start]) is allowed
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["grant", "ok", "fail", "drop"]), st.integers(0, 4))))
+def test_incremental_counts_always_match_a_recount(actions: list[tuple[str, int]]):
+    plan = JobPlan(chain_spec("map", "sum", tasks=5, max_retries=3))
+    for action, index in actions:
+        if plan.outcome is not None:
+            break
+        if action == "grant":
+            phase = "sum" if plan.progress()[0].pending == 0 else "map"
+            grant(plan, phase)
+            plan.decide()
+            continue
+        live = [t for t in plan.tasks.values() if t.step in (Step.LAUNCHING, Step.RUNNING)]
+        if not live:
+            continue
+        task = live[index % len(live)]
+        if action == "drop":
+            plan.drop(task.task_id)
+        else:
+            state = TaskState.SUCCEEDED if action == "ok" else TaskState.FAILED
+            plan.on_task_event(task.task_id, task.attempt, state, 1, "")
+    for progress in plan.progress():
+        steps_now = Counter(t.step for t in plan.tasks.values() if t.phase == progress.name)
+        assert progress.pending == steps_now[Step.WAITING] + steps_now[Step.READY]
+        assert progress.running == steps_now[Step.LAUNCHING] + steps_now[Step.RUNNING]
+        assert progress.succeeded == steps_now[Step.SUCCEEDED]
+        assert progress.dropped == steps_now[Step.DROPPED] + steps_now[Step.GAVE_UP]

@@ -1,0 +1,219 @@
+"""The simulator's engine: the product's core and job plan, driven with virtual time."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from simulator.engine import Simulation, SimSettings
+from simulator.results import summarize, write_results
+from simulator.workload import SimJob, parse_workload
+
+
+def workload(*classes: dict[str, object]) -> dict[str, object]:
+    return {"classes": list(classes)}
+
+
+def job_class(
+    name: str,
+    *,
+    count: int = 10,
+    rate: float = 0.5,
+    priority: int = 0,
+    phases: list[dict[str, object]] | None = None,
+) -> dict[str, object]:
+    return {
+        "name": name,
+        "priority": priority,
+        "arrival": {"process": "poisson", "rate": rate, "count": count},
+        "phases": phases
+        or [{"name": "p", "tasks": 2, "cpu": 1, "memory_mb": 512, "duration": 10}],
+    }
+
+
+MIXED = workload(
+    job_class(
+        "batch",
+        count=30,
+        rate=0.4,
+        phases=[
+            {
+                "name": "map",
+                "tasks": 6,
+                "cpu": 1,
+                "memory_mb": 1024,
+                "duration": {"distribution": "exponential", "mean": 15},
+            },
+            {"name": "reduce", "after": ["map"], "tasks": 2, "cpu": 2, "memory_mb": 512,
+             "duration": 5},
+        ],
+    ),
+    job_class(
+        "prod",
+        count=8,
+        rate=0.1,
+        priority=5,
+        phases=[
+            {
+                "name": "work",
+                "tasks": 3,
+                "cpu": 2,
+                "memory_mb": 2048,
+                "duration": {"distribution": "pareto", "alpha": 1.6, "t_min": 5},
+            }
+        ],
+    ),
+)
+
+
+def jobs_of(document: dict[str, object], seed: int = 1) -> list[SimJob]:
+    return parse_workload(document).generate(seed)
+
+
+def simulate(jobs: list[SimJob], seed: int = 1, **settings: object) -> Simulation:
+    simulation = Simulation(jobs, SimSettings(**settings), seed)  # type: ignore[arg-type]
+    simulation.result = simulation.run()  # type: ignore[attr-defined]
+    return simulation
+
+
+def finish_times(simulation: Simulation) -> dict[str, float]:
+    return {o.name: o.finish_time for o in simulation.result.outcomes}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("nodes", [2, 5, 12])
+def test_skipping_idle_heartbeats_and_rounds_changes_no_result(nodes: int):
+    """The default run skips heartbeats and job master rounds that exchange nothing; every job
+    ends at the very same instant as in a run that simulates all of them."""
+    jobs = jobs_of(MIXED)
+    lean = simulate(jobs, nodes=nodes, node_cpu=4, node_memory_mb=8192)
+    full = simulate(jobs, nodes=nodes, node_cpu=4, node_memory_mb=8192, heartbeats="all")
+    assert finish_times(lean) == finish_times(full)
+    assert all(not math.isnan(t) for t in finish_times(lean).values())
+    assert lean.events < full.events / 3  # and it is what makes large runs affordable
+
+
+def test_the_same_seed_gives_byte_identical_results(tmp_path: Path):
+    def run_into(directory: Path, seed: int) -> dict[str, bytes]:
+        result = simulate(jobs_of(MIXED, seed), seed, nodes=4, node_cpu=4).result  # type: ignore[attr-defined]
+        summary = summarize(result.outcomes, result.samples)
+        paths = write_results(directory, result.outcomes, result.samples, summary, {"seed": seed})
+        return {p.name: p.read_bytes() for p in paths}
+
+    first, again, other = (
+        run_into(tmp_path / "a", 7),
+        run_into(tmp_path / "b", 7),
+        run_into(tmp_path / "c", 8),
+    )
+    assert first == again
+    assert first["jobs.csv"] != other["jobs.csv"]
+
+
+def test_alone_on_a_large_cluster_a_job_takes_its_critical_path_plus_the_live_overheads():
+    (job,) = jobs_of(
+        workload(
+            {
+                "name": "chain",
+                "priority": 0,
+                "arrival": {"process": "fixed", "times": [0]},
+                "phases": [
+                    {"name": "a", "tasks": 4, "cpu": 1, "memory_mb": 100, "duration": 30},
+                    {"name": "b", "after": ["a"], "tasks": 1, "cpu": 1, "memory_mb": 100,
+                     "duration": 20},
+                ],
+            }
+        )
+    )
+    (outcome,) = simulate([job], nodes=8).result.outcomes  # type: ignore[attr-defined]
+    # 50 s of work on the critical path; a job master to launch (a heartbeat, ~1 s start-up),
+    # then per phase a round to ask, one to launch, a monitor pass and a round to hear the end
+    assert outcome.alone_time == 50
+    assert 50 < outcome.completion_time < 50 + 6
+    assert outcome.state == "succeeded"
+
+
+def test_higher_priority_jobs_are_served_first_when_the_cluster_is_full():
+    document = workload(
+        job_class("low", count=20, rate=10, priority=0),
+        job_class("high", count=20, rate=10, priority=9),
+    )
+    result = simulate(jobs_of(document), nodes=2, node_cpu=2).result  # type: ignore[attr-defined]
+    waits = {
+        p: sorted(o.start_time - o.submit_time for o in result.outcomes if o.priority == p)
+        for p in (0, 9)
+    }
+    assert sum(waits[9]) < sum(waits[0])
+
+
+def test_a_job_that_fits_no_node_is_refused_like_the_live_rm_refuses_it():
+    too_big = job_class(
+        "huge",
+        count=1,
+        phases=[{"name": "p", "tasks": 1, "cpu": 64, "memory_mb": 100, "duration": 1}],
+    )
+    simulation = simulate(jobs_of(workload(too_big, job_class("ok", count=2))), nodes=2)
+    assert [name for name, _ in simulation.refused] == ["huge-000000"]
+    assert [o.name for o in simulation.result.outcomes] == ["ok-000000", "ok-000001"]  # type: ignore[attr-defined]
+
+
+def test_until_leaves_the_unfinished_jobs_marked():
+    result = simulate(jobs_of(MIXED), nodes=1, node_cpu=2, until=60.0).result  # type: ignore[attr-defined]
+    states = {o.state for o in result.outcomes}
+    assert "unfinished" in states and result.end_time <= 60.0
+
+
+class _Controlled(Simulation):
+    """A simulation that, at given times, changes a running task's rate or kills it."""
+
+    def __init__(self, jobs: list[SimJob], actions: list[tuple[float, str, float]]) -> None:
+        super().__init__(jobs, SimSettings(nodes=1, node_cpu=2), seed=1)
+        for time, what, rate in actions:
+            self.at(time, lambda what=what, rate=rate: self._act(what, rate))
+
+    def _act(self, what: str, rate: float) -> None:
+        (allocation_id,) = [a for a, t in self._where.items() if t.tasks[a].state.value == "running"]
+        if what == "rate":
+            self.set_rate(allocation_id, rate)
+        else:
+            self.kill_task(allocation_id, "preempted")
+
+
+@pytest.mark.parametrize(
+    ("actions", "extra_time", "lost_work", "preemptions"),
+    [
+        ([], 0.0, 0.0, 0),
+        ([(10.0, "rate", 0.0), (30.0, "rate", 1.0)], 20.0, 0.0, 0),  # frozen 20 s: no progress
+        ([(10.0, "rate", 0.5)], None, 0.0, 0),  # shrunk to half: the rest takes twice as long
+        ([(10.0, "kill", 0.0)], None, None, 1),  # killed: its work is lost and done again
+    ],
+)
+def test_a_tasks_progress_follows_its_cpu_share(
+    actions: list[tuple[float, str, float]],
+    extra_time: float | None,
+    lost_work: float | None,
+    preemptions: int,
+):
+    one_task = job_class(
+        "t",
+        count=1,
+        phases=[{"name": "p", "tasks": 1, "cpu": 1, "memory_mb": 100, "duration": 40}],
+    )
+    jobs = jobs_of(workload(one_task))
+    (baseline,) = Simulation(jobs, SimSettings(nodes=1, node_cpu=2), 1).run().outcomes
+    simulation = _Controlled(jobs, actions)
+    (outcome,) = simulation.run().outcomes
+    delay = outcome.finish_time - baseline.finish_time
+    started = baseline.start_time
+    if extra_time is not None:
+        assert delay == pytest.approx(extra_time, abs=0.5)
+    elif actions[0][1] == "rate":
+        left_at_10 = 40 - (10 - started)
+        assert delay == pytest.approx(left_at_10, abs=0.5)  # twice as long for what was left
+    else:
+        assert delay == pytest.approx(10 - started, abs=1.5)  # its 10 - start s are redone
+    assert outcome.preemptions == preemptions
+    if lost_work is None:
+        assert outcome.lost_work == pytest.approx(10 - started, abs=1e-6)
+    else:
+        assert outcome.lost_work == lost_work
