@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
 import pytest
 
-from simulator.engine import Simulation, SimSettings
+from simulator.engine import SimSettings, Simulation
 from simulator.results import summarize, write_results
 from simulator.workload import SimJob, parse_workload
 
@@ -28,8 +29,7 @@ def job_class(
         "name": name,
         "priority": priority,
         "arrival": {"process": "poisson", "rate": rate, "count": count},
-        "phases": phases
-        or [{"name": "p", "tasks": 2, "cpu": 1, "memory_mb": 512, "duration": 10}],
+        "phases": phases or [{"name": "p", "tasks": 2, "cpu": 1, "memory_mb": 512, "duration": 10}],
     }
 
 
@@ -46,8 +46,14 @@ MIXED = workload(
                 "memory_mb": 1024,
                 "duration": {"distribution": "exponential", "mean": 15},
             },
-            {"name": "reduce", "after": ["map"], "tasks": 2, "cpu": 2, "memory_mb": 512,
-             "duration": 5},
+            {
+                "name": "reduce",
+                "after": ["map"],
+                "tasks": 2,
+                "cpu": 2,
+                "memory_mb": 512,
+                "duration": 5,
+            },
         ],
     ),
     job_class(
@@ -119,8 +125,14 @@ def test_alone_on_a_large_cluster_a_job_takes_its_critical_path_plus_the_live_ov
                 "arrival": {"process": "fixed", "times": [0]},
                 "phases": [
                     {"name": "a", "tasks": 4, "cpu": 1, "memory_mb": 100, "duration": 30},
-                    {"name": "b", "after": ["a"], "tasks": 1, "cpu": 1, "memory_mb": 100,
-                     "duration": 20},
+                    {
+                        "name": "b",
+                        "after": ["a"],
+                        "tasks": 1,
+                        "cpu": 1,
+                        "memory_mb": 100,
+                        "duration": 20,
+                    },
                 ],
             }
         )
@@ -169,10 +181,12 @@ class _Controlled(Simulation):
     def __init__(self, jobs: list[SimJob], actions: list[tuple[float, str, float]]) -> None:
         super().__init__(jobs, SimSettings(nodes=1, node_cpu=2), seed=1)
         for time, what, rate in actions:
-            self.at(time, lambda what=what, rate=rate: self._act(what, rate))
+            self.at(time, functools.partial(self._act, what, rate))
 
     def _act(self, what: str, rate: float) -> None:
-        (allocation_id,) = [a for a, t in self._where.items() if t.tasks[a].state.value == "running"]
+        (allocation_id,) = [
+            a for a, t in self._where.items() if t.tasks[a].state.value == "running"
+        ]
         if what == "rate":
             self.set_rate(allocation_id, rate)
         else:
