@@ -395,8 +395,14 @@ class ResourceManagerCore:
             now=now.monotonic, cluster=self.tables.capacity, held=self.tables.held_by_kind()
         )
         plan = schedule_pass(iter(self.pending), context, self.profile, self.pending.shapes())
+        granted: Counter[tuple[str, str]] = Counter()
         for placement in plan.placements:
-            self._grant(placement, now)
+            if self._grant(placement, now) and placement.kind is AllocationKind.TASK:
+                granted[placement.job_id, placement.phase] += 1
+        for (job_id, phase), count in granted.items():
+            ask = self.pending.get((job_id, AllocationKind.TASK, phase))
+            if ask is not None:
+                self._put_ask(replace(ask, count=max(0, ask.count - count)))
         return plan
 
     # ================================================================ job masters
@@ -613,15 +619,16 @@ class ResourceManagerCore:
             message=f"{reason}; job master attempt {job.master_attempt + 1} pending",
         )
 
-    def _grant(self, placement: Placement, now: Now) -> None:
-        """Apply one placement of a plan, after checking it still holds."""
+    def _grant(self, placement: Placement, now: Now) -> bool:
+        """Apply one placement of a plan, after checking it still holds.  The caller lowers the
+        job's pending ask (once per plan, not per container)."""
         job = self.jobs.get(placement.job_id)
         node = self.tables.capacity.get(placement.node_id)
         if job is None or node is None or not placement.resources.fits_in(node.free):
             log.warning(
                 "dropping a stale placement for %s on %s", placement.job_id, placement.node_id
             )
-            return
+            return False
         master = placement.kind is AllocationKind.JOB_MASTER
         number = self.tables.next_counter("allocation")
         allocation = AllocationRecord(
@@ -650,11 +657,7 @@ class ResourceManagerCore:
                 job.master_attempt + 1,
                 placement.node_id,
             )
-            return
-        key = (placement.job_id, AllocationKind.TASK, placement.phase)
-        ask = self.pending.get(key)
-        if ask is not None:
-            self._put_ask(replace(ask, count=ask.count - 1))
+        return True
 
     def _note_lost(self, job_id: str, allocation_id: str) -> None:
         """Tell the job master at its next Allocate that this container went with its node."""

@@ -299,6 +299,12 @@ class Tables:
         return dict(self._held_by_kind)
 
     def _index_allocation(self, old: AllocationRecord | None, new: AllocationRecord | None) -> None:
+        # The same container with another flag (delivered): what its node holds is unchanged.
+        same_hold = (
+            old is not None
+            and new is not None
+            and (old.node_id, old.resources, old.kind) == (new.node_id, new.resources, new.kind)
+        )
         if old is not None:
             self.freed = self.freed or new is None or new.resources != old.resources
             del self.allocations[old.allocation_id]
@@ -307,7 +313,8 @@ class Tables:
             if old.delivered and not old.is_master:
                 self._count_delivered(old, -1)
             self._allocations_of_node.discard(old.node_id, old.allocation_id)
-            self._add_allocated(old, -1)
+            if not same_hold:
+                self._add_allocated(old, -1)
         if new is not None:
             self.allocations[new.allocation_id] = new
             self._allocations_of_job.add(new.job_id, new.allocation_id)
@@ -316,7 +323,8 @@ class Tables:
             elif not new.is_master:
                 self._count_delivered(new, +1)
             self._allocations_of_node.add(new.node_id, new.allocation_id)
-            self._add_allocated(new, +1)
+            if not same_hold:
+                self._add_allocated(new, +1)
 
     def _count_delivered(self, allocation: AllocationRecord, sign: int) -> None:
         counts = self._delivered_of_job.setdefault(allocation.job_id, Counter())

@@ -62,6 +62,7 @@ class CapacityIndex:
     def __init__(self) -> None:
         self._nodes: dict[str, tuple[NodeCapacity, int]] = {}
         self._buckets: list[dict[str, None]] = [{} for _ in range(LEVELS)]
+        self._holes = [0] * LEVELS  # deletions since each bucket was last compacted
         self._free_cpu: list[tuple[float, str]] = []  # (-free cpu, node): a max-heap, lazily
         self._free_memory: list[tuple[float, str]] = []
         self._total = Resources()
@@ -77,7 +78,10 @@ class CapacityIndex:
     # ------------------------------------------------------------------ changes
 
     def set(self, node_id: str, capacity: Resources, allocated: Resources) -> None:
-        """Add a node, or record its new capacity or allocation."""
+        """Add a node, or record its new capacity or allocation (nothing to do if unchanged)."""
+        entry = self._nodes.get(node_id)
+        if entry is not None and entry[0].capacity == capacity and entry[0].allocated == allocated:
+            return
         self._record_undo(node_id)
         self._put(NodeCapacity(node_id, capacity, allocated))
 
@@ -121,9 +125,15 @@ class CapacityIndex:
     def least_allocated_first(self) -> Iterator[NodeCapacity]:
         """Every node, the least allocated buckets first.  Do not change the index while
         iterating; collect what you need first."""
-        for bucket in self._buckets:
+        for _, node in self.by_level():
+            yield node
+
+    def by_level(self) -> Iterator[tuple[int, NodeCapacity]]:
+        """(bucket, node) for every node, the least allocated buckets first."""
+        nodes = self._nodes
+        for level, bucket in enumerate(self._buckets):
             for node_id in bucket:
-                yield self._nodes[node_id][0]
+                yield level, nodes[node_id][0]
 
     def nodes(self) -> Iterator[NodeCapacity]:
         for node, _ in self._nodes.values():
@@ -148,7 +158,14 @@ class CapacityIndex:
         entry = self._nodes.pop(node_id, None)
         if entry is not None:
             node, level = entry
-            del self._buckets[level][node_id]
+            bucket = self._buckets[level]
+            del bucket[node_id]
+            # A dict keeps the slots of deleted keys until it grows again, and iterating it
+            # walks them all: once a bucket holds more holes than nodes, compact it.
+            self._holes[level] += 1
+            if self._holes[level] > 32 and self._holes[level] > len(bucket):
+                self._buckets[level] = dict(bucket)
+                self._holes[level] = 0
             self._total = self._total - node.capacity
             left = self._shapes[node.capacity] - 1
             if left:

@@ -30,7 +30,8 @@ queue order, :mod:`pending_asks`), container by container:
    :attr:`Profile.exhaustive_below` nodes every feasible node is scored (exactly the baseline's
    least-allocated choice); on larger ones the search stops after
    :attr:`Profile.nodes_to_score` feasible nodes, like Kubernetes' percentage of nodes to score
-   and Nomad's limit iterator.  An ask larger than every node's free capacity is refused at once
+   and Nomad's limit iterator, or at the end of the bucket (1 % of allocated share) where the
+   first feasible node was found: the nodes after it are more allocated.  An ask larger than every node's free capacity is refused at once
    (the index's cluster-wide maximum), and a shape found to fit nowhere is remembered for the
    rest of the pass, so asks that fit nowhere cost O(1) after the first.
 3. *score*: the feasible node with the highest weighted score wins; ties go to the lowest node id.
@@ -366,9 +367,15 @@ def _choose_node(
     if not request.fits_in(cluster.max_free()):
         failed.append((memo_key, request))
         return None
-    limit = len(cluster) if len(cluster) <= profile.exhaustive_below else profile.nodes_to_score
+    exhaustive = len(cluster) <= profile.exhaustive_below
+    limit = len(cluster) if exhaustive else profile.nodes_to_score
     candidates: list[NodeCapacity] = []
-    for node in cluster.least_allocated_first():
+    first_level = -1
+    for level, node in cluster.by_level():
+        if candidates and not exhaustive and level != first_level:
+            # Nodes further on are more allocated: they would score worse (and on a nearly full
+            # cluster they are the full ones, which it would cost O(nodes) to visit).
+            break
         free = node.free
         for reserve in profile.reserves:
             free = free - reserve.held_for_others(ask, node)
@@ -376,6 +383,8 @@ def _choose_node(
             continue
         if not all(f.feasible(ask, node, context) for f in profile.filters):
             continue
+        if not candidates:
+            first_level = level
         candidates.append(node)
         if len(candidates) >= limit:
             break
