@@ -31,9 +31,10 @@ queue order, :mod:`pending_asks`), container by container:
    least-allocated choice); on larger ones the search stops after
    :attr:`Profile.nodes_to_score` feasible nodes, like Kubernetes' percentage of nodes to score
    and Nomad's limit iterator, or at the end of the bucket (1 % of allocated share) where the
-   first feasible node was found: the nodes after it are more allocated.  An ask larger than every node's free capacity is refused at once
-   (the index's cluster-wide maximum), and a shape found to fit nowhere is remembered for the
-   rest of the pass, so asks that fit nowhere cost O(1) after the first.
+   first feasible node was found: the nodes after it are more allocated.  An ask larger than
+   every node's free capacity is refused at once (the index's cluster-wide maximum), and a
+   shape found to fit nowhere is remembered for the rest of the pass, so asks that fit nowhere
+   cost O(1) after the first.
 3. *score*: the feasible node with the highest weighted score wins; ties go to the lowest node id.
 4. *reserve*: plugins are told of the placement and may change reservations.
 5. *post-filter*: when a container fits nowhere, post-filter plugins may propose preemptions.

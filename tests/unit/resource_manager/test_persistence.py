@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from policies.scheduling.framework import Placement
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.core import MASTER_RESOURCES, LaunchMaster
-from resource_manager.records import AllocationKind, PhaseProgress
+from resource_manager.records import AllocationKind, Now, PhaseProgress
 from resource_manager.sqlite_store import SCHEMA_VERSION, StoreError
 from resource_manager.sqlite_store import SqliteStore as Store
 from tests.builders import chain_spec, observation, res
@@ -178,8 +179,8 @@ def failing_after_changes(core: Driver) -> None:
     inner = core.core
     original = inner._grant
 
-    def grant_then_fail(placement: object, now: object) -> None:
-        original(placement, now)  # type: ignore[arg-type]
+    def grant_then_fail(placement: Placement, now: Now) -> bool:
+        original(placement, now)
         raise RuntimeError("a bug after the first grant")
 
     inner._grant = grant_then_fail  # type: ignore[method-assign]
