@@ -33,6 +33,7 @@ from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from plumbing.gc_tuning import tune_for_large_heaps
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.framework import Plan
 from policies.scheduling.jobspec import parse_job_spec
@@ -240,12 +241,18 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--all-cores", action="store_true", help="do not pin to one core")
+    parser.add_argument(
+        "--default-gc", action="store_true", help="keep CPython's collector settings"
+    )
     args = parser.parse_args()
+    if not args.default_gc:
+        tune_for_large_heaps()  # as `sluice rm` does
     if not args.all_cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     print(
         f"os.cpu_count() = {os.cpu_count()}; pinned to one core: {not args.all_cores}; "
-        f"{args.jobs} jobs of 1-cpu containers on nodes of 16 cpu / 64 GiB; store {args.store}"
+        f"{args.jobs} jobs of 1-cpu containers on nodes of 16 cpu / 64 GiB; store {args.store}; "
+        f"gc {'default' if args.default_gc else 'tuned (plumbing/gc_tuning.py)'}"
     )
     header = (
         f"{'nodes':>6} {'fill grants/s':>14} {'churn grants/s':>15} {'Allocate p50/p99 ms':>20} "

@@ -327,8 +327,8 @@ class ResourceManagerCore:
                 running_tasks=sum(1 for t in live_tasks if not t.state.is_final),
             )
         )
-        self._observe_reports(node_id, live_tasks, now)
-        return False, self._commands_for(node_id, live_tasks, now)
+        reasons = self._observe_reports(node_id, live_tasks, now)
+        return False, self._commands_for(node_id, live_tasks, now, reasons)
 
     def report_events(self, node_id: str, events: Iterable[TaskReport], *, now: Now) -> None:
         self._observe_reports(node_id, list(events), now)
@@ -394,11 +394,16 @@ class ResourceManagerCore:
         context = PassContext(
             now=now.monotonic, cluster=self.tables.capacity, held=self.tables.held_by_kind()
         )
-        plan = schedule_pass(iter(self.pending), context, self.profile, self.pending.shapes())
         granted: Counter[tuple[str, str]] = Counter()
-        for placement in plan.placements:
-            if self._grant(placement, now) and placement.kind is AllocationKind.TASK:
-                granted[placement.job_id, placement.phase] += 1
+        # The pass places tentatively in the capacity index; applying its plan makes the records
+        # say the same, so the index keeps the pass's changes instead of undoing and redoing them.
+        scratch = self.tables.capacity.scratch()
+        with scratch:
+            plan = schedule_pass(iter(self.pending), context, self.profile, self.pending.shapes())
+            for placement in plan.placements:
+                if self._grant(placement, now) and placement.kind is AllocationKind.TASK:
+                    granted[placement.job_id, placement.phase] += 1
+            scratch.keep()
         for (job_id, phase), count in granted.items():
             ask = self.pending.get((job_id, AllocationKind.TASK, phase))
             if ask is not None:
@@ -623,8 +628,19 @@ class ResourceManagerCore:
         """Apply one placement of a plan, after checking it still holds.  The caller lowers the
         job's pending ask (once per plan, not per container)."""
         job = self.jobs.get(placement.job_id)
-        node = self.tables.capacity.get(placement.node_id)
-        if job is None or node is None or not placement.resources.fits_in(node.free):
+        node = self.nodes.get(placement.node_id)
+        # Checked against the records, not the capacity index (which holds the pass's
+        # tentative placements already).
+        fits = (
+            node is not None
+            and node.state is NodeState.READY
+            and (placement.resources + self.tables.allocated_on(node.node_id)).fits_in(
+                node.capacity
+            )
+        )
+        if job is None or not fits:
+            if node is not None:
+                self.tables.refresh_capacity(node.node_id)  # undo the tentative placement
             log.warning(
                 "dropping a stale placement for %s on %s", placement.job_id, placement.node_id
             )
@@ -719,14 +735,24 @@ class ResourceManagerCore:
 
     # ---------------------------------------------------------------- what nodes report
 
-    def _observe_reports(self, node_id: str, reports: Sequence[TaskReport], now: Now) -> None:
+    def _observe_reports(
+        self, node_id: str, reports: Sequence[TaskReport], now: Now
+    ) -> tuple[int, dict[str, str | None]]:
         """Apply a node's reports.  A live task no job should be running is not recorded; the
-        heartbeat answer tells the node to stop it."""
+        heartbeat answer tells the node to stop it.  Returns the tables' version after, with
+        the stop reason found for each live task (reused by :meth:`_commands_for` while no job
+        or allocation changed in between)."""
+        reasons: dict[str, str | None] = {}
         for report in reports:
             if report.job_master:
                 self._observe_master(report, now)
-            elif report.state.is_final or self._stop_reason(report, now) is None:
+            elif report.state.is_final:
                 self._observe_task(node_id, report, now)
+            else:
+                reason = reasons[report.allocation_id] = self._stop_reason(report, now)
+                if reason is None:
+                    self._observe_task(node_id, report, now)
+        return self.tables.version, reasons
 
     def _observe_task(self, node_id: str, report: TaskReport, now: Now) -> None:
         key = (report.job_id, report.task_id, report.attempt)
@@ -806,9 +832,14 @@ class ResourceManagerCore:
         return f"job {job.state.value}"
 
     def _commands_for(
-        self, node_id: str, reports: Sequence[TaskReport], now: Now
+        self,
+        node_id: str,
+        reports: Sequence[TaskReport],
+        now: Now,
+        known: tuple[int, dict[str, str | None]] = (-1, {}),
     ) -> list[NodeCommand]:
-        """Reconcile the node: what it should run against what it just reported."""
+        """Reconcile the node: what it should run against what it just reported.  ``known``:
+        stop reasons already found at a version of the tables (see :meth:`_observe_reports`)."""
         reported = {r.allocation_id for r in reports}
         commands: list[NodeCommand] = []
         for allocation in self.tables.allocations_of_node(node_id):
@@ -828,11 +859,17 @@ class ResourceManagerCore:
                 # Its process is not running here (never launched, or ended and reported):
                 # nothing more will be heard of this container.
                 self.tables.remove_allocation(allocation.allocation_id)
+        version, reasons = known
+        if version != self.tables.version:
+            reasons = {}
         stopping: set[str] = set()
         for report in reports:
             if report.state.is_final or report.allocation_id in stopping:
                 continue
-            reason = self._stop_reason(report, now)
+            if report.allocation_id in reasons and not report.job_master:
+                reason = reasons[report.allocation_id]
+            else:
+                reason = self._stop_reason(report, now)
             if reason is not None:
                 stopping.add(report.allocation_id)
                 commands.append(StopAllocation(report.job_id, report.allocation_id, reason))

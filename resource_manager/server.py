@@ -16,6 +16,7 @@ from pathlib import Path
 from plumbing import data_plane
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
+from plumbing.gc_tuning import tune_for_large_heaps
 from plumbing.rpc import start_aio_server
 from policies.scheduling.identifiers import cluster_id_problem
 from resource_manager.core import CoreSettings, ResourceManagerCore
@@ -151,6 +152,7 @@ async def _serve(
     plane: data_plane.DataPlane,
 ) -> int:
     core = ResourceManagerCore(Tables(store), settings)
+    tune_for_large_heaps()  # after the state is loaded: see plumbing/gc_tuning.py
     state = RMState(core, system_now, advertise_address="", data_plane=plane)
     names = rm_pb.DESCRIPTOR.services_by_name
     listen = _listen_address(args.listen, store)

@@ -162,11 +162,30 @@ class SqliteStore:
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._db.execute("COMMIT")
         self._in_transaction = False
+        self._pending: dict[tuple[str, object], tuple[str, tuple[object, ...]]] = {}
         self.unreadable_jobs: list[tuple[str, str]] = []  # (job id, why), once each
         self._unreadable: set[str] = set()
 
     def close(self) -> None:
         self._db.close()
+
+    # -------------------------------------------------------------------- write-behind
+
+    def _write(self, table: str, key: object, statement: str, row: tuple[object, ...]) -> None:
+        """Queue one row's write for the commit: a later write of the same row in the same
+        transaction replaces it (a container granted and delivered in one request is one row
+        write), and the commit sends each statement once for all its rows (executemany)."""
+        self._pending[(table, key)] = (statement, row)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        statements: dict[str, list[tuple[object, ...]]] = {}
+        for statement, row in self._pending.values():
+            statements.setdefault(statement, []).append(row)
+        self._pending.clear()
+        for statement, rows in statements.items():
+            self._db.executemany(statement, rows)
 
     # -------------------------------------------------------------------- transactions
 
@@ -176,11 +195,13 @@ class SqliteStore:
         self._in_transaction = True
 
     def commit(self) -> None:
+        self._flush()
         self._db.execute("COMMIT")
         self._in_transaction = False
 
     def rollback(self) -> None:
         """Undo every write since :meth:`begin`."""
+        self._pending.clear()
         if self._in_transaction:
             self._db.execute("ROLLBACK")
             self._in_transaction = False
@@ -194,13 +215,16 @@ class SqliteStore:
     def save_counter(self, name: str, value: int) -> None:
         """Record the last number handed out under ``name`` (once per transaction: the tables
         hand numbers out in memory and write each counter that moved when they commit)."""
-        self._db.execute(
+        self._write(
+            "counters",
+            name,
             "INSERT INTO counters(name, value) VALUES (?, ?) "
             "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
             (name, value),
         )
 
     def counter(self, name: str) -> int:
+        self._flush()
         row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
         return int(row[0]) if row else 0
 
@@ -220,13 +244,17 @@ class SqliteStore:
     # -------------------------------------------------------------------- jobs
 
     def save_spec(self, job_id: str, spec: JobSpec) -> None:
-        self._db.execute(
+        self._write(
+            "job_specs",
+            job_id,
             "INSERT OR REPLACE INTO job_specs (job_id, spec) VALUES (?, ?)",
             (job_id, json.dumps(job_spec_to_document(spec))),
         )
 
     def save_job(self, job: JobRecord) -> None:
-        self._db.execute(
+        self._write(
+            "jobs",
+            job.job_id,
             f"INSERT OR REPLACE INTO jobs ({_JOB_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -264,6 +292,7 @@ class SqliteStore:
             f"SELECT {columns}, job_specs.spec FROM jobs "
             f"JOIN job_specs ON job_specs.job_id = jobs.job_id {where} ORDER BY jobs.seq"
         )
+        self._flush()
         for row in self._db.execute(query, parameters).fetchall():
             try:
                 spec = parse_job_spec(json.loads(row[14]))
@@ -306,7 +335,9 @@ class SqliteStore:
     # -------------------------------------------------------------------- tasks
 
     def save_task(self, task: TaskRecord) -> None:
-        self._db.execute(
+        self._write(
+            "tasks",
+            task.key,
             "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 task.job_id,
@@ -325,6 +356,7 @@ class SqliteStore:
         )
 
     def tasks_of_job(self, job_id: str) -> list[TaskRecord]:
+        self._flush()
         rows = self._db.execute("SELECT * FROM tasks WHERE job_id = ? ORDER BY seq", (job_id,))
         return [
             TaskRecord(
@@ -347,7 +379,9 @@ class SqliteStore:
     # -------------------------------------------------------------------- allocations
 
     def save_allocation(self, allocation: AllocationRecord) -> None:
-        self._db.execute(
+        self._write(
+            "allocations",
+            allocation.allocation_id,
             f"INSERT OR REPLACE INTO allocations ({_ALLOCATION_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -364,9 +398,15 @@ class SqliteStore:
         )
 
     def delete_allocation(self, allocation_id: str) -> None:
-        self._db.execute("DELETE FROM allocations WHERE allocation_id = ?", (allocation_id,))
+        self._write(
+            "allocations",
+            allocation_id,
+            "DELETE FROM allocations WHERE allocation_id = ?",
+            (allocation_id,),
+        )
 
     def _load_allocations(self) -> Iterator[AllocationRecord]:
+        self._flush()
         query = f"SELECT {_ALLOCATION_COLUMNS} FROM allocations ORDER BY granted_time"
         for row in self._db.execute(query):
             yield AllocationRecord(

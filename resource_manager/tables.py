@@ -92,7 +92,9 @@ class Tables:
         self._counters: dict[str, int] = {}
         self._moved_counters: set[str] = set()
         self._journal: list[Callable[[], None]] | None = None
+        self._store_open = False
         self.changed_jobs: set[str] = set()
+        self.version = 0  # moves with every change of a job or an allocation
         self.freed = True  # capacity was freed or added since the scheduler last looked
         self._touched_jobs: set[str] = set()
         hot = store.load_hot()
@@ -111,7 +113,7 @@ class Tables:
         if self._journal is not None:
             raise RuntimeError("a unit of work is already open")
         self._journal = []
-        self._store.begin()
+        self._store_open = False  # the store's transaction begins with the unit's first write
 
     def commit(self) -> set[str]:
         """Make the unit durable; return the ids of the jobs it changed (for watchers).  Final
@@ -119,8 +121,10 @@ class Tables:
         if self._journal is None:
             raise RuntimeError("no unit of work is open")
         for name in self._moved_counters:
-            self._store.save_counter(name, self._counters[name])
-        self._store.commit()
+            self._writing().save_counter(name, self._counters[name])
+        if self._store_open:
+            self._store.commit()
+            self._store_open = False
         self._journal = None
         self._moved_counters = set()
         for job_id in self._touched_jobs:
@@ -132,12 +136,23 @@ class Tables:
     def rollback(self) -> None:
         """Undo every change of the unit, in memory and in the store."""
         journal, self._journal = self._journal, None
-        self._store.rollback()
+        if self._store_open:
+            self._store.rollback()
+            self._store_open = False
         for undo in reversed(journal or []):
             undo()
         self.changed_jobs = set()
         self._touched_jobs = set()
         self._moved_counters = set()
+
+    def _writing(self) -> Store:
+        """The store, inside this unit's transaction (begun now if this is its first write: a
+        unit that writes nothing, such as a heartbeat that changes nothing, costs no
+        transaction)."""
+        if not self._store_open:
+            self._store.begin()
+            self._store_open = True
+        return self._store
 
     @property
     def in_unit(self) -> bool:
@@ -163,11 +178,12 @@ class Tables:
     # ------------------------------------------------------------------ jobs
 
     def put_job(self, job: JobRecord) -> None:
+        self.version += 1
         previous = self.jobs.get(job.job_id)
         self.journal(lambda: self._index_job(job, previous))
         if previous is None:
-            self._store.save_spec(job.job_id, job.spec)
-        self._store.save_job(job)
+            self._writing().save_spec(job.job_id, job.spec)
+        self._writing().save_job(job)
         self._index_job(previous, job)
         self.changed_jobs.add(job.job_id)
         self._touched_jobs.add(job.job_id)
@@ -220,7 +236,7 @@ class Tables:
     def put_task(self, task: TaskRecord) -> None:
         previous = self.tasks.get(task.key)
         self.journal(lambda: self._index_task(task, previous))
-        self._store.save_task(task)
+        self._writing().save_task(task)
         self._index_task(previous, task)
         events = self._events_of_job.setdefault(task.job_id, [])
         if not events or task.seq > events[-1][0]:
@@ -261,9 +277,10 @@ class Tables:
     # ------------------------------------------------------------------ allocations
 
     def put_allocation(self, allocation: AllocationRecord) -> None:
+        self.version += 1
         previous = self.allocations.get(allocation.allocation_id)
         self.journal(lambda: self._index_allocation(allocation, previous))
-        self._store.save_allocation(allocation)
+        self._writing().save_allocation(allocation)
         self._index_allocation(previous, allocation)
         self._touched_jobs.add(allocation.job_id)
 
@@ -271,8 +288,9 @@ class Tables:
         previous = self.allocations.get(allocation_id)
         if previous is None:
             return None
+        self.version += 1
         self.journal(lambda: self._index_allocation(None, previous))
-        self._store.delete_allocation(allocation_id)
+        self._writing().delete_allocation(allocation_id)
         self._index_allocation(previous, None)
         self._touched_jobs.add(previous.job_id)
         return previous
@@ -347,7 +365,7 @@ class Tables:
         self._held_by_kind[allocation.kind] = (
             self._held_by_kind.get(allocation.kind, Resources()) + amount if count else Resources()
         )
-        self._refresh_capacity(node_id)
+        self.refresh_capacity(node_id)
 
     # ------------------------------------------------------------------ nodes (memory only)
 
@@ -401,9 +419,9 @@ class Tables:
             or previous.state is not node.state
             or previous.capacity != node.capacity
         ):
-            self._refresh_capacity(node_id)
+            self.refresh_capacity(node_id)
 
-    def _refresh_capacity(self, node_id: str) -> None:
+    def refresh_capacity(self, node_id: str) -> None:
         """Keep the capacity index in step: ready nodes with what is allocated on them."""
         node = self.nodes.get(node_id)
         if node is None or node.state is not NodeState.READY:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from plumbing.errors import UserError
+from plumbing.gc_tuning import tune_for_large_heaps
 from resource_manager.core import CoreSettings
 from simulator.distributions import WorkloadError
 from simulator.engine import SimResult, SimSettings, Simulation
@@ -268,6 +269,7 @@ def _simulate(
     jobs: Sequence[SimJob], settings: SimSettings, seed: int, *, label: str, quiet: bool
 ) -> SimResult:
     simulation = Simulation(jobs, settings, seed)
+    tune_for_large_heaps()
     progress = None if quiet else Progress(label, len(jobs), sys.stderr)
     if progress is not None:
         simulation.on_progress = progress.update

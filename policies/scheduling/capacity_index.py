@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from policies.scheduling.resources import Resources
 
@@ -36,22 +35,42 @@ LEVELS = 100
 """Buckets of dominant allocated share: 1 % each."""
 
 
-@dataclass(frozen=True)
 class NodeCapacity:
-    """One schedulable node: its capacity and what is allocated on it."""
+    """One schedulable node: its capacity, what is allocated on it and what is free (kept, not
+    recomputed: every placement reads it).  Immutable by convention: the index replaces it."""
 
-    node_id: str
-    capacity: Resources
-    allocated: Resources
+    __slots__ = ("allocated", "capacity", "free", "level", "node_id")
 
-    @property
-    def free(self) -> Resources:
-        return self.capacity - self.allocated
+    def __init__(self, node_id: str, capacity: Resources, allocated: Resources) -> None:
+        self.node_id = node_id
+        self.capacity = capacity
+        self.allocated = allocated
+        self.free = Resources(
+            capacity.cpu - allocated.cpu, capacity.memory_mb - allocated.memory_mb
+        )
+        self.level = allocated_level(capacity, allocated)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NodeCapacity) and (
+            self.node_id,
+            self.capacity,
+            self.allocated,
+        ) == (other.node_id, other.capacity, other.allocated)
+
+    def __hash__(self) -> int:
+        return hash((self.node_id, self.capacity, self.allocated))
+
+    def __repr__(self) -> str:
+        return f"NodeCapacity({self.node_id!r}, {self.capacity!r}, {self.allocated!r})"
 
 
 def allocated_level(capacity: Resources, allocated: Resources) -> int:
     """The bucket of a node: its dominant allocated share in 1/LEVELS steps (full nodes last)."""
-    share = allocated.dominant_share(capacity)
+    share = 0.0
+    if capacity.cpu > 0:
+        share = allocated.cpu / capacity.cpu
+    if capacity.memory_mb > 0:
+        share = max(share, allocated.memory_mb / capacity.memory_mb)
     return max(0, min(LEVELS - 1, int(share * LEVELS)))
 
 
@@ -60,7 +79,7 @@ class CapacityIndex:
     free amount of each resource on any node.  See the module docstring."""
 
     def __init__(self) -> None:
-        self._nodes: dict[str, tuple[NodeCapacity, int]] = {}
+        self._nodes: dict[str, NodeCapacity] = {}
         self._buckets: list[dict[str, None]] = [{} for _ in range(LEVELS)]
         self._holes = [0] * LEVELS  # deletions since each bucket was last compacted
         self._free_cpu: list[tuple[float, str]] = []  # (-free cpu, node): a max-heap, lazily
@@ -79,8 +98,8 @@ class CapacityIndex:
 
     def set(self, node_id: str, capacity: Resources, allocated: Resources) -> None:
         """Add a node, or record its new capacity or allocation (nothing to do if unchanged)."""
-        entry = self._nodes.get(node_id)
-        if entry is not None and entry[0].capacity == capacity and entry[0].allocated == allocated:
+        node = self._nodes.get(node_id)
+        if node is not None and node.allocated == allocated and node.capacity == capacity:
             return
         self._record_undo(node_id)
         self._put(NodeCapacity(node_id, capacity, allocated))
@@ -93,7 +112,7 @@ class CapacityIndex:
 
     def take(self, node_id: str, amount: Resources) -> None:
         """Allocate ``amount`` more on a node (a tentative placement inside :meth:`scratch`)."""
-        node, _ = self._nodes[node_id]
+        node = self._nodes[node_id]
         self.set(node_id, node.capacity, node.allocated + amount)
 
     def scratch(self) -> Scratch:
@@ -103,8 +122,7 @@ class CapacityIndex:
     # ------------------------------------------------------------------ queries
 
     def get(self, node_id: str) -> NodeCapacity | None:
-        entry = self._nodes.get(node_id)
-        return None if entry is None else entry[0]
+        return self._nodes.get(node_id)
 
     @property
     def total_capacity(self) -> Resources:
@@ -133,21 +151,27 @@ class CapacityIndex:
         nodes = self._nodes
         for level, bucket in enumerate(self._buckets):
             for node_id in bucket:
-                yield level, nodes[node_id][0]
+                yield level, nodes[node_id]
 
     def nodes(self) -> Iterator[NodeCapacity]:
-        for node, _ in self._nodes.values():
-            yield node
+        yield from self._nodes.values()
 
     # ------------------------------------------------------------------ internals
 
     def _put(self, node: NodeCapacity) -> None:
-        self._drop(node.node_id)
-        level = allocated_level(node.capacity, node.allocated)
-        self._nodes[node.node_id] = (node, level)
-        self._buckets[level][node.node_id] = None
-        self._total = self._total + node.capacity
-        self._shapes[node.capacity] = self._shapes.get(node.capacity, 0) + 1
+        previous = self._nodes.get(node.node_id)
+        if previous is not None and previous.capacity == node.capacity:
+            # The common case, a new allocation: move buckets only if the level changed.
+            if previous.level != node.level:
+                self._leave_bucket(node.node_id, previous.level)
+                self._buckets[node.level][node.node_id] = None
+            self._nodes[node.node_id] = node
+        else:
+            self._drop(node.node_id)
+            self._nodes[node.node_id] = node
+            self._buckets[node.level][node.node_id] = None
+            self._total = self._total + node.capacity
+            self._shapes[node.capacity] = self._shapes.get(node.capacity, 0) + 1
         free = node.free
         heapq.heappush(self._free_cpu, (-free.cpu, node.node_id))
         heapq.heappush(self._free_memory, (float(-free.memory_mb), node.node_id))
@@ -155,17 +179,9 @@ class CapacityIndex:
             self._rebuild_heaps()
 
     def _drop(self, node_id: str) -> None:
-        entry = self._nodes.pop(node_id, None)
-        if entry is not None:
-            node, level = entry
-            bucket = self._buckets[level]
-            del bucket[node_id]
-            # A dict keeps the slots of deleted keys until it grows again, and iterating it
-            # walks them all: once a bucket holds more holes than nodes, compact it.
-            self._holes[level] += 1
-            if self._holes[level] > 32 and self._holes[level] > len(bucket):
-                self._buckets[level] = dict(bucket)
-                self._holes[level] = 0
+        node = self._nodes.pop(node_id, None)
+        if node is not None:
+            self._leave_bucket(node_id, node.level)
             self._total = self._total - node.capacity
             left = self._shapes[node.capacity] - 1
             if left:
@@ -175,19 +191,29 @@ class CapacityIndex:
             if not self._nodes:
                 self._total = Resources()  # no float drift left behind
 
+    def _leave_bucket(self, node_id: str, level: int) -> None:
+        bucket = self._buckets[level]
+        del bucket[node_id]
+        # A dict keeps the slots of deleted keys until it grows again, and iterating it walks
+        # them all: once a bucket holds more holes than nodes, compact it.
+        self._holes[level] += 1
+        if self._holes[level] > 32 and self._holes[level] > len(bucket):
+            self._buckets[level] = dict(bucket)
+            self._holes[level] = 0
+
     def _top(self, heap: list[tuple[float, str]], *, cpu: bool) -> float | None:
         while heap:
             negative_free, node_id = heap[0]
-            entry = self._nodes.get(node_id)
-            if entry is not None:
-                free = entry[0].free
+            node = self._nodes.get(node_id)
+            if node is not None:
+                free = node.free
                 if -negative_free == (free.cpu if cpu else free.memory_mb):
                     return negative_free
             heapq.heappop(heap)
         return None
 
     def _rebuild_heaps(self) -> None:
-        nodes = [node for node, _ in self._nodes.values()]
+        nodes = list(self._nodes.values())
         self._free_cpu = [(-n.free.cpu, n.node_id) for n in nodes]
         self._free_memory = [(float(-n.free.memory_mb), n.node_id) for n in nodes]
         heapq.heapify(self._free_cpu)
@@ -195,8 +221,7 @@ class CapacityIndex:
 
     def _record_undo(self, node_id: str) -> None:
         if self._scratch is not None:
-            entry = self._nodes.get(node_id)
-            self._scratch.append((node_id, None if entry is None else entry[0]))
+            self._scratch.append((node_id, self._nodes.get(node_id)))
 
     def _undo(self, log: list[tuple[str, NodeCapacity | None]]) -> None:
         for node_id, previous in reversed(log):
@@ -207,17 +232,27 @@ class CapacityIndex:
 
 
 class Scratch:
-    """Tentative changes to a :class:`CapacityIndex`, undone when the ``with`` block ends."""
+    """Tentative changes to a :class:`CapacityIndex`, undone when the ``with`` block ends unless
+    :meth:`keep` was called.  A scratch opened inside another joins it: the outer one decides."""
 
     def __init__(self, index: CapacityIndex) -> None:
         self._index = index
+        self._nested = False
 
     def __enter__(self) -> CapacityIndex:
-        if self._index._scratch is not None:
-            raise RuntimeError("a scratch pass is already open on this index")
-        self._index._scratch = []
+        self._nested = self._index._scratch is not None
+        if not self._nested:
+            self._index._scratch = []
         return self._index
 
+    def keep(self) -> None:
+        """Keep the changes made so far: the shell applied the plan, and its records now say
+        what the index already does (so applying them changed nothing in the index)."""
+        if not self._nested and self._index._scratch is not None:
+            self._index._scratch = []
+
     def __exit__(self, *exc: object) -> None:
+        if self._nested:
+            return
         log, self._index._scratch = self._index._scratch or [], None
         self._index._undo(log)

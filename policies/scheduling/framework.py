@@ -272,7 +272,13 @@ class LeastAllocated:
     load (Kubernetes' NodeResourcesFit with LeastAllocated, over DRF shares)."""
 
     def score(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> float:
-        return 1.0 - (node.allocated + ask.resources).dominant_share(node.capacity)
+        capacity, allocated, request = node.capacity, node.allocated, ask.resources
+        share = 0.0
+        if capacity.cpu > 0:
+            share = (allocated.cpu + request.cpu) / capacity.cpu
+        if capacity.memory_mb > 0:
+            share = max(share, (allocated.memory_mb + request.memory_mb) / capacity.memory_mb)
+        return 1.0 - share
 
 
 @dataclass(frozen=True)
