@@ -239,6 +239,12 @@ def _assignment(text: str) -> tuple[str, str]:
 
 def _typed(cls: type, key: str, value: str) -> object:
     kind = {f.name: f.type for f in dataclasses.fields(cls)}[key]
+    if kind in ("bool", bool):
+        if value.lower() in ("true", "yes", "1", "on"):
+            return True
+        if value.lower() in ("false", "no", "0", "off"):
+            return False
+        raise UserError(f"--set {key}: expected true or false, got {value!r}")
     try:
         if kind in ("int", int):
             return int(value)

@@ -323,7 +323,9 @@ class Simulation:
         if not reports:
             return
         self._unit(lambda core, now: core.report_events(node.node_id, reports, now=now))
-        for job_id in {r.job_id for r in reports if not r.job_master}:
+        # Only an ending changes what a job master decides: hearing that an attempt runs moves
+        # it from LAUNCHING to RUNNING, which no decision and no progress count tells apart.
+        for job_id in {r.job_id for r in reports if not r.job_master and r.state.is_final}:
             self._wake_master(job_id)
 
     def _observe(self, node: _Node, task: _Task) -> None:
@@ -514,7 +516,11 @@ class Simulation:
             plan.on_allocation_lost(allocation_id)
         if result.kill_requested:
             plan.kill("killed")
-        heard = bool(result.granted or result.events or result.lost_allocations)
+        heard = bool(
+            result.granted
+            or result.lost_allocations
+            or any(task.state.is_final for task in result.events)
+        )
         said = bool(decisions.launches or decisions.releases) or decisions.asks != master.last_asks
         master.last_asks = decisions.asks
         if heard or said or result.kill_requested or self.settings.heartbeats == "all":
