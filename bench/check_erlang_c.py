@@ -71,8 +71,9 @@ def main() -> int:
     simulated = statistics.mean(o.start_time - o.submit_time for o in result.outcomes)
     expected = mmc_mean_wait(SLOTS, rate, 1 / SERVICE_MEAN)
     error = abs(simulated - expected) / expected
+    took = time.perf_counter() - start
     print(
-        f"M/M/{SLOTS} at load {args.load}, {args.jobs:,} jobs ({time.perf_counter() - start:.0f} s): "
+        f"M/M/{SLOTS} at load {args.load}, {args.jobs:,} jobs ({took:.0f} s): "
         f"simulated mean wait {simulated:.3f} s, Erlang C {expected:.3f} s, off by {error:.1%} "
         f"({'within' if error <= 0.05 else 'NOT within'} 5 %)"
     )
