@@ -1,0 +1,125 @@
+"""`sluice sim`: run, compare and import, as an operator uses them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sluice.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+WORKLOAD = """\
+seed: 3
+classes:
+  - name: batch
+    priority: 0
+    arrival: {process: poisson, rate: 1.0, count: 12}
+    phases:
+      - {name: map, tasks: 3, cpu: 1, memory_mb: 512, duration: 8}
+      - {name: reduce, after: [map], tasks: 1, cpu: 1, memory_mb: 512, duration: 4}
+  - name: urgent
+    priority: 5
+    arrival: {process: fixed, times: [2, 4]}
+    phases:
+      - {name: work, tasks: 2, cpu: 2, memory_mb: 1024, duration: 6}
+"""
+
+
+@pytest.fixture
+def workload(tmp_path: Path) -> Path:
+    path = tmp_path / "small.yaml"
+    path.write_text(WORKLOAD)
+    return path
+
+
+def test_run_writes_the_results_and_prints_the_summary(
+    workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    out = tmp_path / "results"
+    assert main(["sim", "run", str(workload), "--nodes", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "priority" in printed.out and "all" in printed.out and str(out) in printed.out
+    assert "jobs 14/14" in printed.err  # the progress line ends with every job done
+    written = {p.name for p in out.iterdir()}
+    assert {"jobs.csv", "jobs.json", "summary.json", "summary.txt"} <= written
+    assert {"completion_cdf.png", "utilisation.png"} <= written
+    jobs = json.loads((out / "jobs.json").read_text())
+    assert len(jobs) == 14 and all(j["state"] == "succeeded" for j in jobs)
+    meta = json.loads((out / "summary.json").read_text())["meta"]
+    assert (meta["seed"], meta["settings"]["nodes"]) == (3, 3)
+
+
+def test_run_json_prints_the_summary_only(workload: Path, tmp_path: Path, capsys):
+    args = ["sim", "run", str(workload), "--out", str(tmp_path / "r"), "--json", "--no-progress"]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    summary = json.loads(printed.out)
+    assert summary and printed.err == ""
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--set", "warp_speed=9"], "--set warp_speed: unknown setting"),
+        (["--set", "nodes"], "--set 'nodes': expected KEY=VALUE"),
+        (["--set", "round_interval=fast"], "--set round_interval: expected a number"),
+        (["--set", "client_mode=maybe"], "--set client_mode: expected true or false"),
+        (["--nodes", "0"], "settings: nodes: must be at least 1"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(workload: Path, capsys, extra: list[str], expected: str):
+    assert main(["sim", "run", str(workload), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("classes: []\nbogus: 1\n", "bogus"),
+        ("classes:\n  - name: a\n    priority: 0\n", "classes[0]"),
+        ("{{{{", "line"),
+    ],
+)
+def test_a_bad_workload_file_is_a_one_line_error(tmp_path: Path, capsys, text: str, expected: str):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["sim", "run", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1 and str(path) in err
+
+
+def test_a_missing_workload_file_is_a_one_line_error(tmp_path: Path, capsys):
+    assert main(["sim", "run", str(tmp_path / "none.yaml"), "--no-progress"]) == 2
+    assert "none.yaml" in capsys.readouterr().err
+
+
+def test_compare_runs_each_configuration_into_one_table(workload: Path, tmp_path: Path, capsys):
+    out = tmp_path / "cmp"
+    args = [
+        "sim", "compare", str(workload), "--no-progress", "--nodes", "2", "--out", str(out),
+        "--config", "baseline", "--config", "bigger:nodes=6",
+    ]  # fmt: skip
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "baseline" in table and "bigger" in table
+    assert {"comparison.txt", "comparison.json", "comparison.png"} <= {
+        p.name for p in out.iterdir()
+    }
+
+
+def test_imported_google_trace_runs(tmp_path: Path, capsys):
+    trace = tmp_path / "google.csv"
+    args = [
+        "sim", "import", "google",
+        "--job-events", str(FIXTURES / "google_job_events.csv"),
+        "--task-events", str(FIXTURES / "google_task_events.csv"),
+        "--machine-cpu", "16", "--machine-memory-mb", "65536", "-o", str(trace),
+    ]  # fmt: skip
+    assert main(args) == 0
+    assert "wrote" in capsys.readouterr().out
+    run = ["sim", "run", str(trace), "--no-progress", "--out", str(tmp_path / "r"), "--json"]
+    assert main(run) == 0
+    assert json.loads(capsys.readouterr().out)
