@@ -1,5 +1,11 @@
-"""The baseline placement decision: strict priority between jobs, FIFO within a priority,
-work-conserving, no preemption.
+"""The baseline placement decision as one exhaustive function: strict priority between jobs,
+FIFO within a priority, work-conserving, no preemption, every node scored for every container.
+
+The resource manager and the simulator place through the scheduling framework
+(:mod:`policies.scheduling.framework`, with its baseline plugins), which scales to 15,000 nodes;
+this function is the *reference* it is held to: on clusters of up to ``exhaustive_below`` nodes
+the framework's pass must place exactly as :func:`place` does (a property test pins it), and
+``bench/bench_placement.py`` compares the two at scale.
 
 This is what every later policy (slot reservation, container preemption, approximation) is
 measured against.  It is a pure function of an immutable snapshot, so a simulator can call it
