@@ -16,6 +16,7 @@ from policies.scheduling.jobspec import parse_job_spec
 from policies.scheduling.lifecycle import JobState, TaskState
 from simulator.engine import SimSettings, Simulation
 from simulator.workload import SimJob
+from sluice import local_cluster
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import start_cluster
 
@@ -42,7 +43,8 @@ def measured_durations(detail: rm_pb.JobDetail) -> dict[str, tuple[float, ...]]:
 
 
 def test_the_demo_workload_simulated_matches_the_live_run(tmp_path: Path):
-    cluster = start_cluster(tmp_path / "cluster", "process", nodes=NODES)
+    directory = tmp_path / "cluster"
+    cluster = start_cluster(directory, "process", nodes=NODES)
     try:
         # As `sluice demo` submits them: the batch job, then a second later the analytics job.
         batch = cluster.submit(example("batch.yaml"))
@@ -51,6 +53,7 @@ def test_the_demo_workload_simulated_matches_the_live_run(tmp_path: Path):
         details = {job_id: cluster.wait_final(job_id, timeout=180) for job_id in (batch, analytics)}
     finally:
         cluster.close()
+        local_cluster.down(directory, lambda _: None)
     for detail in details.values():
         assert JOB_STATE_FROM_PB[detail.summary.state] is JobState.SUCCEEDED
 
