@@ -81,10 +81,11 @@ def with_framework(name: str, nodes: int, asks: list[Resources], profile: Profil
     free = [nodes * NODE.cpu, float(nodes * NODE.memory_mb)]
     placed = refused = fragmented = 0
     first = -1.0
+    nowhere: dict[Resources, int] = {}  # kept from pass to pass, as the resource manager does
     start = time.perf_counter()
     for i, ask in enumerate(asks):
         pending = PendingAsk(f"j{i}", 0, i, "p", 1, ask)
-        plan = schedule_pass([pending], PassContext(now=0.0, cluster=index), profile)
+        plan = schedule_pass([pending], PassContext(now=0.0, cluster=index), profile, (), nowhere)
         if plan.placements:  # the shell applies it
             node = plan.placements[0].node_id
             current = index.get(node)

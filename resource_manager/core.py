@@ -160,6 +160,7 @@ class ResourceManagerCore:
         self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
         self._asks_grew = False  # since the last pass
         self._placed: list[Placement] = []  # applied, not yet drained by the shell
+        self._nowhere: dict[Resources, int] = {}  # sizes that fitted on no node, and when
         self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
         self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
         for job in tables.jobs.values():
@@ -399,7 +400,9 @@ class ResourceManagerCore:
         # say the same, so the index keeps the pass's changes instead of undoing and redoing them.
         scratch = self.tables.capacity.scratch()
         with scratch:
-            plan = schedule_pass(iter(self.pending), context, self.profile, self.pending.shapes())
+            plan = schedule_pass(
+                iter(self.pending), context, self.profile, self.pending.shapes(), self._nowhere
+            )
             for placement in plan.placements:
                 if self._grant(placement, now) and placement.kind is AllocationKind.TASK:
                     granted[placement.job_id, placement.phase] += 1

@@ -87,6 +87,8 @@ class CapacityIndex:
         self._total = Resources()
         self._shapes: dict[Resources, int] = {}  # distinct capacities -> how many nodes
         self._scratch: list[tuple[str, NodeCapacity | None]] | None = None
+        self._gains: list[str] = []  # nodes whose free amount grew (or that joined), in order
+        self._gains_base = 0  # the generation of _gains[0]
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -158,8 +160,30 @@ class CapacityIndex:
 
     # ------------------------------------------------------------------ internals
 
+    @property
+    def generation(self) -> int:
+        """Counts the times a node's free amount grew or a node joined."""
+        return self._gains_base + len(self._gains)
+
+    def gained_since(self, generation: int) -> list[str] | None:
+        """The nodes whose free amount grew (or that joined) since ``generation``, or None if
+        that is too long ago to tell.  What fitted on no node then can fit now only on them."""
+        if generation < self._gains_base:
+            return None
+        return self._gains[generation - self._gains_base :]
+
     def _put(self, node: NodeCapacity) -> None:
         previous = self._nodes.get(node.node_id)
+        if (
+            previous is None
+            or node.free.cpu > previous.free.cpu
+            or node.free.memory_mb > previous.free.memory_mb
+        ):
+            self._gains.append(node.node_id)
+            if len(self._gains) > 4 * len(self._nodes) + 1024:  # forget the older half
+                half = len(self._gains) // 2
+                del self._gains[:half]
+                self._gains_base += half
         if previous is not None and previous.capacity == node.capacity:
             # The common case, a new allocation: move buckets only if the level changed.
             if previous.level != node.level:

@@ -319,19 +319,27 @@ def schedule_pass(
     context: PassContext,
     profile: Profile,
     shapes: Collection[Resources] = (),
+    nowhere: dict[Resources, int] | None = None,
 ) -> Plan:
     """Plan placements for ``asks`` (in serving order) on ``context.cluster``; see the module
     docstring.  The index is left as it was: its changes are tentative (a scratch).
 
     ``shapes``, if given, are the distinct container sizes among ``asks``: once each of them has
     fitted nowhere (and no plugin makes the verdict depend on the job), no later ask can be
-    placed in this pass, and the pass stops instead of visiting the rest of the queue."""
+    placed in this pass, and the pass stops instead of visiting the rest of the queue.
+
+    ``nowhere``, if given, is kept by the shell from pass to pass: container sizes found to fit
+    on no node, with the index's :attr:`~CapacityIndex.generation` then.  Such a size can fit
+    now only on a node whose free amount grew since, so only those nodes are looked at, not all
+    of them (a fragmented cluster would otherwise cost a scan of every node per size and pass).
+    Used only when no plugin makes the verdict depend on the job."""
     placements: list[Placement] = []
     reservations: list[Reservation] = []
     preemptions: list[Preemption] = []
     waiting: list[PendingAsk] = []
     failed: list[tuple[str, Resources]] = []  # (job id, or "" for shape-only filters)
     shape_only = all(f.shape_only for f in profile.filters) and not profile.reserves
+    remembered = nowhere if shape_only and nowhere is not None else None
     with context.cluster.scratch() as cluster:
         for ask in asks:
             memo_key = "" if shape_only else ask.job_id
@@ -343,7 +351,19 @@ def schedule_pass(
                 if not all(permit.admit(ask, context) for permit in profile.permits):
                     waiting.append(ask)
                     break
-                node = _choose_node(ask, cluster, context, profile, failed, memo_key)
+                if remembered is not None and _still_nowhere(
+                    ask, cluster, context, profile, remembered
+                ):
+                    failed.append((memo_key, ask.resources))
+                    node = None
+                else:
+                    generation = cluster.generation
+                    node = _choose_node(ask, cluster, context, profile, failed, memo_key)
+                    if remembered is not None:
+                        if node is None:
+                            remembered[ask.resources] = generation
+                        else:
+                            remembered.pop(ask.resources, None)
                 if node is None:
                     for post_filter in profile.post_filters:
                         preemptions.extend(post_filter.preempt(ask, context))
@@ -405,6 +425,34 @@ def _choose_node(
         if score > best_score or (score == best_score and node.node_id < best.node_id):
             best, best_score = node, score
     return best
+
+
+def _still_nowhere(
+    ask: PendingAsk,
+    cluster: CapacityIndex,
+    context: PassContext,
+    profile: Profile,
+    nowhere: dict[Resources, int],
+) -> bool:
+    """True if ``ask``'s size fitted nowhere before and no node that gained room since can take
+    it now (the remembered verdict is then brought up to date)."""
+    since = nowhere.get(ask.resources)
+    if since is None:
+        return False
+    gained = cluster.gained_since(since)
+    if gained is None:
+        return False
+    generation = cluster.generation
+    for node_id in set(gained):
+        node = cluster.get(node_id)
+        if (
+            node is not None
+            and ask.resources.fits_in(node.free)
+            and all(f.feasible(ask, node, context) for f in profile.filters)
+        ):
+            return False
+    nowhere[ask.resources] = generation
+    return True
 
 
 def _known_to_fail(request: Resources, memo_key: str, failed: list[tuple[str, Resources]]) -> bool:

@@ -254,3 +254,69 @@ def test_on_small_clusters_the_pass_places_exactly_as_the_exhaustive_baseline(
     ]
     profile = Profile(queue_order=PriorityFifo(), scores=baseline_profile().scores)
     assert placed(run(index, framework_asks, profile)) == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ask", "ask", "release"]),
+            st.integers(0, 7),
+            st.sampled_from([(1, 512), (4, 1024), (2, 8192), (8, 2048), (3, 3072)]),
+        ),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_remembering_sizes_that_fit_nowhere_changes_no_placement(
+    steps: list[tuple[str, int, tuple[int, int]]],
+):
+    """A size that fitted on no node is looked for, in later passes, only on the nodes that
+    gained room since: the placements are exactly those of a pass that looks everywhere."""
+
+    def cluster() -> CapacityIndex:
+        return index_of(*[(f"n{i:02d}", 8, 8192, 0, 0) for i in range(8)])
+
+    remembering, forgetting = cluster(), cluster()
+    nowhere: dict[Resources, int] = {}
+    profile = baseline_profile(nodes_to_score=4)
+    for number, (action, node, (cpu, memory)) in enumerate(steps):
+        if action == "release":  # a node's containers all end
+            for index in (remembering, forgetting):
+                index.set(f"n{node:02d}", Resources(8, 8192), Resources())
+            continue
+        asks = [pending(f"j{number}", 3, cpu, memory, seq=number)]
+        plans = []
+        for index, memory_of_failures in ((remembering, nowhere), (forgetting, None)):
+            plan = schedule_pass(
+                asks, PassContext(now=0.0, cluster=index), profile, (), memory_of_failures
+            )
+            for placement in plan.placements:  # the shell applies the plan
+                held = index.get(placement.node_id)
+                assert held is not None
+                index.set(held.node_id, held.capacity, held.allocated + placement.resources)
+            plans.append(placed(plan))
+        assert plans[0] == plans[1]
+
+
+def test_a_size_that_fitted_nowhere_is_placed_on_the_node_that_gained_room():
+    index = index_of(*[(f"n{i:02d}", 8, 8192, 0, 0) for i in range(30)])
+    nowhere: dict[Resources, int] = {}
+    profile = baseline_profile(nodes_to_score=4)
+
+    def place(job: str, count: int) -> list[tuple[str, str]]:
+        plan = schedule_pass(
+            [pending(job, count, 8, 2048)], PassContext(0.0, index), profile, (), nowhere
+        )
+        for placement in plan.placements:
+            held = index.get(placement.node_id)
+            assert held is not None
+            index.set(held.node_id, held.capacity, held.allocated + placement.resources)
+        return placed(plan)
+
+    assert len(place("fill", 31)) == 30
+    assert set(nowhere) == {res(8, 2048)}  # remembered: it fits on no node
+    assert place("again", 1) == []  # only the nodes that gained room since are looked at
+    index.set("n05", res(8, 8192), Resources())  # n05's containers end
+    assert place("later", 1) == [("later", "n05")]
+    assert nowhere == {}
