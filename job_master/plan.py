@@ -202,10 +202,6 @@ class JobPlan:
                 self._open(name)
         self._check_done()
 
-    @property
-    def failed_attempts(self) -> dict[str, int]:
-        return {name: p.failed_attempts for name, p in self._phases.items() if p.failed_attempts}
-
     # ------------------------------------------------------------------ observations
 
     def on_granted(self, container: Container) -> None:

@@ -206,10 +206,6 @@ class SqliteStore:
             self._db.execute("ROLLBACK")
             self._in_transaction = False
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._in_transaction
-
     # -------------------------------------------------------------------- counters, settings
 
     def save_counter(self, name: str, value: int) -> None:

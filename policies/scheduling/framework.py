@@ -168,15 +168,6 @@ class Plan:
     reservations: tuple[Reservation, ...] = ()
     waiting: tuple[PendingAsk, ...] = ()
 
-    def is_empty(self) -> bool:
-        return not (
-            self.placements
-            or self.preemptions
-            or self.resumptions
-            or self.resizes
-            or self.reservations
-        )
-
 
 # ------------------------------------------------------------------------------ the points
 
