@@ -2,16 +2,18 @@
 1 Hz it sustains, and the grants job masters receive meanwhile.
 
 Run: .venv/bin/python bench/bench_rm_grpc.py [--agents 500 1000 2000 3000] [--masters 50]
-     [--seconds 20]
+     [--seconds 20] [--unary]
 
 It starts `sluice rm` on a free port, then, in this one process, simulated agents (async gRPC
-clients: register, then a heartbeat every second at their own phase, each reporting nothing) and
-job masters (client-mode jobs: register, then every 200 ms give back the containers whose task
-ended, each having run ``--hold`` seconds, and ask for as many again, so that the cluster stays
-full and containers keep turning over: slots / hold grants per second).  For each agent count it
+clients: register, then a heartbeat every second at their own phase, each reporting nothing, over
+a HeartbeatStream kept open per agent, or unary Heartbeat calls with ``--unary``) and job masters
+(client-mode jobs: register, then every 200 ms give back the containers whose task ended, each
+having run ``--hold`` seconds, and ask for as many again, so that the cluster stays full and
+containers keep turning over: slots / hold grants per second).  For each agent count it
 measures, over ``--seconds`` after a warm-up: the heartbeats per second and their latency p50 and
-p99 (from the call to the answer), and the containers granted per second.  The load generator
-shares the machine with the RM: the RM gets one core (taskset), the generator the other.
+p99 (from writing the request, or the call, to reading the answer), and the containers granted
+per second.  The load generator shares the machine with the RM: the RM gets one core (taskset),
+the generator the other.
 """
 
 from __future__ import annotations
@@ -58,31 +60,49 @@ class Stats:
     measuring: bool = False
 
 
-async def agent(stub: rm_grpc.NodeServiceStub, node_id: str, phase: float, stats: Stats) -> None:
-    await stub.RegisterNode(
-        rm_pb.RegisterNodeRequest(
-            node_id=node_id, address=f"{node_id}.invalid:7000", capacity=NODE, runtime="process"
-        )
+async def agent(
+    stub: rm_grpc.NodeServiceStub, node_id: str, phase: float, stats: Stats, unary: bool
+) -> None:
+    """Register, then heartbeat every second at ``phase``: over one HeartbeatStream kept open
+    (another after a failure), as agents do, or with unary calls (``unary``, as older agents
+    do).  The latency is from writing the request (the call) to reading its answer."""
+    registration = rm_pb.RegisterNodeRequest(
+        node_id=node_id, address=f"{node_id}.invalid:7000", capacity=NODE, runtime="process"
     )
+    while True:  # as agents do: again after a failure
+        try:
+            await stub.RegisterNode(registration, timeout=10)
+            break
+        except grpc.aio.AioRpcError:
+            # Thousands registering at once overflow the RM's queue of calls not yet taken up
+            # (gRPC's grpc.server.max_pending_requests, 1,000): gRPC cancels some of them.
+            await asyncio.sleep(1.0)
     await asyncio.sleep(phase)
+    stream: grpc.aio.StreamStreamCall | None = None
     next_beat = time.monotonic()
     while True:
+        request = rm_pb.HeartbeatRequest(node_id=node_id)
         start = time.monotonic()
         try:
-            answer = await stub.Heartbeat(rm_pb.HeartbeatRequest(node_id=node_id), timeout=10)
+            if unary:
+                answer = await stub.Heartbeat(request, timeout=10)
+            else:
+                if stream is None:
+                    stream = stub.HeartbeatStream()
+                await stream.write(request)
+                answer = await stream.read()
+                if answer is grpc.aio.EOF:
+                    raise EOFError("the RM ended the heartbeat stream")
+            latency = time.monotonic() - start
             if answer.reregister:
-                await stub.RegisterNode(
-                    rm_pb.RegisterNodeRequest(
-                        node_id=node_id,
-                        address=f"{node_id}.invalid:7000",
-                        capacity=NODE,
-                        runtime="process",
-                    )
-                )
+                await stub.RegisterNode(registration)
             if stats.measuring:
-                stats.heartbeat_latency.append(time.monotonic() - start)
+                stats.heartbeat_latency.append(latency)
                 stats.heartbeats += 1
-        except grpc.aio.AioRpcError:
+        except (grpc.aio.AioRpcError, EOFError):
+            if stream is not None:
+                stream.cancel()
+                stream = None
             if stats.measuring:
                 stats.failed += 1
         next_beat += 1.0
@@ -128,14 +148,16 @@ async def master(
 
 
 async def measure(
-    address: str, agents: int, masters: int, hold: float, seconds: float
+    address: str, agents: int, masters: int, hold: float, seconds: float, unary: bool = False
 ) -> dict[str, float]:
     stats = Stats()
     # Each real agent and job master has a connection of its own; one HTTP/2 connection per
     # AGENTS_PER_CONNECTION keeps this process's overhead down while not funnelling thousands
-    # of streams through one connection.
+    # of streams through one connection.  Channels alike share one connection unless each has
+    # its own subchannel pool: then the heartbeat streams, open for good, took every stream the
+    # connection allows, and calls beyond them (a registration) waited for ever.
     channels = [
-        grpc.aio.insecure_channel(address)
+        grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
         for _ in range(max(1, (agents + masters) // AGENTS_PER_CONNECTION))
     ]
     try:
@@ -146,6 +168,7 @@ async def measure(
                     f"a{agents}-{i:05d}",
                     i / agents,
                     stats,
+                    unary,
                 )
             )
             for i in range(agents)
@@ -184,15 +207,16 @@ async def measure(
     }
 
 
-def start_rm(state: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_rm(state: Path, core: int | None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `sluice rm`, pinned to ``core`` if given; its process and address."""
     address_file = state / "address"
     command = [
         sys.executable, "-m", "sluice", "rm", "--listen", "127.0.0.1:0",
         "--state-dir", str(state / "rm"), "--address-file", str(address_file),
         "--node-timeout", "60", "--log-level", "warning",
     ]  # fmt: skip
-    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1:
-        command = ["taskset", "-c", str(sorted(os.sched_getaffinity(0))[0]), *command]
+    if core is not None:
+        command = ["taskset", "-c", str(core), *command]
     with (state / "rm.log").open("wb") as log:
         process = subprocess.Popen(command, stderr=log)
     deadline = time.monotonic() + 60
@@ -211,14 +235,23 @@ def main() -> int:
     parser.add_argument(
         "--hold", type=float, default=10.0, help="seconds each granted container is used"
     )
+    parser.add_argument(
+        "--unary",
+        action="store_true",
+        help="agents heartbeat with unary Heartbeat calls (older agents), not HeartbeatStream",
+    )
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if len(cores) > 1:
+    # The RM's core is chosen before this process leaves it: asked afterwards, this process's
+    # affinity would name the generator's own core, and both would share it.
+    rm_core = cores[0] if len(cores) > 1 else None
+    if rm_core is not None:
         os.sched_setaffinity(0, set(cores[1:]))  # the generator off the RM's core
     print(
         f"os.cpu_count() = {os.cpu_count()}; the RM on one core, this load generator on the "
         f"rest; {args.masters} job masters keeping the cluster full, each container used "
-        f"{args.hold:g} s"
+        f"{args.hold:g} s; agents heartbeat "
+        + ("with unary calls" if args.unary else "over a stream each")
     )
     print(
         f"{'agents':>7} {'heartbeats/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'failed':>7} "
@@ -228,10 +261,10 @@ def main() -> int:
         for agents in args.agents:
             state = Path(directory) / f"run-{agents}"
             state.mkdir()
-            process, address = start_rm(state)
+            process, address = start_rm(state, rm_core)
             try:
                 figures = asyncio.run(
-                    measure(address, agents, args.masters, args.hold, args.seconds)
+                    measure(address, agents, args.masters, args.hold, args.seconds, args.unary)
                 )
             finally:
                 process.terminate()

@@ -251,7 +251,12 @@ class JobMaster:
                 state = TASK_STATE_FROM_PB.get(event.state)
                 if state is not None:
                     plan.on_task_event(
-                        event.task_id, event.attempt, state, event.exit_code, event.message
+                        event.task_id,
+                        event.attempt,
+                        state,
+                        event.exit_code,
+                        event.message,
+                        preempted=event.preempted,
                     )
                     if self._outcomes is not None and state.is_final:
                         self._outcomes.task_ended(

@@ -70,6 +70,7 @@ class TaskEvent:
     timestamp: float
     start_time: float
     job_master: bool = False
+    limits: Resources | None = None  # what the task runs at now (live tasks)
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,41 @@ class NodeAgent:
                 self.stop(key)
         return len(keys)
 
+    def live_keys_of(self, job_id: str, allocation_id: str) -> list[str]:
+        """The live tasks running in an allocation (one, normally)."""
+        with self._lock:
+            return [
+                key
+                for key, o in self._observed.items()
+                if o.job_id == job_id
+                and o.allocation_id == allocation_id
+                and o.state is not RunState.EXITED
+            ]
+
+    def suspend_allocation(self, job_id: str, allocation_id: str, reason: str) -> int:
+        """Freeze the live tasks of an allocation (the RM's preemption); returns how many."""
+        keys = self.live_keys_of(job_id, allocation_id)
+        for key in keys:
+            log.info("suspending %s: %s", key, reason)
+            with contextlib.suppress(UnknownTaskError):
+                self.suspend(key)
+        return len(keys)
+
+    def resume_allocation(self, job_id: str, allocation_id: str) -> int:
+        keys = self.live_keys_of(job_id, allocation_id)
+        for key in keys:
+            with contextlib.suppress(UnknownTaskError):
+                self.resume(key)
+        return len(keys)
+
+    def resize_allocation(self, job_id: str, allocation_id: str, limits: Resources) -> int:
+        """Set the limits of an allocation's live tasks (CPUs chosen afresh for the new size)."""
+        keys = self.live_keys_of(job_id, allocation_id)
+        for key in keys:
+            with contextlib.suppress(UnknownTaskError):
+                self.resize(key, limits, ())
+        return len(keys)
+
     def suspend(self, key: str) -> None:
         self._runtime_of(key).suspend(key)
         log.info("suspended %s", key)
@@ -355,6 +391,9 @@ class NodeAgent:
             timestamp=observation.finished_at or observation.started_at,
             start_time=observation.started_at,
             job_master=observation.task_id == MASTER_TASK_ID,
+            limits=None
+            if state.is_final
+            else Resources(observation.limits.cpu, observation.limits.memory_mb),
         )
 
     def _lifecycle_state(self, observation: RunObservation) -> tuple[TaskState, str]:

@@ -2,10 +2,10 @@
 
 Loops: a monitor (observes tasks every ``--monitor-interval``, sends task events to the RM as soon
 as they happen, re-sending what the RM did not acknowledge), a heartbeat (usage and live tasks
-out, RM commands in), and metrics (one ``NodeMetrics`` sample per ``--metrics-interval`` to the
-Kafka topic the RM names at registration, or ``--kafka``).  A lost RM is retried with backoff;
-tasks keep running meanwhile.  SIGTERM stops the agent but not its tasks: a restarted agent
-adopts them.
+out, RM commands in, over a gRPC stream kept open), and metrics (one ``NodeMetrics`` sample per
+``--metrics-interval`` to the Kafka topic the RM names at registration, or ``--kafka``).  A
+lost RM is retried with backoff; tasks keep running meanwhile.  SIGTERM stops the agent but not
+its tasks: a restarted agent adopts them.
 
 The agent's identity lives in ``<state-dir>/identity.json``: its node id, its cluster id and an
 instance id made once.  A restarted agent keeps them, so the RM tells it apart from a second
@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -112,6 +113,7 @@ def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
         node_id=node_id,
         start_time=event.start_time,
         job_master=event.job_master,
+        limits=None if event.limits is None else resources_to_pb(event.limits),
     )
 
 
@@ -122,6 +124,50 @@ _REFUSALS = (
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.INVALID_ARGUMENT,
 )
+
+
+class _HeartbeatStream:
+    """One open ``NodeService.HeartbeatStream`` call.
+
+    The RM answers each request with one response, in order, so :meth:`exchange` writes one
+    request and reads the next response.  Between heartbeats the call's request iterator (read
+    by gRPC on a thread of its own) waits on a queue.  Once an exchange raised, the stream is
+    dead: :meth:`close` it and open another.
+    """
+
+    def __init__(self, rm: rm_grpc.NodeServiceStub) -> None:
+        self._requests: queue.SimpleQueue[rm_pb.HeartbeatRequest | None] = queue.SimpleQueue()
+        self._call = rm.HeartbeatStream(iter(self._requests.get, None))
+        self._expired = threading.Event()
+
+    def exchange(self, request: rm_pb.HeartbeatRequest, timeout: float) -> rm_pb.HeartbeatResponse:
+        """Send ``request`` and return its answer.  Raises grpc.RpcError if the stream failed,
+        or if the answer did not come within ``timeout`` seconds (the call is then cancelled)."""
+        self._requests.put(request)
+        # A blocking read of a stream takes no timeout: a timer cancels the call instead.
+        watchdog = threading.Timer(timeout, self._expire)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            response: rm_pb.HeartbeatResponse = next(self._call)
+        except StopIteration:
+            raise grpc.RpcError("the resource manager ended the heartbeat stream") from None
+        except grpc.RpcError:
+            if self._expired.is_set():
+                raise grpc.RpcError(f"no answer within {timeout:g} s") from None
+            raise
+        finally:
+            watchdog.cancel()
+        return response
+
+    def _expire(self) -> None:
+        self._expired.set()
+        self._call.cancel()
+
+    def close(self) -> None:
+        """End the call at once, and its request iterator (whose thread then exits)."""
+        self._requests.put(None)
+        self._call.cancel()
 
 
 @dataclass(frozen=True)
@@ -191,6 +237,8 @@ class AgentDaemon:
         self._registered = False
         self._ever_registered = False
         self._rm_reachable = True
+        self._streaming = True  # until the RM answers the stream UNIMPLEMENTED (an older RM)
+        self._stream: _HeartbeatStream | None = None  # the open one, used by heartbeat_loop only
         self._commands = ThreadPoolExecutor(max_workers=4, thread_name_prefix="command")
 
     # ------------------------------------------------------------------ RM link
@@ -230,16 +278,47 @@ class AgentDaemon:
         )
 
     def heartbeat_loop(self, interval: float) -> None:
+        """Heartbeat every ``interval`` seconds until ``stop_event`` is set, registering first
+        and again whenever the RM asks.
+
+        The heartbeats go over one ``HeartbeatStream`` kept open from one to the next: one
+        request per interval, each of which must be answered within RPC_TIMEOUT, else the stream
+        has failed (and is cancelled).  On any failure the loop logs it (once until the RM
+        answers again), backs off (doubling up to MAX_BACKOFF), registers again if needed and
+        opens a new stream.  An RM that answers the stream UNIMPLEMENTED (an older RM) gets
+        unary ``Heartbeat`` calls for the rest of the run.  A refusal of the first registration
+        stops the agent (:attr:`refused`).  ``stop_event`` ends the loop at its next wait and
+        closes the stream: at once between heartbeats, else when the heartbeat in flight is
+        answered or times out.
+        """
+        try:
+            self._heartbeat_until_stopped(interval)
+        finally:
+            self._close_stream()
+
+    def _heartbeat_until_stopped(self, interval: float) -> None:
         backoff = interval
         while not self.stop_event.is_set():
             try:
                 if not self._registered:
                     self.register()
-                self._heartbeat()
+                if self._streaming:
+                    self._stream_heartbeat()
+                else:
+                    self._heartbeat()
                 self._rm_call_ok()
                 backoff = interval
             except grpc.RpcError as error:
+                self._close_stream()
                 code = error.code() if isinstance(error, grpc.Call) else None
+                if code is grpc.StatusCode.UNIMPLEMENTED and self._streaming:
+                    log.info(
+                        "the resource manager at %s has no heartbeat stream (an older version): "
+                        "heartbeating with unary calls from now on",
+                        self._rm_address,
+                    )
+                    self._streaming = False
+                    continue  # heartbeat again at once, the unary way
                 if code in _REFUSALS and not self._registered:
                     details = error.details() if isinstance(error, grpc.Call) else str(error)
                     if not self._ever_registered:
@@ -253,17 +332,37 @@ class AgentDaemon:
                 backoff = min(backoff * 2, MAX_BACKOFF)
             self.stop_event.wait(backoff)
 
+    def _stream_heartbeat(self) -> None:
+        """One heartbeat over the open stream (opened first if there is none).  Raises
+        grpc.RpcError if the stream failed; it must then be closed."""
+        request = self._heartbeat_request()
+        if self._stream is None:
+            self._stream = _HeartbeatStream(self._rm)
+        self._on_heartbeat_response(self._stream.exchange(request, RPC_TIMEOUT))
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
     def _heartbeat(self) -> None:
+        """One heartbeat as a unary call (an RM without the stream)."""
+        response = self._rm.Heartbeat(self._heartbeat_request(), timeout=RPC_TIMEOUT)
+        self._on_heartbeat_response(response)
+
+    def _heartbeat_request(self) -> rm_pb.HeartbeatRequest:
+        """What this node uses and runs now, made afresh for each heartbeat."""
         config = self.agent.config
-        response = self._rm.Heartbeat(
-            rm_pb.HeartbeatRequest(
-                node_id=config.node_id,
-                used=resources_to_pb(self.agent.used),
-                live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
-                instance_id=self.identity.instance_id,
-            ),
-            timeout=RPC_TIMEOUT,
+        return rm_pb.HeartbeatRequest(
+            node_id=config.node_id,
+            used=resources_to_pb(self.agent.used),
+            live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
+            instance_id=self.identity.instance_id,
         )
+
+    def _on_heartbeat_response(self, response: rm_pb.HeartbeatResponse) -> None:
+        """Act on the RM's answer: register again if it does not know this node, else start
+        each command not already being carried out (the RM repeats a command until done)."""
         if response.reregister:
             log.info("the resource manager does not know this node: registering again")
             self._registered = False
@@ -294,6 +393,17 @@ class AgentDaemon:
             elif kind == "stop_allocation":
                 stop = command.stop_allocation
                 self.agent.stop_allocation(stop.job_id, stop.allocation_id, stop.reason)
+            elif kind == "suspend_allocation":
+                suspend = command.suspend_allocation
+                self.agent.suspend_allocation(suspend.job_id, suspend.allocation_id, suspend.reason)
+            elif kind == "resume_allocation":
+                resume = command.resume_allocation
+                self.agent.resume_allocation(resume.job_id, resume.allocation_id)
+            elif kind == "resize_allocation":
+                resize = command.resize_allocation
+                self.agent.resize_allocation(
+                    resize.job_id, resize.allocation_id, resources_from_pb(resize.limits)
+                )
             else:
                 log.warning("ignoring an unknown command from the resource manager: %s", command)
         except Exception as error:

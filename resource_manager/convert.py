@@ -7,6 +7,7 @@ from plumbing.wire import (
     TASK_STATE_FROM_PB,
     TASK_STATE_TO_PB,
     progress_to_pb,
+    resources_from_pb,
     resources_to_pb,
 )
 from policies.scheduling.resources import Resources
@@ -68,6 +69,7 @@ def task_event_to_pb(task: TaskRecord) -> pb.TaskEvent:
         timestamp=task.finish_time or task.start_time,
         node_id=task.node_id,
         start_time=task.start_time,
+        preempted=task.preempted,
     )
 
 
@@ -88,6 +90,7 @@ def report_from_pb(message: pb.TaskEvent) -> TaskReport | None:
         timestamp=message.timestamp,
         start_time=message.start_time,
         job_master=message.job_master,
+        limits=resources_from_pb(message.limits) if message.HasField("limits") else None,
     )
 
 

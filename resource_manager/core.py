@@ -19,7 +19,16 @@ nodes) is found from timers (:meth:`ResourceManagerCore.next_wakeup`), never by 
 Nodes are driven by reconciliation, not by queued commands: every heartbeat answer is computed
 from what the RM wants the node to run and what the node just reported (:meth:`_commands_for`).
 A job master not yet seen on its node is launched again; a task no job should be running is
-stopped again; until the node's report shows it done.  A lost answer costs one interval.
+stopped again; a container whose goal (:mod:`policies.scheduling.containers`: run at its limits,
+suspend, stop) differs from what its node shows is told again; until the node's report shows
+it done.  A lost answer costs one interval.
+
+A pass's plan may preempt (kill, suspend or shrink a container), resume and resize: the core
+checks each against the current records and sets the container's goal; the nodes carry it out.
+What a container holds of its node follows what the node has shown, so capacity a freeze will
+free is not promised to anyone before the freeze is done.  A task killed by preemption is marked
+``preempted`` (its job master retries it without using up a retry), and its container is taken
+back from the job (reported to the job master as lost).
 
 Job masters have attempts, like YARN's application masters: when the node holding a job master
 is lost, or its process ends before it reports a final state, a new attempt is placed (up to
@@ -31,15 +40,23 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from policies.scheduling.asks import AskError, PhaseAsk, check_asks
+from policies.scheduling.containers import ContainerCommand, Goal, Shown, check_goal
+from policies.scheduling.containers import command_needed as container_command
 from policies.scheduling.framework import (
     PassContext,
     PendingAsk,
     Placement,
     Plan,
+    Preemption,
+    PreemptionAction,
+    Profile,
+    Resize,
+    Resumption,
     baseline_profile,
     schedule_pass,
 )
@@ -86,8 +103,11 @@ __all__ = [
     "LaunchMaster",
     "NodeCommand",
     "PhaseAsk",
+    "ResizeAllocation",
     "ResourceManagerCore",
+    "ResumeAllocation",
     "StopAllocation",
+    "SuspendAllocation",
 ]
 
 
@@ -129,7 +149,35 @@ class StopAllocation:
     reason: str
 
 
-NodeCommand = LaunchMaster | StopAllocation
+@dataclass(frozen=True)
+class SuspendAllocation:
+    """Freeze the task running in the container."""
+
+    job_id: str
+    allocation_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ResumeAllocation:
+    """Thaw the container's frozen task."""
+
+    job_id: str
+    allocation_id: str
+
+
+@dataclass(frozen=True)
+class ResizeAllocation:
+    """Set the limits the container's task runs at (never above its grant)."""
+
+    job_id: str
+    allocation_id: str
+    limits: Resources
+
+
+NodeCommand = (
+    LaunchMaster | StopAllocation | SuspendAllocation | ResumeAllocation | ResizeAllocation
+)
 
 
 @dataclass(frozen=True)
@@ -150,16 +198,20 @@ class MasterRegistration:
 class ResourceManagerCore:
     """All state transitions of the RM.  See the module docstring."""
 
-    def __init__(self, tables: Tables, settings: CoreSettings | None = None) -> None:
+    def __init__(
+        self, tables: Tables, settings: CoreSettings | None = None, profile: Profile | None = None
+    ) -> None:
+        """``profile``: the scheduling plugins (default: the baseline, from ``settings``)."""
         self.tables = tables
         self.settings = settings or CoreSettings()
-        self.profile = baseline_profile(
+        self.profile = profile or baseline_profile(
             max_master_share=self.settings.max_master_share,
             nodes_to_score=self.settings.nodes_to_score,
         )
         self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
         self._asks_grew = False  # since the last pass
         self._placed: list[Placement] = []  # applied, not yet drained by the shell
+        self._to_tell: dict[str, None] = {}  # nodes with a container goal changed, not drained
         self._nowhere: dict[Resources, int] = {}  # sizes that fitted on no node, and when
         self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
         self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
@@ -360,6 +412,13 @@ class ResourceManagerCore:
         placed, self._placed = self._placed, []
         return placed
 
+    def drain_nodes_to_tell(self) -> list[str]:
+        """The nodes whose containers got a new goal since the last call: their next heartbeat
+        answer carries commands (a shell that does not heartbeat idle nodes, the simulator,
+        heartbeats these).  Those of a rolled-back unit are gone with it."""
+        nodes, self._to_tell = list(self._to_tell), {}
+        return nodes
+
     @property
     def needs_pass(self) -> bool:
         """Could a pass place something now?  True after an ask appeared or grew, or capacity
@@ -411,7 +470,144 @@ class ResourceManagerCore:
             ask = self.pending.get((job_id, AllocationKind.TASK, phase))
             if ask is not None:
                 self._put_ask(replace(ask, count=max(0, ask.count - count)))
+        self._apply_goals(plan, now)
         return plan
+
+    # ================================================================ container goals
+
+    def _apply_goals(self, plan: Plan, now: Now) -> None:
+        """Carry out a plan's preemptions, resumptions and resizes, each checked against the
+        records as they are now; one that no longer holds is dropped and logged."""
+        changes: list[Callable[[], AllocationRecord | None]] = [
+            *(partial(self.preempt, p, now=now) for p in plan.preemptions),
+            *(partial(self.resume, r, now=now) for r in plan.resumptions),
+            *(partial(self.resize, r, now=now) for r in plan.resizes),
+        ]
+        for change in changes:
+            try:
+                change()
+            except (ConflictError, NotFoundError) as error:
+                log.warning("dropping a stale change of the plan: %s", error)
+
+    def preempt(self, preemption: Preemption, *, now: Now) -> AllocationRecord | None:
+        """Kill, suspend or shrink a task container (never a job master's).  Returns the
+        container with its new goal (None once a kill took an idle container back).  Raises
+        NotFoundError or ConflictError, changing nothing, when the change does not hold."""
+        allocation = self._goal_target(preemption.allocation_id)
+        if preemption.action is PreemptionAction.KILL:
+            return self._set_goal(allocation, Goal.STOP, allocation.limits, preemption.reason)
+        if preemption.action is PreemptionAction.SUSPEND:
+            return self._set_goal(allocation, Goal.SUSPEND, allocation.limits, preemption.reason)
+        if preemption.limits is None:
+            raise ConflictError(f"{allocation.allocation_id}: a shrink needs limits")
+        return self._resize(allocation, preemption.limits, preemption.reason)
+
+    def resume(self, resumption: Resumption, *, now: Now) -> AllocationRecord | None:
+        """Let a suspended or shrunk container run with its whole grant again; refused while
+        its node has no room for the grant."""
+        allocation = self._goal_target(resumption.allocation_id)
+        self._check_room(allocation, Goal.RUN, None)
+        return self._set_goal(allocation, Goal.RUN, None, "resumed")
+
+    def resize(self, resize: Resize, *, now: Now) -> AllocationRecord | None:
+        """Set a container's limits, positive and within its grant; growing is refused while
+        its node has no room."""
+        return self._resize(self._goal_target(resize.allocation_id), resize.limits, "resized")
+
+    def change_task(
+        self,
+        job_id: str,
+        task_id: str,
+        action: PreemptionAction | None,
+        *,
+        limits: Resources | None = None,
+        reason: str = "",
+        now: Now,
+    ) -> AllocationRecord | None:
+        """An operator's change to the container of a task's latest live attempt: ``action``
+        KILL, SUSPEND or SHRINK (to ``limits``, which may also grow it back), or None to
+        resume it.  Raises NotFoundError or ConflictError with a one-line reason."""
+        job = self.job(job_id)
+        if job.state.is_final:
+            raise ConflictError(f"job {job_id} is {job.state.value}")
+        attempts = [
+            t
+            for t in self.tables.tasks_of_job(job_id)
+            if t.task_id == task_id and not t.state.is_final
+        ]
+        if not attempts:
+            raise NotFoundError(f"task {task_id!r} of {job_id} has no live attempt")
+        allocation_id = max(attempts, key=lambda t: t.attempt).allocation_id
+        why = reason or "by an operator"
+        if action is None:
+            return self.resume(Resumption(allocation_id), now=now)
+        return self.preempt(Preemption(allocation_id, action, why, limits), now=now)
+
+    def _resize(
+        self, allocation: AllocationRecord, limits: Resources, reason: str
+    ) -> AllocationRecord | None:
+        if not (limits.cpu > 0 and limits.memory_mb > 0 and limits.fits_in(allocation.resources)):
+            grant = allocation.resources
+            raise ConflictError(
+                f"{allocation.allocation_id}: limits of {limits.cpu:g} cpu, {limits.memory_mb} "
+                f"MiB must be positive and within its grant of {grant.cpu:g} cpu, "
+                f"{grant.memory_mb} MiB"
+            )
+        full = None if limits == allocation.resources else limits
+        self._check_room(allocation, Goal.RUN, full)
+        return self._set_goal(allocation, Goal.RUN, full, reason)
+
+    def _goal_target(self, allocation_id: str) -> AllocationRecord:
+        allocation = self.allocations.get(allocation_id)
+        if allocation is None or allocation.is_master:
+            raise NotFoundError(f"no task container {allocation_id!r}")
+        return allocation
+
+    def _check_room(
+        self, allocation: AllocationRecord, goal: Goal, limits: Resources | None
+    ) -> None:
+        """Refuse a change that would make the container hold more than its node has free."""
+        node = self.nodes.get(allocation.node_id)
+        after = replace(allocation, goal=goal, limits=limits).holds
+        others = self.tables.allocated_on(allocation.node_id) - allocation.holds
+        if node is None or node.state is not NodeState.READY:
+            raise ConflictError(f"{allocation.allocation_id}: node {allocation.node_id} is lost")
+        if not (others + after).fits_in(node.capacity):
+            raise ConflictError(
+                f"{allocation.allocation_id}: node {allocation.node_id} has no room for "
+                f"{after.cpu:g} cpu, {after.memory_mb} MiB now"
+            )
+
+    def _set_goal(
+        self, allocation: AllocationRecord, goal: Goal, limits: Resources | None, reason: str
+    ) -> AllocationRecord | None:
+        if (goal, limits) == (allocation.goal, allocation.limits):
+            return allocation  # asked again (a later pass) while it is being carried out
+        try:
+            check_goal(allocation.goal, goal)
+        except TransitionError as error:
+            raise ConflictError(f"{allocation.allocation_id}: {error}") from None
+        log.info(
+            "container %s of %s on %s: %s%s (%s)",
+            allocation.allocation_id,
+            allocation.job_id,
+            allocation.node_id,
+            goal.value,
+            "" if limits is None else f" at {limits.cpu:g} cpu, {limits.memory_mb} MiB",
+            reason,
+        )
+        changed = replace(allocation, goal=goal, limits=limits, goal_reason=reason)
+        node_id = allocation.node_id
+        if node_id not in self._to_tell:
+            self._to_tell[node_id] = None
+            self.tables.journal(lambda: self._to_tell.pop(node_id, None))
+        if goal is Goal.STOP and allocation.shown is Shown.IDLE:
+            # Nothing runs in it: take it back now.
+            self.tables.remove_allocation(allocation.allocation_id)
+            self._note_lost(allocation.job_id, allocation.allocation_id)
+            return None
+        self.tables.put_allocation(changed)
+        return changed
 
     # ================================================================ job masters
 
@@ -777,6 +973,7 @@ class ResourceManagerCore:
                 seq=0,
                 start_time=report.start_time or report.timestamp or now.wall,
             )
+        self._observe_container(task.allocation_id, report)
         if task.state == report.state:
             return
         try:
@@ -784,16 +981,46 @@ class ResourceManagerCore:
         except TransitionError:
             log.debug("ignoring stale report %s for %s", report.state.value, key)
             return
+        allocation = self.allocations.get(task.allocation_id)
+        preempted = (
+            report.state is TaskState.KILLED
+            and allocation is not None
+            and allocation.goal is Goal.STOP
+        )
         self.tables.put_task(
             replace(
                 task,
                 state=report.state,
                 exit_code=report.exit_code,
-                message=report.message,
+                message=f"preempted: {allocation.goal_reason}"
+                if preempted and allocation is not None
+                else report.message,
                 finish_time=(report.timestamp or now.wall) if report.state.is_final else 0.0,
                 seq=self.tables.next_counter("event"),
+                preempted=preempted,
             )
         )
+        if report.state.is_final and allocation is not None and allocation.goal is Goal.STOP:
+            # A preempted container goes back to the cluster once its task is shown stopped.
+            self.tables.remove_allocation(allocation.allocation_id)
+            self._note_lost(allocation.job_id, allocation.allocation_id)
+
+    def _observe_container(self, allocation_id: str, report: TaskReport) -> None:
+        """Record what the node shows of a task container: the state and limits of its task."""
+        allocation = self.allocations.get(allocation_id)
+        if allocation is None:
+            return
+        if report.state is TaskState.SUSPENDED:
+            shown = Shown.SUSPENDED
+        elif report.state.is_final:
+            shown = Shown.IDLE
+        else:
+            shown = Shown.RUNNING  # LAUNCHING counts as running: its process may be starting
+        limits = report.limits if shown is not Shown.IDLE else None
+        if limits is not None and limits == allocation.resources:
+            limits = None
+        if (shown, limits) != (allocation.shown, allocation.shown_limits):
+            self.tables.put_allocation(replace(allocation, shown=shown, shown_limits=limits))
 
     def _observe_master(self, report: TaskReport, now: Now) -> None:
         """A job master's process ended: release its container; if it was the job's current
@@ -824,6 +1051,8 @@ class ResourceManagerCore:
             return f"allocation {report.allocation_id} is not {report.job_id}'s"
         if allocation.is_master != report.job_master:
             return f"allocation {report.allocation_id} is not for this process"
+        if allocation.goal is Goal.STOP:
+            return f"preempted: {allocation.goal_reason}"
         if report.job_master and job.master_allocation != allocation.allocation_id:
             return "a newer job master attempt replaced it"
         if not job.state.is_final:
@@ -876,7 +1105,33 @@ class ResourceManagerCore:
             if reason is not None:
                 stopping.add(report.allocation_id)
                 commands.append(StopAllocation(report.job_id, report.allocation_id, reason))
+            elif not report.job_master:
+                command = self._container_command(report)
+                if command is not None:
+                    stopping.add(report.allocation_id)
+                    commands.append(command)
         return commands
+
+    def _container_command(self, report: TaskReport) -> NodeCommand | None:
+        """What brings a task's container to its goal, given what the node just showed."""
+        allocation = self.allocations.get(report.allocation_id)
+        if allocation is None:
+            return None
+        shown = Shown.SUSPENDED if report.state is TaskState.SUSPENDED else Shown.RUNNING
+        needed = container_command(
+            allocation.resources, allocation.goal, allocation.limits, shown, report.limits
+        )
+        if needed is ContainerCommand.SUSPEND:
+            return SuspendAllocation(
+                allocation.job_id, allocation.allocation_id, allocation.goal_reason
+            )
+        if needed is ContainerCommand.RESUME:
+            return ResumeAllocation(allocation.job_id, allocation.allocation_id)
+        if needed is ContainerCommand.RESIZE:
+            return ResizeAllocation(
+                allocation.job_id, allocation.allocation_id, allocation.current_limits
+            )
+        return None  # STOP is a stop reason, answered above
 
     def _lose_node(self, node_id: str, now: Now) -> None:
         node = self.nodes[node_id]

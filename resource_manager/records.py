@@ -2,7 +2,8 @@
 
 Immutable dataclasses, free of protobuf: the gRPC layer converts at the edge (convert.py), and
 every change is a new record put into :class:`resource_manager.tables.Tables`, which can undo it.
-Desired state (``kill_requested``) is kept apart from observed state (``state``).
+Desired state (``kill_requested``, an allocation's ``goal``) is kept apart from observed state
+(``state``, an allocation's ``shown``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from policies.scheduling.containers import Goal, Shown, holds
 from policies.scheduling.framework import AllocationKind
 from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState, TaskState
@@ -19,11 +21,13 @@ from policies.scheduling.resources import Resources
 __all__ = [
     "AllocationKind",
     "AllocationRecord",
+    "Goal",
     "JobRecord",
     "NodeRecord",
     "NodeState",
     "Now",
     "PhaseProgress",
+    "Shown",
     "TaskKey",
     "TaskRecord",
     "TaskReport",
@@ -80,6 +84,7 @@ class TaskRecord:
     start_time: float = 0.0
     finish_time: float = 0.0
     message: str = ""
+    preempted: bool = False  # ended by a kill the scheduler chose (it uses up no retry)
 
     @property
     def key(self) -> TaskKey:
@@ -92,7 +97,12 @@ class AllocationRecord:
     phase of a TASK container and is empty for a JOB_MASTER one.
 
     ``delivered`` turns true once the job master has been told of it, so a grant made just
-    before an RM restart is still handed out after it."""
+    before an RM restart is still handed out after it.
+
+    ``resources`` is the grant.  ``goal`` and ``limits`` are what the RM wants of it (run at
+    ``limits``, None meaning the grant; suspend; stop), ``goal_reason`` why; ``shown`` and
+    ``shown_limits`` what its node last reported.  See :mod:`policies.scheduling.containers`
+    for the lifecycle and for what it :attr:`holds` of its node meanwhile."""
 
     allocation_id: str
     job_id: str
@@ -102,10 +112,31 @@ class AllocationRecord:
     resources: Resources
     granted_time: float
     delivered: bool = False
+    goal: Goal = Goal.RUN
+    limits: Resources | None = None
+    goal_reason: str = ""
+    shown: Shown = Shown.IDLE
+    shown_limits: Resources | None = None
 
     @property
     def is_master(self) -> bool:
         return self.kind is AllocationKind.JOB_MASTER
+
+    @property
+    def current_limits(self) -> Resources:
+        """The limits its task should run at: the grant unless shrunk."""
+        return self.resources if self.limits is None else self.limits
+
+    @property
+    def holds(self) -> Resources:
+        """What it holds of its node now: no other container may be given this."""
+        return holds(self.resources, self.goal, self.limits, self.shown, self.shown_limits)
+
+    @property
+    def free_for_others(self) -> Resources:
+        """What of its grant it does not hold now (a suspended task's CPU, a shrunk task's
+        difference), once its node has shown the change."""
+        return self.resources - self.holds
 
 
 class NodeState(enum.Enum):
@@ -148,3 +179,4 @@ class TaskReport:
     timestamp: float = 0.0
     start_time: float = 0.0
     job_master: bool = False
+    limits: Resources | None = None  # the limits its task runs at, when the node says

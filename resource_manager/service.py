@@ -3,13 +3,15 @@
 No scheduling logic lives here.  All servicers run on one asyncio event loop, so requests are
 applied one at a time without a lock, and a client stream that waits (``WatchJob``) holds no
 thread: however many users watch their jobs, heartbeats, registrations and task events are
-served.  Each request is one unit of work (:meth:`RMState.run`): if anything raises, memory
-and the database are left as they were before it.
+served.  Agents heartbeat over a stream each (``HeartbeatStream``, kept open: a message on it
+costs a fraction of a unary call) or with the unary ``Heartbeat``; both answer alike.  Each
+request, and each heartbeat on a stream, is one unit of work (:meth:`RMState.run`): if anything
+raises, memory and the database are left as they were before it.
 
 Errors the caller made (bad spec, bad ask, unknown id) become INVALID_ARGUMENT / NOT_FOUND /
 FAILED_PRECONDITION / ALREADY_EXISTS with a one-line message; nothing is created on refusal.  An
 unexpected error answers INTERNAL with a short message and logs one line (the traceback at
-debug level), and the RM keeps serving.
+debug level), and the RM keeps serving.  On a heartbeat stream, either ends that stream alone.
 """
 
 from __future__ import annotations
@@ -28,9 +30,18 @@ from plumbing.intervals import SCHEDULING_PASS_DELAY_S
 from plumbing.spec_text import load_job_document
 from plumbing.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.asks import PhaseAsk
+from policies.scheduling.framework import PreemptionAction
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
 from resource_manager import convert
-from resource_manager.core import LaunchMaster, NodeCommand, ResourceManagerCore, StopAllocation
+from resource_manager.core import (
+    LaunchMaster,
+    NodeCommand,
+    ResizeAllocation,
+    ResourceManagerCore,
+    ResumeAllocation,
+    StopAllocation,
+    SuspendAllocation,
+)
 from resource_manager.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -48,6 +59,16 @@ Clock = Callable[[], Now]
 T = TypeVar("T")
 MAX_IDEMPOTENCY_KEY = 64
 PASS_DELAY = SCHEDULING_PASS_DELAY_S
+
+
+MAX_REASON = 200
+# What a ChangeTask asks for: a preemption action, or None for a resumption.
+_TASK_CHANGES: dict[int, PreemptionAction | None] = {
+    rm_pb.TASK_SUSPEND: PreemptionAction.SUSPEND,
+    rm_pb.TASK_RESUME: None,
+    rm_pb.TASK_RESIZE: PreemptionAction.SHRINK,
+    rm_pb.TASK_PREEMPT: PreemptionAction.KILL,
+}
 
 
 def system_now() -> Now:
@@ -118,6 +139,9 @@ class RMState:
         placed = self.core.drain_placements()
         if placed:
             log.debug("placed %d containers", len(placed))
+        # Nodes heartbeat every interval whatever happens: their next answer carries the
+        # commands, so there is nothing to do with these but forget them.
+        self.core.drain_nodes_to_tell()
         self._arm_pass()
         return result
 
@@ -303,6 +327,41 @@ class JobServicer(rm_grpc.JobServiceServicer):
         )
         return convert.job_summary_to_pb(job)
 
+    async def ChangeTask(
+        self, request: rm_pb.ChangeTaskRequest, context: grpc.aio.ServicerContext
+    ) -> rm_pb.ChangeTaskResponse:
+        def change() -> rm_pb.ChangeTaskResponse:
+            if request.change not in _TASK_CHANGES:
+                raise InvalidRequestError("change", "must be suspend, resume, resize or preempt")
+            action = _TASK_CHANGES[request.change]
+            limits = None
+            if request.change == rm_pb.TASK_RESIZE:
+                if not request.HasField("limits"):
+                    raise InvalidRequestError("limits", "a resize needs limits")
+                limits = resources_from_pb(request.limits)
+            if len(request.reason) > MAX_REASON:
+                raise InvalidRequestError("reason", f"at most {MAX_REASON} characters")
+            changed = self._state.run(
+                lambda core, now: core.change_task(
+                    request.job_id,
+                    request.task_id,
+                    action,
+                    limits=limits,
+                    reason=request.reason,
+                    now=now,
+                )
+            )
+            if changed is None:  # a preempted container with nothing running: taken back
+                return rm_pb.ChangeTaskResponse(goal="stop")
+            return rm_pb.ChangeTaskResponse(
+                allocation_id=changed.allocation_id,
+                node_id=changed.node_id,
+                goal=changed.goal.value,
+                limits=resources_to_pb(changed.current_limits),
+            )
+
+        return await _answer(context, "ChangeTask", change)
+
     async def ListNodes(
         self, request: rm_pb.ListNodesRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ListNodesResponse:
@@ -368,6 +427,33 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
     async def Heartbeat(
         self, request: rm_pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.HeartbeatResponse:
+        return await self._beat(request, context, "Heartbeat")
+
+    async def HeartbeatStream(
+        self,
+        request_iterator: AsyncIterator[rm_pb.HeartbeatRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[rm_pb.HeartbeatResponse]:
+        """One agent's heartbeats over one stream: each request answered by one response, in
+        order, exactly as :meth:`Heartbeat` answers it.  A request the core refuses ends the
+        stream with the status and message the unary call would answer; the stream holds no
+        state between requests, so the agent opens another and goes on."""
+        node_id = "?"  # known from the first request
+        log.debug("a heartbeat stream opened from %s", context.peer())
+        try:
+            async for request in request_iterator:
+                node_id = request.node_id
+                yield await self._beat(request, context, "HeartbeatStream")
+        finally:
+            # Debug only: thousands of agents each hold a stream, and reconnect together.
+            log.debug("the heartbeat stream of node %s closed", node_id)
+
+    async def _beat(
+        self, request: rm_pb.HeartbeatRequest, context: grpc.aio.ServicerContext, what: str
+    ) -> rm_pb.HeartbeatResponse:
+        """Apply one heartbeat as one unit of work and answer what the node should do now; a
+        refusal aborts the call (``context``) with its status, as :func:`_answer` maps it."""
+
         def beat() -> tuple[bool, list[NodeCommand]]:
             live = self._state.reports(request.node_id, list(request.live_tasks))
             return self._state.run(
@@ -380,7 +466,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                 )
             )
 
-        reregister, commands = await _answer(context, "Heartbeat", beat)
+        reregister, commands = await _answer(context, what, beat)
         response = rm_pb.HeartbeatResponse(reregister=reregister)
         for command in commands:
             self._add_command(response, command)
@@ -403,6 +489,26 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     job_id=command.job_id,
                     allocation_id=command.allocation_id,
                     reason=command.reason,
+                )
+            )
+        elif isinstance(command, SuspendAllocation):
+            response.commands.add().suspend_allocation.CopyFrom(
+                rm_pb.SuspendAllocation(
+                    job_id=command.job_id,
+                    allocation_id=command.allocation_id,
+                    reason=command.reason,
+                )
+            )
+        elif isinstance(command, ResumeAllocation):
+            response.commands.add().resume_allocation.CopyFrom(
+                rm_pb.ResumeAllocation(job_id=command.job_id, allocation_id=command.allocation_id)
+            )
+        elif isinstance(command, ResizeAllocation):
+            response.commands.add().resize_allocation.CopyFrom(
+                rm_pb.ResizeAllocation(
+                    job_id=command.job_id,
+                    allocation_id=command.allocation_id,
+                    limits=resources_to_pb(command.limits),
                 )
             )
 

@@ -15,7 +15,9 @@ Schema history (a newer RM opens an older state directory and migrates it in pla
 
 * version 1 marked a job master's container with the phase name ``__master__``;
 * version 2 has a typed ``kind`` column, each job's ``master_attempt`` and ``idempotency_key``;
-* version 3 stores each job's spec once, in ``job_specs``, apart from its mutable state.
+* version 3 stores each job's spec once, in ``job_specs``, apart from its mutable state;
+* version 4 adds each container's goal and what its node showed (suspended, shrunk), and marks
+  the task attempts a preemption killed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+from policies.scheduling.containers import Goal, Shown
 from policies.scheduling.jobspec import JobSpec, SpecError, job_spec_to_document, parse_job_spec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
@@ -40,7 +43,7 @@ from resource_manager.store import HotState, StoreError
 
 __all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StoreError"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -77,6 +80,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     start_time REAL NOT NULL,
     finish_time REAL NOT NULL,
     message TEXT NOT NULL,
+    preempted INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (job_id, task_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_seq ON tasks (job_id, seq);
@@ -89,7 +93,14 @@ CREATE TABLE IF NOT EXISTS allocations (
     memory_mb INTEGER NOT NULL,
     granted_time REAL NOT NULL,
     delivered INTEGER NOT NULL,
-    kind TEXT NOT NULL DEFAULT 'task'
+    kind TEXT NOT NULL DEFAULT 'task',
+    goal TEXT NOT NULL DEFAULT 'run',
+    limit_cpu REAL,
+    limit_memory_mb INTEGER,
+    goal_reason TEXT NOT NULL DEFAULT '',
+    shown TEXT NOT NULL DEFAULT 'idle',
+    shown_cpu REAL,
+    shown_memory_mb INTEGER
 );
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
@@ -115,14 +126,33 @@ CREATE TABLE job_specs (job_id TEXT PRIMARY KEY, spec TEXT NOT NULL);
 INSERT INTO job_specs (job_id, spec) SELECT job_id, spec FROM jobs;
 ALTER TABLE jobs DROP COLUMN spec;
 """
+# Version 3 -> 4: container goals and what nodes showed; preempted task attempts.  Columns are
+# added to the tables that exist (a table created afresh below has them already).
+_MIGRATE_3_TO_4 = {
+    "tasks": ["preempted INTEGER NOT NULL DEFAULT 0"],
+    "allocations": [
+        "goal TEXT NOT NULL DEFAULT 'run'",
+        "limit_cpu REAL",
+        "limit_memory_mb INTEGER",
+        "goal_reason TEXT NOT NULL DEFAULT ''",
+        "shown TEXT NOT NULL DEFAULT 'idle'",
+        "shown_cpu REAL",
+        "shown_memory_mb INTEGER",
+    ],
+}
 _FINAL_STATES = "('succeeded', 'failed', 'killed')"
 _JOB_COLUMNS = (
     "job_id, seq, state, submit_time, client_mode, kill_requested, start_time, "
     "finish_time, message, progress, master_node, master_allocation, master_attempt, "
     "idempotency_key"
 )
+_TASK_COLUMNS = (
+    "job_id, task_id, attempt, phase, state, node_id, allocation_id, seq, exit_code, "
+    "start_time, finish_time, message, preempted"
+)
 _ALLOCATION_COLUMNS = (
-    "allocation_id, job_id, phase, node_id, cpu, memory_mb, granted_time, delivered, kind"
+    "allocation_id, job_id, phase, node_id, cpu, memory_mb, granted_time, delivered, kind, "
+    "goal, limit_cpu, limit_memory_mb, goal_reason, shown, shown_cpu, shown_memory_mb"
 )
 
 
@@ -146,7 +176,7 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.synchronous}")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
             raise StoreError(f"{path}: state schema version {version}, expected {SCHEMA_VERSION}")
         self._db.execute("BEGIN IMMEDIATE")
         if version == 1:
@@ -157,6 +187,12 @@ class SqliteStore:
         if version in (1, 2):
             for statement in _MIGRATE_2_TO_3.strip().split(";\n"):
                 self._db.execute(statement)
+        if version in (1, 2, 3):
+            for table, columns in _MIGRATE_3_TO_4.items():
+                have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                for column in columns:
+                    if have and column.split()[0] not in have:
+                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         for statement in _SCHEMA.strip().split(";\n"):
             self._db.execute(statement)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -334,7 +370,8 @@ class SqliteStore:
         self._write(
             "tasks",
             task.key,
-            "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO tasks ({_TASK_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 task.job_id,
                 task.task_id,
@@ -348,12 +385,15 @@ class SqliteStore:
                 task.start_time,
                 task.finish_time,
                 task.message,
+                int(task.preempted),
             ),
         )
 
     def tasks_of_job(self, job_id: str) -> list[TaskRecord]:
         self._flush()
-        rows = self._db.execute("SELECT * FROM tasks WHERE job_id = ? ORDER BY seq", (job_id,))
+        rows = self._db.execute(
+            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE job_id = ? ORDER BY seq", (job_id,)
+        )
         return [
             TaskRecord(
                 job_id=row[0],
@@ -368,6 +408,7 @@ class SqliteStore:
                 start_time=row[9],
                 finish_time=row[10],
                 message=row[11],
+                preempted=bool(row[12]),
             )
             for row in rows.fetchall()
         ]
@@ -379,7 +420,7 @@ class SqliteStore:
             "allocations",
             allocation.allocation_id,
             f"INSERT OR REPLACE INTO allocations ({_ALLOCATION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 allocation.allocation_id,
                 allocation.job_id,
@@ -390,6 +431,11 @@ class SqliteStore:
                 allocation.granted_time,
                 int(allocation.delivered),
                 allocation.kind.value,
+                allocation.goal.value,
+                *_limits_row(allocation.limits),
+                allocation.goal_reason,
+                allocation.shown.value,
+                *_limits_row(allocation.shown_limits),
             ),
         )
 
@@ -414,4 +460,17 @@ class SqliteStore:
                 granted_time=row[6],
                 delivered=bool(row[7]),
                 kind=AllocationKind(row[8]),
+                goal=Goal(row[9]),
+                limits=_limits_from(row[10], row[11]),
+                goal_reason=row[12],
+                shown=Shown(row[13]),
+                shown_limits=_limits_from(row[14], row[15]),
             )
+
+
+def _limits_row(limits: Resources | None) -> tuple[float | None, int | None]:
+    return (None, None) if limits is None else (limits.cpu, limits.memory_mb)
+
+
+def _limits_from(cpu: float | None, memory_mb: int | None) -> Resources | None:
+    return None if cpu is None or memory_mb is None else Resources(cpu=cpu, memory_mb=memory_mb)

@@ -310,21 +310,25 @@ class Tables:
         return [self.allocations[a] for a in self._allocations_of_node.get(node_id)]
 
     def allocated_on(self, node_id: str) -> Resources:
+        """What the node's containers hold (:attr:`AllocationRecord.holds`): their grants, less
+        what suspended or shrunk ones have been shown to give back."""
         return self._allocated_on_node.get(node_id, Resources())
 
     def held_by_kind(self) -> dict[AllocationKind, Resources]:
-        """What the allocations of each kind hold together, cluster-wide."""
+        """What the allocations of each kind hold together, cluster-wide (as
+        :meth:`allocated_on` counts)."""
         return dict(self._held_by_kind)
 
     def _index_allocation(self, old: AllocationRecord | None, new: AllocationRecord | None) -> None:
-        # The same container with another flag (delivered): what its node holds is unchanged.
+        # The same container with another flag (delivered, a goal not yet carried out): what
+        # its node holds is unchanged.
         same_hold = (
             old is not None
             and new is not None
-            and (old.node_id, old.resources, old.kind) == (new.node_id, new.resources, new.kind)
+            and (old.node_id, old.holds, old.kind) == (new.node_id, new.holds, new.kind)
         )
         if old is not None:
-            self.freed = self.freed or new is None or new.resources != old.resources
+            self.freed = self.freed or new is None or not old.holds.fits_in(new.holds)
             del self.allocations[old.allocation_id]
             self._allocations_of_job.discard(old.job_id, old.allocation_id)
             self._undelivered_of_job.discard(old.job_id, old.allocation_id)
@@ -353,7 +357,7 @@ class Tables:
                 del self._delivered_of_job[allocation.job_id]
 
     def _add_allocated(self, allocation: AllocationRecord, sign: int) -> None:
-        amount = allocation.resources * sign
+        amount = allocation.holds * sign
         node_id = allocation.node_id
         total = self._allocated_on_node.get(node_id, Resources()) + amount
         if node_id in self._allocations_of_node.groups:

@@ -53,11 +53,19 @@ from plumbing.intervals import (
     SCHEDULING_PASS_DELAY_S,
 )
 from policies.scheduling.asks import PhaseAsk
-from policies.scheduling.framework import AllocationKind
+from policies.scheduling.framework import AllocationKind, Profile
 from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
-from resource_manager.core import CoreSettings, LaunchMaster, ResourceManagerCore, StopAllocation
+from resource_manager.core import (
+    CoreSettings,
+    LaunchMaster,
+    ResizeAllocation,
+    ResourceManagerCore,
+    ResumeAllocation,
+    StopAllocation,
+    SuspendAllocation,
+)
 from resource_manager.records import Now, TaskReport
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
@@ -134,6 +142,7 @@ class _Task:
     progress_at: float = 0.0  # when ``work`` was last brought up to date
     version: int = 0  # bumps invalidate scheduled completions
     duration: float = 0.0  # the work it started with
+    limits: Resources | None = None  # as resized (None: the grant)
 
 
 @dataclass
@@ -164,12 +173,19 @@ class _Master:
 class Simulation:
     """One run: ``Simulation(jobs, settings, seed).run()``."""
 
-    def __init__(self, jobs: Sequence[SimJob], settings: SimSettings, seed: int) -> None:
+    def __init__(
+        self,
+        jobs: Sequence[SimJob],
+        settings: SimSettings,
+        seed: int,
+        profile: Profile | None = None,
+    ) -> None:
+        """``profile``: the core's scheduling plugins (default: the baseline)."""
         settings.check()
         self.settings = settings
         self._seed = seed
         self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.name))
-        self.core = ResourceManagerCore(Tables(MemoryStore()), settings.core)
+        self.core = ResourceManagerCore(Tables(MemoryStore()), settings.core, profile)
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
         self.now = 0.0
@@ -189,6 +205,7 @@ class Simulation:
         self._where: dict[str, _Node] = {}  # task allocation -> its node
         self._lost_work: dict[str, float] = {}  # job -> task-seconds lost to kills
         self._preemptions: dict[str, int] = {}  # job -> containers preempted
+        self._suspended: set[str] = set()  # allocations whose task is frozen
 
     # ------------------------------------------------------------------ the event loop
 
@@ -249,6 +266,8 @@ class Simulation:
                 self._arm_heartbeat(self._nodes[placement.node_id])
             else:
                 self._wake_master(placement.job_id)
+        for node_id in self.core.drain_nodes_to_tell():
+            self._arm_heartbeat(self._nodes[node_id])
         if self.core.needs_pass and not self._pass_armed:
             self._pass_armed = True
             self.at(self.now + self.settings.pass_delay, self._pass)
@@ -313,7 +332,16 @@ class Simulation:
             if isinstance(command, LaunchMaster):
                 self._launch_master(node, command)
             elif isinstance(command, StopAllocation):
-                self._stop(node, command.allocation_id, TaskState.KILLED, command.reason)
+                if command.reason.startswith("preempted"):
+                    self.kill_task(command.allocation_id, command.reason)
+                else:
+                    self._stop(node, command.allocation_id, TaskState.KILLED, command.reason)
+            elif isinstance(command, SuspendAllocation):
+                self._suspend(node, command.allocation_id)
+            elif isinstance(command, ResumeAllocation):
+                self._resume(node, command.allocation_id)
+            elif isinstance(command, ResizeAllocation):
+                self._resize(node, command.allocation_id, command.limits)
         if every or commands:
             self._arm_heartbeat(node, every=every)  # re-sent until the reports show it done
 
@@ -347,6 +375,7 @@ class Simulation:
             start_time=task.start_time,
             timestamp=self.now,
             job_master=task.job_master,
+            limits=task.limits,
         )
 
     # ------------------------------------------------------------------ tasks on nodes
@@ -388,6 +417,45 @@ class Simulation:
             master = self._masters.get(task.job_id)
             if master is not None and master.allocation_id == allocation_id:
                 master.finished = True
+
+    def _suspend(self, node: _Node, allocation_id: str) -> None:
+        """Freeze a running task: no progress until resumed; nothing is lost."""
+        task = node.tasks.get(allocation_id)
+        if task is None or task.state is not TaskState.RUNNING:
+            return
+        if task.allocation_id not in self._suspended:
+            self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
+            self._suspended.add(task.allocation_id)
+        self.set_rate(allocation_id, 0.0)
+        task.state = TaskState.SUSPENDED
+        self._observe(node, task)
+
+    def _resume(self, node: _Node, allocation_id: str) -> None:
+        task = node.tasks.get(allocation_id)
+        if task is None or task.state is not TaskState.SUSPENDED:
+            return
+        self._suspended.discard(allocation_id)
+        task.state = TaskState.RUNNING
+        self.set_rate(allocation_id, self._full_rate(task))
+        self._observe(node, task)
+
+    def _resize(self, node: _Node, allocation_id: str, limits: Resources) -> None:
+        """New limits: a running task progresses at its CPU limit over its grant from now."""
+        task = node.tasks.get(allocation_id)
+        if task is None or task.state.is_final:
+            return
+        if task.limits is None and limits.cpu < task.granted.cpu:
+            self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
+        task.limits = None if limits == task.granted else limits
+        if task.state is TaskState.RUNNING:
+            self.set_rate(allocation_id, self._full_rate(task))
+        self._observe(node, task)
+
+    @staticmethod
+    def _full_rate(task: _Task) -> float:
+        if task.limits is None or task.granted.cpu <= 0:
+            return 1.0
+        return min(1.0, task.limits.cpu / task.granted.cpu)
 
     def set_rate(self, allocation_id: str, rate: float) -> None:
         """A task's rate of progress changes: its CPU limit over its grant (a shrunk container
@@ -511,7 +579,14 @@ class Simulation:
             plan.on_granted(self._container(allocation.allocation_id))
         for task in result.events:
             master.events_after = max(master.events_after, task.seq)
-            plan.on_task_event(task.task_id, task.attempt, task.state, task.exit_code, task.message)
+            plan.on_task_event(
+                task.task_id,
+                task.attempt,
+                task.state,
+                task.exit_code,
+                task.message,
+                preempted=task.preempted,
+            )
         for allocation_id in result.lost_allocations:
             plan.on_allocation_lost(allocation_id)
         if result.kill_requested:

@@ -170,6 +170,45 @@ def cmd_kill(args: argparse.Namespace) -> int:
     return 0
 
 
+_TASK_CHANGES = {
+    "suspend": rm_pb.TASK_SUSPEND,
+    "resume": rm_pb.TASK_RESUME,
+    "resize": rm_pb.TASK_RESIZE,
+    "preempt": rm_pb.TASK_PREEMPT,
+}
+
+
+def cmd_task(args: argparse.Namespace) -> int:
+    """Change a task's container through the RM, which has its node carry it out."""
+    request = rm_pb.ChangeTaskRequest(
+        job_id=args.job_id,
+        task_id=args.task,
+        change=_TASK_CHANGES[args.change],
+        reason=args.reason or "",
+    )
+    if args.change == "resize":
+        if args.cpu is None or args.memory_mb is None:
+            raise UserError("resize: give both --cpu and --memory-mb (the new limits)")
+        if args.cpu <= 0 or args.memory_mb <= 0:
+            raise UserError("resize: --cpu and --memory-mb must be positive")
+        request.limits.cpu = args.cpu
+        request.limits.memory_mb = args.memory_mb
+    client = _client(args)
+    try:
+        answer = client.jobs.ChangeTask(request, timeout=10)
+    finally:
+        client.close()
+    if not answer.allocation_id:
+        print(f"{args.job_id} {args.task}: container taken back (nothing ran in it)")
+    else:
+        print(
+            f"{args.job_id} {args.task}: container {answer.allocation_id} on {answer.node_id} "
+            f"to {answer.goal} at {answer.limits.cpu:g} cpu, {answer.limits.memory_mb} MiB "
+            "(its node carries it out at its next heartbeat)"
+        )
+    return 0
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     client = _client(args)
     try:
@@ -390,6 +429,18 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p.add_argument("job_id")
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_kill)
+
+    p = sub.add_parser(
+        "task", help="suspend, resume, resize or preempt a task's container (an operator's hand)"
+    )
+    p.add_argument("change", choices=sorted(_TASK_CHANGES))
+    p.add_argument("job_id")
+    p.add_argument("task", help="task id, e.g. map-3 (its latest live attempt)")
+    p.add_argument("--cpu", type=float, help="resize: the new CPU limit, within the grant")
+    p.add_argument("--memory-mb", type=int, help="resize: the new memory limit, within the grant")
+    p.add_argument("--reason", help="recorded with the change")
+    _add_cluster_options(p)
+    p.set_defaults(handler=cmd_task)
 
     p = sub.add_parser("logs", help="print a task's output (its latest attempt)")
     p.add_argument("job_id")

@@ -82,7 +82,7 @@ class JobSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
-    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "state", "exit_code", "message", "timestamp", "node_id", "start_time", "job_master")
+    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "state", "exit_code", "message", "timestamp", "node_id", "start_time", "job_master", "limits", "preempted")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,8 @@ class TaskEvent(_message.Message):
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     JOB_MASTER_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_id: str
     attempt: int
@@ -105,7 +107,9 @@ class TaskEvent(_message.Message):
     node_id: str
     start_time: float
     job_master: bool
-    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., timestamp: _Optional[float] = ..., node_id: _Optional[str] = ..., start_time: _Optional[float] = ..., job_master: _Optional[bool] = ...) -> None: ...
+    limits: Resources
+    preempted: bool
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., timestamp: _Optional[float] = ..., node_id: _Optional[str] = ..., start_time: _Optional[float] = ..., job_master: _Optional[bool] = ..., limits: _Optional[_Union[Resources, _Mapping]] = ..., preempted: _Optional[bool] = ...) -> None: ...
 
 class DataPlane(_message.Message):
     __slots__ = ("kafka_bootstrap", "metrics_topic", "outcomes_topic", "mqtt_url", "mqtt_topic_prefix", "aggregator_address")

@@ -94,7 +94,11 @@ class AgentServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SuspendTask(self, request, context):
-        """Returns once every process of the task is frozen.
+        """Suspend, resume and resize act on this node alone, for diagnosis and benchmarks.  The RM
+        owns each container's goal (run at its limits, suspend, stop) and its heartbeat answers
+        bring a task back to it: to change a task for good, use the RM's ChangeTask
+        (`sluice task ...`) or let its scheduler preempt.
+        Returns once every process of the task is frozen.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -8,11 +8,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class TaskChange(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_CHANGE_UNSPECIFIED: _ClassVar[TaskChange]
+    TASK_SUSPEND: _ClassVar[TaskChange]
+    TASK_RESUME: _ClassVar[TaskChange]
+    TASK_RESIZE: _ClassVar[TaskChange]
+    TASK_PREEMPT: _ClassVar[TaskChange]
+
 class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     NODE_STATE_UNSPECIFIED: _ClassVar[NodeState]
     NODE_READY: _ClassVar[NodeState]
     NODE_LOST: _ClassVar[NodeState]
+TASK_CHANGE_UNSPECIFIED: TaskChange
+TASK_SUSPEND: TaskChange
+TASK_RESUME: TaskChange
+TASK_RESIZE: TaskChange
+TASK_PREEMPT: TaskChange
 NODE_STATE_UNSPECIFIED: NodeState
 NODE_READY: NodeState
 NODE_LOST: NodeState
@@ -147,6 +160,32 @@ class JobDetail(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
     def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ...) -> None: ...
 
+class ChangeTaskRequest(_message.Message):
+    __slots__ = ("job_id", "task_id", "change", "limits", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    task_id: str
+    change: TaskChange
+    limits: _common_pb2.Resources
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., change: _Optional[_Union[TaskChange, str]] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ChangeTaskResponse(_message.Message):
+    __slots__ = ("allocation_id", "node_id", "goal", "limits")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    node_id: str
+    goal: str
+    limits: _common_pb2.Resources
+    def __init__(self, allocation_id: _Optional[str] = ..., node_id: _Optional[str] = ..., goal: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+
 class ListNodesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -228,12 +267,46 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, reregister: _Optional[bool] = ..., commands: _Optional[_Iterable[_Union[NodeCommand, _Mapping]]] = ...) -> None: ...
 
 class NodeCommand(_message.Message):
-    __slots__ = ("launch_master", "stop_allocation")
+    __slots__ = ("launch_master", "stop_allocation", "suspend_allocation", "resume_allocation", "resize_allocation")
     LAUNCH_MASTER_FIELD_NUMBER: _ClassVar[int]
     STOP_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    RESUME_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    RESIZE_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     launch_master: LaunchMaster
     stop_allocation: StopAllocation
-    def __init__(self, launch_master: _Optional[_Union[LaunchMaster, _Mapping]] = ..., stop_allocation: _Optional[_Union[StopAllocation, _Mapping]] = ...) -> None: ...
+    suspend_allocation: SuspendAllocation
+    resume_allocation: ResumeAllocation
+    resize_allocation: ResizeAllocation
+    def __init__(self, launch_master: _Optional[_Union[LaunchMaster, _Mapping]] = ..., stop_allocation: _Optional[_Union[StopAllocation, _Mapping]] = ..., suspend_allocation: _Optional[_Union[SuspendAllocation, _Mapping]] = ..., resume_allocation: _Optional[_Union[ResumeAllocation, _Mapping]] = ..., resize_allocation: _Optional[_Union[ResizeAllocation, _Mapping]] = ...) -> None: ...
+
+class SuspendAllocation(_message.Message):
+    __slots__ = ("job_id", "allocation_id", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    allocation_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ResumeAllocation(_message.Message):
+    __slots__ = ("job_id", "allocation_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    allocation_id: str
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ...) -> None: ...
+
+class ResizeAllocation(_message.Message):
+    __slots__ = ("job_id", "allocation_id", "limits")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    allocation_id: str
+    limits: _common_pb2.Resources
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
 
 class LaunchMaster(_message.Message):
     __slots__ = ("job_id", "allocation_id", "resources", "rm_address", "attempt")

@@ -61,6 +61,11 @@ class JobServiceStub:
                 request_serializer=sluice__pb_dot_resource__manager__pb2.GetJobRequest.SerializeToString,
                 response_deserializer=sluice__pb_dot_resource__manager__pb2.JobSummary.FromString,
                 _registered_method=True)
+        self.ChangeTask = channel.unary_unary(
+                '/sluice.v1.JobService/ChangeTask',
+                request_serializer=sluice__pb_dot_resource__manager__pb2.ChangeTaskRequest.SerializeToString,
+                response_deserializer=sluice__pb_dot_resource__manager__pb2.ChangeTaskResponse.FromString,
+                _registered_method=True)
         self.ListNodes = channel.unary_unary(
                 '/sluice.v1.JobService/ListNodes',
                 request_serializer=sluice__pb_dot_resource__manager__pb2.ListNodesRequest.SerializeToString,
@@ -111,6 +116,17 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChangeTask(self, request, context):
+        """An operator changes the container of a task's latest live attempt: suspend, resume, resize
+        (within its grant) or preempt (kill it; it is retried without using up a retry).  The RM
+        sets the container's goal and its node carries it out through its heartbeats.  NOT_FOUND
+        for an unknown job or a task with no live attempt; FAILED_PRECONDITION when the change
+        does not hold (a stopped container cannot be resumed, a node without room, ...).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListNodes(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -151,6 +167,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.KillJob,
                     request_deserializer=sluice__pb_dot_resource__manager__pb2.GetJobRequest.FromString,
                     response_serializer=sluice__pb_dot_resource__manager__pb2.JobSummary.SerializeToString,
+            ),
+            'ChangeTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeTask,
+                    request_deserializer=sluice__pb_dot_resource__manager__pb2.ChangeTaskRequest.FromString,
+                    response_serializer=sluice__pb_dot_resource__manager__pb2.ChangeTaskResponse.SerializeToString,
             ),
             'ListNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListNodes,
@@ -311,6 +332,33 @@ class JobService:
             _registered_method=True)
 
     @staticmethod
+    def ChangeTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobService/ChangeTask',
+            sluice__pb_dot_resource__manager__pb2.ChangeTaskRequest.SerializeToString,
+            sluice__pb_dot_resource__manager__pb2.ChangeTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ListNodes(request,
             target,
             options=(),
@@ -386,6 +434,11 @@ class NodeServiceStub:
                 request_serializer=sluice__pb_dot_resource__manager__pb2.HeartbeatRequest.SerializeToString,
                 response_deserializer=sluice__pb_dot_resource__manager__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
+        self.HeartbeatStream = channel.stream_stream(
+                '/sluice.v1.NodeService/HeartbeatStream',
+                request_serializer=sluice__pb_dot_resource__manager__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=sluice__pb_dot_resource__manager__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
         self.ReportTaskEvents = channel.unary_unary(
                 '/sluice.v1.NodeService/ReportTaskEvents',
                 request_serializer=sluice__pb_dot_resource__manager__pb2.ReportTaskEventsRequest.SerializeToString,
@@ -410,6 +463,16 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HeartbeatStream(self, request_iterator, context):
+        """The same heartbeats over one stream per agent, kept open for as long as the agent runs: a
+        message on an open stream costs the RM a fraction of a unary call.  The RM answers each
+        request with one response, in order; a request it refuses ends the stream with the status
+        the unary Heartbeat would answer.  Heartbeat stays for older agents and for tools.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportTaskEvents(self, request, context):
         """Task state changes, sent as soon as the agent observes them; idempotent.
         """
@@ -427,6 +490,11 @@ def add_NodeServiceServicer_to_server(servicer, server):
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
+                    request_deserializer=sluice__pb_dot_resource__manager__pb2.HeartbeatRequest.FromString,
+                    response_serializer=sluice__pb_dot_resource__manager__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'HeartbeatStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.HeartbeatStream,
                     request_deserializer=sluice__pb_dot_resource__manager__pb2.HeartbeatRequest.FromString,
                     response_serializer=sluice__pb_dot_resource__manager__pb2.HeartbeatResponse.SerializeToString,
             ),
@@ -490,6 +558,33 @@ class NodeService:
             request,
             target,
             '/sluice.v1.NodeService/Heartbeat',
+            sluice__pb_dot_resource__manager__pb2.HeartbeatRequest.SerializeToString,
+            sluice__pb_dot_resource__manager__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HeartbeatStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/sluice.v1.NodeService/HeartbeatStream',
             sluice__pb_dot_resource__manager__pb2.HeartbeatRequest.SerializeToString,
             sluice__pb_dot_resource__manager__pb2.HeartbeatResponse.FromString,
             options,

@@ -104,6 +104,7 @@ def observation(
     timestamp: float = 0.0,
     start_time: float = 0.0,
     job_master: bool = False,
+    limits: Resources | None = None,
 ) -> TaskReport:
     """A node agent's report of one task attempt."""
     return TaskReport(
@@ -117,4 +118,5 @@ def observation(
         timestamp=timestamp,
         start_time=start_time,
         job_master=job_master,
+        limits=limits,
     )

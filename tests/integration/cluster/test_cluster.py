@@ -184,12 +184,21 @@ def test_two_phase_job_runs_with_granted_limits_and_a_held_barrier(
     assert main(["--rm", cluster.info["rm"], "logs", job_id, "first-1"]) == 0
 
 
-def test_suspended_task_uses_no_cpu_until_resumed_and_can_be_resized(cluster: Cluster) -> None:
+def test_an_operator_suspends_resumes_resizes_and_preempts_a_task_through_the_rm(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sluice task ...` sets the container's goal at the RM; the node carries it out through
+    its heartbeats; checked from the kernel's (or Docker Engine's) own files."""
+    from sluice.cli import main
+
     job_id = cluster.submit(job_spec("burner", [phase("burn", 1, BURN, cpu=1.0, mem=64)]))
     task = cluster.wait_task_running(job_id, "burn-0")
     key = f"{job_id}.burn-0.{task.attempt}"
-    agent = cluster.agent(task.node_address)
-    ref = agent_pb.TaskRef(job_id=job_id, task_id="burn-0", attempt=task.attempt)
+    rm = ["--rm", cluster.info["rm"]]
+
+    def rm_state() -> int:
+        (latest,) = [t for t in cluster.job(job_id).tasks if t.attempt == task.attempt]
+        return latest.state
 
     def burned_over(seconds: float) -> float:
         before = _cpu_seconds(cluster, task.node_id, key)
@@ -202,32 +211,43 @@ def test_suspended_task_uses_no_cpu_until_resumed_and_can_be_resized(cluster: Cl
         wait_until(lambda: _cpu_seconds(cluster, task.node_id, key) - before > 0.2, 30, "CPU burnt")
 
     burns()
-    status = agent.SuspendTask(ref, timeout=30)
-    assert status.state == pb.TASK_SUSPENDED
+    assert main([*rm, "task", "suspend", job_id, "burn-0", "--reason", "test"]) == 0
+    assert "to suspend at 1 cpu, 64 MiB" in capsys.readouterr().out
+    wait_until(lambda: rm_state() == pb.TASK_SUSPENDED, 30, "the RM sees it suspended")
     assert burned_over(1.0) < 0.02
-    agent.ResumeTask(ref, timeout=30)
+    assert main([*rm, "task", "resume", job_id, "burn-0"]) == 0
+    wait_until(lambda: rm_state() == pb.TASK_RUNNING, 30, "the RM sees it running")
     burns()
 
-    agent.ResizeTask(
-        agent_pb.ResizeTaskRequest(
-            task=ref, resources=pb.Resources(cpu=0.5, memory_mb=96), cpuset=[0]
-        ),
-        timeout=30,
+    assert main([*rm, "task", "resize", job_id, "burn-0", "--cpu", "0.5", "--memory-mb", "48"]) == 0
+    wait_until(
+        lambda: _limits_seen_outside(cluster, task.node_id, key)[::2] == (50_000, 48 * 1024 * 1024),
+        30,
+        "the new limits in force",
     )
-    quota, cpuset, memory = _limits_seen_outside(cluster, task.node_id, key)
-    assert (quota, cpuset, memory) == (50_000, "0", 96 * 1024 * 1024)
+    # beyond the grant: refused at the RM, in one line, and nothing changes
+    assert main([*rm, "task", "resize", job_id, "burn-0", "--cpu", "2", "--memory-mb", "48"]) == 1
+    assert "within its grant of 1 cpu, 64 MiB" in capsys.readouterr().err
 
+    assert main([*rm, "task", "preempt", job_id, "burn-0", "--reason", "room"]) == 0
+    wait_until(
+        lambda: any(
+            t.attempt == task.attempt
+            and t.state == pb.TASK_KILLED
+            and t.message == "preempted: room"
+            for t in cluster.job(job_id).tasks
+        ),
+        30,
+        "the attempt killed by preemption",
+    )
+    # retried by its job master (a preemption uses up no retry), then killed with its job
+    wait_until(
+        lambda: any(t.attempt > task.attempt for t in cluster.job(job_id).tasks),
+        30,
+        "another attempt",
+    )
     cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
     assert cluster.wait_final(job_id).summary.state == pb.JOB_KILLED
-    wait_until(
-        lambda: all(
-            t.state != pb.TASK_RUNNING
-            for t in cluster.agent_tasks(task.node_address)
-            if t.task.job_id == job_id
-        ),
-        20,
-        "the killed job's task stopped",
-    )
 
 
 def test_agent_killed_and_restarted_adopts_its_running_task(cluster: Cluster, gate: Gate) -> None:

@@ -12,7 +12,7 @@ import pytest
 from policies.scheduling.framework import Placement
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.core import MASTER_RESOURCES, LaunchMaster
-from resource_manager.records import AllocationKind, Now, PhaseProgress
+from resource_manager.records import AllocationKind, Goal, Now, PhaseProgress, Shown
 from resource_manager.sqlite_store import SCHEMA_VERSION, StoreError
 from resource_manager.sqlite_store import SqliteStore as Store
 from tests.builders import chain_spec, observation, res
@@ -129,6 +129,38 @@ def test_a_version_1_state_directory_is_migrated(tmp_path: Path):
         "job-000001-a1": (AllocationKind.JOB_MASTER, ""),
         "job-000001-a2": (AllocationKind.TASK, "p"),
     }
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_version_3_state_directory_is_migrated(tmp_path: Path):
+    """Version 3 had no container goals, nothing of what nodes showed, and no preempted flag."""
+    path = tmp_path / "rm.sqlite"
+    core = new_core(path)
+    add_node(core, "n1", 4.0, 4096)
+    job_id = running_job(core, spec_of(1))
+    (granted,) = core.allocate(job_id, [want(1)], [], [], 0, now=2.0).granted
+    report = observation(job_id, "p-0", TaskState.RUNNING, allocation_id=granted.allocation_id)
+    core.report_events("n1", [report], now=3.0)
+    core.core.tables._store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE tasks DROP COLUMN preempted")
+        for column in (
+            "goal",
+            "limit_cpu",
+            "limit_memory_mb",
+            "goal_reason",
+            "shown",
+            "shown_cpu",
+            "shown_memory_mb",
+        ):
+            db.execute(f"ALTER TABLE allocations DROP COLUMN {column}")
+        db.execute("PRAGMA user_version=3")
+    after = new_core(path)
+    allocation = after.allocations[granted.allocation_id]
+    assert (allocation.goal, allocation.limits, allocation.shown) == (Goal.RUN, None, Shown.IDLE)
+    assert allocation.holds == granted.resources
+    assert not after.tasks[(job_id, "p-0", 1)].preempted
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -34,17 +34,20 @@ phases:
 
 
 class Served:
-    """An RM core behind a real aio gRPC server on its own event loop thread."""
+    """An RM core behind a real aio gRPC server on its own event loop thread; ``node_servicer``
+    makes its NodeService (a test may serve a subclass that counts calls)."""
 
-    def __init__(self) -> None:
+    def __init__(self, node_servicer: Callable[[RMState], NodeServicer] = NodeServicer) -> None:
         self.clock_value = 1.0
         self.core = ResourceManagerCore(Tables(Store(":memory:")), CoreSettings())
         self.state = RMState(self.core, lambda: at(self.clock_value), advertise_address="rm:1")
+        self.node_servicer = node_servicer(self.state)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.server, port, _ = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result()
-        self.channel = channel(f"127.0.0.1:{port}")
+        self.address = f"127.0.0.1:{port}"
+        self.channel = channel(self.address)
         self.jobs = rm_grpc.JobServiceStub(self.channel)
         self.nodes = rm_grpc.NodeServiceStub(self.channel)
         self.masters = rm_grpc.MasterServiceStub(self.channel)
@@ -60,7 +63,7 @@ class Served:
                 ),
                 (
                     rm_grpc.add_NodeServiceServicer_to_server,
-                    NodeServicer(self.state),
+                    self.node_servicer,
                     names["NodeService"].full_name,
                 ),
                 (

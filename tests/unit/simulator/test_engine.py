@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from pathlib import Path
 
 import pytest
 
+from policies.scheduling.containers import Goal
+from policies.scheduling.framework import (
+    PassContext,
+    PendingAsk,
+    Preemption,
+    PreemptionAction,
+    baseline_profile,
+)
 from simulator.engine import SimSettings, Simulation
 from simulator.results import summarize, write_results
 from simulator.workload import SimJob, parse_workload
@@ -231,3 +240,52 @@ def test_a_tasks_progress_follows_its_cpu_share(
         assert outcome.lost_work == pytest.approx(10 - started, abs=1e-6)
     else:
         assert outcome.lost_work == lost_work
+
+
+@dataclasses.dataclass
+class _KillLowerPriority:
+    """A post-filter for tests: when an ask fits nowhere, kill (or suspend) every running
+    container of lower-priority jobs.  It reads the core's records, as a plugin of issue 11
+    will read a view of them."""
+
+    simulation: Simulation | None = None
+    action: PreemptionAction = PreemptionAction.KILL
+
+    def preempt(self, ask: PendingAsk, context: PassContext) -> list[Preemption]:
+        assert self.simulation is not None
+        core = self.simulation.core
+        return [
+            Preemption(a.allocation_id, self.action, f"for {ask.job_id}")
+            for a in core.allocations.values()
+            if not a.is_master
+            and a.goal is Goal.RUN
+            and core.jobs[a.job_id].spec.priority < ask.priority
+        ]
+
+
+def test_a_kill_by_preemption_is_redone_and_uses_up_no_retry():
+    low = job_class(
+        "low",
+        count=1,
+        rate=10.0,
+        phases=[{"name": "p", "tasks": 2, "cpu": 2, "memory_mb": 100, "duration": 50}],
+    )
+    high = job_class(
+        "high",
+        count=1,
+        priority=5,
+        phases=[{"name": "p", "tasks": 1, "cpu": 2, "memory_mb": 100, "duration": 10}],
+    )
+    high["arrival"] = {"process": "fixed", "times": [20.0]}
+    jobs = jobs_of(workload(low, high))
+    assert all(job.spec.max_retries >= 0 for job in jobs)
+    jobs = [dataclasses.replace(j, spec=dataclasses.replace(j.spec, max_retries=0)) for j in jobs]
+    plugin = _KillLowerPriority()
+    profile = dataclasses.replace(baseline_profile(), post_filters=(plugin,))
+    simulation = Simulation(jobs, SimSettings(nodes=1, node_cpu=4), seed=1, profile=profile)
+    plugin.simulation = simulation
+    outcomes = {o.job_class: o for o in simulation.run().outcomes}
+    assert outcomes["high"].state == outcomes["low"].state == "succeeded"
+    assert outcomes["high"].finish_time < 40.0  # it did not wait 50 s for the low tasks
+    assert outcomes["low"].preemptions >= 1
+    assert outcomes["low"].lost_work > 0
