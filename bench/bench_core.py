@@ -96,7 +96,7 @@ class Driver:
         tables.commit()
         elapsed = time.perf_counter() - start
         self.placed += len(self.core.drain_placements())
-        if self.core.needs_pass:  # the service's timer pass, as its own unit
+        while self.core.needs_pass:  # the service's timer passes, each a unit of its own
             tables.begin()
             self.core.schedule(self.now())
             tables.commit()

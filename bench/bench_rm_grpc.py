@@ -33,6 +33,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from plumbing import event_loop
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -240,16 +241,28 @@ def main() -> int:
         action="store_true",
         help="agents heartbeat with unary Heartbeat calls (older agents), not HeartbeatStream",
     )
+    parser.add_argument(
+        "--share-cores",
+        action="store_true",
+        help="pin nothing: the RM and the load generator share every core",
+    )
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if args.share_cores:
+        cores = []
     # The RM's core is chosen before this process leaves it: asked afterwards, this process's
     # affinity would name the generator's own core, and both would share it.
     rm_core = cores[0] if len(cores) > 1 else None
     if rm_core is not None:
         os.sched_setaffinity(0, set(cores[1:]))  # the generator off the RM's core
+    where = (
+        "the RM on one core, this load generator on the rest"
+        if rm_core is not None
+        else "the RM and this load generator sharing the cores"
+    )
     print(
-        f"os.cpu_count() = {os.cpu_count()}; the RM on one core, this load generator on the "
-        f"rest; {args.masters} job masters keeping the cluster full, each container used "
+        f"os.cpu_count() = {os.cpu_count()}; {where}; {args.masters} job masters keeping the "
+        "cluster full, each container used "
         f"{args.hold:g} s; agents heartbeat "
         + ("with unary calls" if args.unary else "over a stream each")
     )
@@ -263,7 +276,7 @@ def main() -> int:
             state.mkdir()
             process, address = start_rm(state, rm_core)
             try:
-                figures = asyncio.run(
+                figures = event_loop.run(
                     measure(address, agents, args.masters, args.hold, args.seconds, args.unary)
                 )
             finally:

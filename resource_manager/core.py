@@ -123,7 +123,10 @@ class CoreSettings:
     ``master_exit_grace``: how long the job master of a succeeded job may keep running (to
     flush what it publishes) before its node is told to stop it.  ``nodes_to_score``: on
     clusters of more than 100 nodes, how many feasible nodes (the least allocated first) a
-    container's placement compares (:mod:`policies.scheduling.framework`)."""
+    container's placement compares (:mod:`policies.scheduling.framework`).
+    ``max_placements_per_pass``: the containers one pass places at most (0: no limit); a pass
+    that reaches it is followed at once by another, after the requests waiting meanwhile, so a
+    burst of grants never holds heartbeats up for long."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -132,6 +135,7 @@ class CoreSettings:
     lost_node_retention: float = 600.0
     master_exit_grace: float = 30.0
     nodes_to_score: int = 8
+    max_placements_per_pass: int = 128
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,7 @@ class ResourceManagerCore:
         )
         self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
         self._asks_grew = False  # since the last pass
+        self._cut_short = False  # the last pass stopped at its limit: another is due at once
         self._placed: list[Placement] = []  # applied, not yet drained by the shell
         self._to_tell: dict[str, None] = {}  # nodes with a container goal changed, not drained
         self._nowhere: dict[Resources, int] = {}  # sizes that fitted on no node, and when
@@ -423,7 +428,12 @@ class ResourceManagerCore:
     def needs_pass(self) -> bool:
         """Could a pass place something now?  True after an ask appeared or grew, or capacity
         was freed or added, since the last pass; a heartbeat that changes neither leaves it."""
-        return bool(self.pending) and (self._asks_grew or self.tables.freed)
+        return bool(self.pending) and (self._asks_grew or self.tables.freed or self._cut_short)
+
+    @property
+    def pass_backlog(self) -> bool:
+        """The last pass stopped at its placement limit: run the next one without delay."""
+        return self._cut_short and bool(self.pending)
 
     def next_wakeup(self) -> float | None:
         """The monotonic time :meth:`tick` has something to do (a node may then be lost, or a
@@ -442,11 +452,11 @@ class ResourceManagerCore:
         check the plan and apply it.  Run it as a unit of work of its own."""
         if not self.needs_pass:
             return Plan()
-        asks_grew, freed = self._asks_grew, self.tables.freed
-        self._asks_grew = self.tables.freed = False
+        asks_grew, freed, cut_short = self._asks_grew, self.tables.freed, self._cut_short
+        self._asks_grew = self.tables.freed = self._cut_short = False
 
         def undo() -> None:
-            self._asks_grew, self.tables.freed = asks_grew, freed
+            self._asks_grew, self.tables.freed, self._cut_short = asks_grew, freed, cut_short
 
         self.tables.journal(undo)
         if not self.pending:
@@ -460,8 +470,14 @@ class ResourceManagerCore:
         scratch = self.tables.capacity.scratch()
         with scratch:
             plan = schedule_pass(
-                iter(self.pending), context, self.profile, self.pending.shapes(), self._nowhere
+                iter(self.pending),
+                context,
+                self.profile,
+                self.pending.shapes(),
+                self._nowhere,
+                self.settings.max_placements_per_pass,
             )
+            self._cut_short = plan.cut_short
             for placement in plan.placements:
                 if self._grant(placement, now) and placement.kind is AllocationKind.TASK:
                     granted[placement.job_id, placement.phase] += 1
@@ -1010,6 +1026,13 @@ class ResourceManagerCore:
         allocation = self.allocations.get(allocation_id)
         if allocation is None:
             return
+        if (
+            report.state is TaskState.RUNNING
+            and allocation.shown is Shown.RUNNING
+            and allocation.shown_limits is None
+            and (report.limits is None or report.limits == allocation.resources)
+        ):
+            return  # the common case, every heartbeat: still running as granted
         if report.state is TaskState.SUSPENDED:
             shown = Shown.SUSPENDED
         elif report.state.is_final:
@@ -1074,8 +1097,8 @@ class ResourceManagerCore:
         stop reasons already found at a version of the tables (see :meth:`_observe_reports`)."""
         reported = {r.allocation_id for r in reports}
         commands: list[NodeCommand] = []
-        for allocation in self.tables.allocations_of_node(node_id):
-            if not allocation.is_master or allocation.allocation_id in reported:
+        for allocation in self.tables.masters_of_node(node_id):
+            if allocation.allocation_id in reported:
                 continue
             job = self.jobs[allocation.job_id]
             if job.master_allocation == allocation.allocation_id and job.state is JobState.STARTING:
@@ -1117,6 +1140,13 @@ class ResourceManagerCore:
         allocation = self.allocations.get(report.allocation_id)
         if allocation is None:
             return None
+        if (
+            allocation.goal is Goal.RUN
+            and allocation.limits is None
+            and report.state is not TaskState.SUSPENDED
+            and (report.limits is None or report.limits == allocation.resources)
+        ):
+            return None  # the common case, every heartbeat: to run as granted, and it does
         shown = Shown.SUSPENDED if report.state is TaskState.SUSPENDED else Shown.RUNNING
         needed = container_command(
             allocation.resources, allocation.goal, allocation.limits, shown, report.limits

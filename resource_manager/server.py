@@ -13,7 +13,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from plumbing import data_plane
+from plumbing import data_plane, event_loop
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args, store)
         store.save_setting("cluster_id", settings.cluster_id)
-        return asyncio.run(_serve(args, store, settings, plane))
+        return event_loop.run(_serve(args, store, settings, plane))
     finally:
         store.close()
 

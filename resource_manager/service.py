@@ -147,7 +147,9 @@ class RMState:
 
     def _arm_pass(self) -> None:
         """One pass :data:`PASS_DELAY` after the first change that needs one: the requests of
-        that interval are one batch, and the pass is one unit of work (group commit)."""
+        that interval are one batch, and the pass is one unit of work (group commit).  After a
+        pass that stopped at its placement limit the next comes at once, but behind the
+        requests already received (the event loop serves those first)."""
         if self._pass_armed or not self.core.needs_pass:
             return
         try:
@@ -155,7 +157,10 @@ class RMState:
         except RuntimeError:
             return  # not serving (a test driving the state directly): passes run on demand
         self._pass_armed = True
-        loop.call_later(PASS_DELAY, self._run_pass)
+        if self.core.pass_backlog:
+            loop.call_soon(self._run_pass)
+        else:
+            loop.call_later(PASS_DELAY, self._run_pass)
 
     def _run_pass(self) -> None:
         self._pass_armed = False
@@ -433,17 +438,22 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
         self,
         request_iterator: AsyncIterator[rm_pb.HeartbeatRequest],
         context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[rm_pb.HeartbeatResponse]:
+    ) -> None:
         """One agent's heartbeats over one stream: each request answered by one response, in
         order, exactly as :meth:`Heartbeat` answers it.  A request the core refuses ends the
         stream with the status and message the unary call would answer; the stream holds no
-        state between requests, so the agent opens another and goes on."""
+        state between requests, so the agent opens another and goes on.  (Read and written with
+        ``context.read``/``write``: cheaper per message than an async generator.)"""
         node_id = "?"  # known from the first request
         log.debug("a heartbeat stream opened from %s", context.peer())
         try:
-            async for request in request_iterator:
+            while True:
+                request = await context.read()
+                if request is grpc.aio.EOF:
+                    return
+                assert isinstance(request, rm_pb.HeartbeatRequest)
                 node_id = request.node_id
-                yield await self._beat(request, context, "HeartbeatStream")
+                await context.write(await self._beat(request, context, "HeartbeatStream"))
         finally:
             # Debug only: thousands of agents each hold a stream, and reconnect together.
             log.debug("the heartbeat stream of node %s closed", node_id)

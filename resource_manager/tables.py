@@ -86,6 +86,7 @@ class Tables:
         self._undelivered_of_job: _Index[str] = _Index()
         self._delivered_of_job: dict[str, Counter[str]] = {}
         self._allocations_of_node: _Index[str] = _Index()
+        self._masters_of_node: _Index[str] = _Index()  # job master containers, per node
         self._allocated_on_node: dict[str, Resources] = {}
         self._held_by_kind: dict[AllocationKind, Resources] = {}
         self._count_by_kind: dict[AllocationKind, int] = {}
@@ -309,6 +310,10 @@ class Tables:
     def allocations_of_node(self, node_id: str) -> list[AllocationRecord]:
         return [self.allocations[a] for a in self._allocations_of_node.get(node_id)]
 
+    def masters_of_node(self, node_id: str) -> list[AllocationRecord]:
+        """The job master containers on a node (a heartbeat's reconciliation looks at these)."""
+        return [self.allocations[a] for a in self._masters_of_node.get(node_id)]
+
     def allocated_on(self, node_id: str) -> Resources:
         """What the node's containers hold (:attr:`AllocationRecord.holds`): their grants, less
         what suspended or shrunk ones have been shown to give back."""
@@ -335,6 +340,8 @@ class Tables:
             if old.delivered and not old.is_master:
                 self._count_delivered(old, -1)
             self._allocations_of_node.discard(old.node_id, old.allocation_id)
+            if old.is_master:
+                self._masters_of_node.discard(old.node_id, old.allocation_id)
             if not same_hold:
                 self._add_allocated(old, -1)
         if new is not None:
@@ -345,6 +352,8 @@ class Tables:
             elif not new.is_master:
                 self._count_delivered(new, +1)
             self._allocations_of_node.add(new.node_id, new.allocation_id)
+            if new.is_master:
+                self._masters_of_node.add(new.node_id, new.allocation_id)
             if not same_hold:
                 self._add_allocated(new, +1)
 

@@ -270,7 +270,8 @@ class Simulation:
             self._arm_heartbeat(self._nodes[node_id])
         if self.core.needs_pass and not self._pass_armed:
             self._pass_armed = True
-            self.at(self.now + self.settings.pass_delay, self._pass)
+            delay = 0.0 if self.core.pass_backlog else self.settings.pass_delay
+            self.at(self.now + delay, self._pass)
         return result
 
     def _pass(self) -> None:

@@ -159,7 +159,8 @@ class Reservation:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one pass decided.  ``waiting`` lists the asks a permit plugin held back."""
+    """What one pass decided.  ``waiting`` lists the asks a permit plugin held back;
+    ``cut_short`` says the pass stopped at its placement limit (see :func:`schedule_pass`)."""
 
     placements: tuple[Placement, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
@@ -167,6 +168,7 @@ class Plan:
     resizes: tuple[Resize, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     waiting: tuple[PendingAsk, ...] = ()
+    cut_short: bool = False  # it stopped at its placement limit: more may fit now
 
 
 # ------------------------------------------------------------------------------ the points
@@ -311,9 +313,15 @@ def schedule_pass(
     profile: Profile,
     shapes: Collection[Resources] = (),
     nowhere: dict[Resources, int] | None = None,
+    max_placements: int = 0,
 ) -> Plan:
     """Plan placements for ``asks`` (in serving order) on ``context.cluster``; see the module
     docstring.  The index is left as it was: its changes are tentative (a scratch).
+
+    ``max_placements`` (0: no limit) bounds the work of one pass: once it has placed that many
+    containers it stops, with :attr:`Plan.cut_short` set, and the shell runs another pass soon
+    after, which starts again from the head of the queue.  The shell serves its other requests
+    in between, so no pass holds them up for long.
 
     ``shapes``, if given, are the distinct container sizes among ``asks``: once each of them has
     fitted nowhere (and no plugin makes the verdict depend on the job), no later ask can be
@@ -331,8 +339,11 @@ def schedule_pass(
     failed: list[tuple[str, Resources]] = []  # (job id, or "" for shape-only filters)
     shape_only = all(f.shape_only for f in profile.filters) and not profile.reserves
     remembered = nowhere if shape_only and nowhere is not None else None
+    cut_short = False
     with context.cluster.scratch() as cluster:
         for ask in asks:
+            if cut_short:
+                break
             memo_key = "" if shape_only else ask.job_id
             if shape_only and shapes and _all_failed(shapes, failed):
                 break  # nothing asked for fits anywhere any more
@@ -365,11 +376,15 @@ def schedule_pass(
                 context.placed(placement)
                 for reserve in profile.reserves:
                     reservations.extend(reserve.on_placed(placement))
+                if len(placements) == max_placements:
+                    cut_short = True
+                    break
     return Plan(
         placements=tuple(placements),
         preemptions=tuple(preemptions),
         reservations=tuple(reservations),
         waiting=tuple(waiting),
+        cut_short=cut_short,
     )
 
 

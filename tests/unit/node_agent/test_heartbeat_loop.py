@@ -85,18 +85,24 @@ class CountingNodeServicer(NodeServicer):
         self,
         request_iterator: AsyncIterator[rm_pb.HeartbeatRequest],
         context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[rm_pb.HeartbeatResponse]:
+    ) -> None:
         self.counts.add(opened=1, open=1)
         try:
             if self.counts.opened <= self.silent:
-                async for _ in request_iterator:
+                while await context.read() is not grpc.aio.EOF:
                     pass  # never answered
             else:
-                async for response in super().HeartbeatStream(request_iterator, context):
-                    self.counts.add(streamed=1)
-                    yield response
+                await super().HeartbeatStream(request_iterator, context)
         finally:
             self.counts.add(open=-1)
+
+    async def _beat(
+        self, request: rm_pb.HeartbeatRequest, context: grpc.aio.ServicerContext, what: str
+    ) -> rm_pb.HeartbeatResponse:
+        response = await super()._beat(request, context, what)
+        if what == "HeartbeatStream":
+            self.counts.add(streamed=1)
+        return response
 
 
 class OldRM:

@@ -54,10 +54,8 @@ class Driver:
                 tables.rollback()
                 raise
             tables.commit()
-            if self.core.needs_pass:
-                when = kwargs.get("now") or (
-                    args[0] if args and isinstance(args[0], Now) else at(0.0)
-                )
+            when = kwargs.get("now") or (args[0] if args and isinstance(args[0], Now) else at(0.0))
+            while self.core.needs_pass:  # passes stopped at their limit are followed at once
                 tables.begin()
                 self.core.schedule(when)
                 tables.commit()

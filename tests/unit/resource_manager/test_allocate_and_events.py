@@ -12,6 +12,7 @@ from tests.builders import job_spec, observation, phase_doc, res
 from tests.unit.resource_manager.harness import (
     Driver,
     add_node,
+    at,
     new_core,
     running_job,
     spec_of,
@@ -275,3 +276,23 @@ def test_the_count_allowed_counts_the_containers_delivered():
     with pytest.raises(InvalidRequestError, match=r"asks\[0\]\.count: 2 is more"):
         core.allocate(job_id, [want(2)], [], [], 0, now=3.0)
     assert len(granted_ids(core, job_id, [want(1)])) == 1
+
+
+def test_a_burst_of_grants_is_placed_over_several_bounded_passes():
+    core = new_core(max_placements_per_pass=2)
+    add_node(core, "n1", 8.0, 4096)
+    job_id = running_job(core, spec_of(5))
+    tables = core.core.tables
+    tables.begin()
+    inline = core.core.allocate(job_id, [want(5)], [], [], 0, now=at(2.0))
+    tables.commit()
+    assert len(inline.granted) == 2  # Allocate's own pass stopped at its limit
+    assert core.needs_pass and core.pass_backlog  # the shell runs the next one at once
+    passes = 0
+    while core.needs_pass:
+        tables.begin()
+        core.core.schedule(at(2.0))
+        tables.commit()
+        passes += 1
+    assert passes == 2 and not core.pass_backlog
+    assert len(core.allocate(job_id, [want(3)], [], [], 0, now=3.0).granted) == 3

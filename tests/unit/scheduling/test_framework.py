@@ -320,3 +320,16 @@ def test_a_size_that_fitted_nowhere_is_placed_on_the_node_that_gained_room():
     index.set("n05", res(8, 8192), Resources())  # n05's containers end
     assert place("later", 1) == [("later", "n05")]
     assert nowhere == {}
+
+
+def test_a_pass_stops_at_its_placement_limit_and_the_next_goes_on_from_the_head():
+    index = index_of(("n1", 8.0, 8192, 0.0, 0), ("n2", 8.0, 8192, 0.0, 0))
+    asks = [pending("high", 3, priority=5, seq=1), pending("low", 4, seq=2)]
+    context = PassContext(now=0.0, cluster=index)
+    first = schedule_pass(asks, context, baseline_profile(), max_placements=4)
+    assert first.cut_short
+    assert [p.job_id for p in first.placements] == ["high", "high", "high", "low"]
+    whole = schedule_pass(asks, context, baseline_profile())
+    assert not whole.cut_short and len(whole.placements) == 7
+    exact = schedule_pass(asks, context, baseline_profile(), max_placements=7)
+    assert exact.cut_short  # it cannot know nothing more fits: one more pass will tell
