@@ -18,7 +18,25 @@ samples it is the maximum) and the number of samples of:
   ``observe()`` reports the task RUNNING (polled every ``--poll-ms`` after ``start`` returned,
   since the runtime serialises its calls), and until the task's first output line shows in
   ``logs()`` (its own code runs);
-* stop (SIGTERM, the task exits at once) and cleanup (releasing its cgroup or container).
+* stop (SIGTERM, the task exits at once) and cleanup (releasing its cgroup or container);
+* launch via agent -- the path a job master takes (``job_master/master.py`` ``_launch``): a
+  ``StartTask`` gRPC call to the node agent's ``AgentService``, served by the real
+  ``AgentServicer`` over a ``NodeAgent`` on the same runtime, in this process, on a gRPC server
+  bound to 127.0.0.1 (port chosen by the system).  From the moment before the request is sent
+  (the job master's decision) until the call returns (the agent has started the task), and
+  until the agent's monitor pass observes the task RUNNING and queues the RUNNING event it
+  reports to the resource manager: that is how the RM learns it.  The StartTask answer, like
+  ``ListTasks``, says RUNNING already, because the agent records a task it started as running
+  until its next pass; so the pass itself is run here every ``--poll-ms`` after the call
+  returned.  The agent's monitor thread runs one every 0.2 s (``MONITOR_INTERVAL_S``), so the
+  RM hears of the task at the next pass, up to 0.2 s later, plus one ``ReportTaskEvents`` call;
+  that delay is not counted.  After the RUNNING event, ``ListTasks`` over gRPC (what a job
+  master or the CLI sees) is asked (untimed) whether it shows the task RUNNING; the number of
+  disagreements is printed.  The task is launch's, with the job master's request (its env, the
+  same limits; the agent also pins it to a CPU set it chooses, as in a cluster).  Each has its
+  own task and allocation ids and, like those of launch, is stopped, cleaned up and forgotten
+  through the runtime, untimed; one warm-up call (it also connects the client) is not sampled.
+  With ``--json``: ``launch_agent_start`` and ``launch_agent_running``.
 
 After every suspend and resume, ``observe()`` is asked (untimed) whether it agrees; the number
 of disagreements is printed.  A suspend, resume or resize the runtime reports as failed (e.g.
@@ -28,7 +46,8 @@ sampled (the docker runtime builds or checks its task image on its first start).
 
 Everything runs under a scope of its own, cluster ``bench<pid>`` and node ``node``, so it never
 sees or touches another cluster's tasks, cgroups or containers; every task, cgroup, container
-and the temporary state directory are removed at the end, also on Ctrl-C, SIGTERM or error.
+and the temporary state directory are removed at the end, also on Ctrl-C, SIGTERM or error (the
+agent's gRPC server is stopped first, after its calls in flight have returned).
 """
 
 from __future__ import annotations
@@ -53,6 +72,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import grpc
+
+from node_agent.agent import AgentConfig, NodeAgent, task_key
 from node_agent.runtime import make_runtime
 from node_agent.runtime.base import (
     ResourceLimits,
@@ -65,6 +87,14 @@ from node_agent.runtime.base import (
     scope_name,
 )
 from node_agent.runtime.task_state import encode_name
+from node_agent.service import AgentServicer
+from plumbing.intervals import MONITOR_INTERVAL_S
+from plumbing.rpc import channel, start_server
+from policies.scheduling.lifecycle import TaskState
+from policies.scheduling.resources import Resources
+from sluice_pb import common_pb2 as pb
+from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import node_agent_pb2_grpc as agent_grpc
 
 NODE_ID = "node"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -83,6 +113,10 @@ GAP_S = 0.01
 STOP_GRACE_S = 5.0
 WAIT_S = 60.0
 """Only turns a hang into an error; a condition that comes true is never late."""
+RPC_TIMEOUT_S = 30.0
+"""Of one gRPC call to the agent (a docker start may take a while on a loaded machine)."""
+AGENT_JOB = "bench"
+LABEL_WIDTH = 37
 EXIT_CANNOT_RUN = 2
 EXIT_INTERRUPTED = 130
 
@@ -142,7 +176,7 @@ class Figure:
 
     def line(self, label: str) -> str:
         s = self.summary()
-        text = f"  {label:<27} "
+        text = f"  {label:<{LABEL_WIDTH}} "
         if self.samples:
             text += f"p50 {s['p50_ms']:8.2f} ms, p99 {s['p99_ms']:8.2f} ms, n={s['samples']}"
         else:
@@ -152,7 +186,9 @@ class Figure:
             tail = "p99 too" if s["p99_within_target"] else "p99 above it"
             text += f"  (target <= {self.target_ms:g} ms: {verdict} at p50; {tail})"
         if self.failures:
-            text += f"\n  {'':<27} FAILED {self.failures} time(s), first: {self.first_error}"
+            text += (
+                f"\n  {'':<{LABEL_WIDTH}} FAILED {self.failures} time(s), first: {self.first_error}"
+            )
         return text
 
 
@@ -371,6 +407,139 @@ def bench_launch(runtime: TaskRuntime, repeats: int, poll_s: float, report: Repo
     report.figure("cleanup", "cleanup:", cleanup)
 
 
+def total_memory_mb() -> int:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
+
+
+@contextlib.contextmanager
+def agent_service(runtime: TaskRuntime) -> Iterator[tuple[NodeAgent, Any]]:
+    """A ``NodeAgent`` over ``runtime`` served by the real ``AgentServicer`` on a gRPC server
+    bound to 127.0.0.1 (as ``node_agent/daemon.py`` serves it, without its RM loops), and a
+    client stub.  On the way out the server is stopped after its calls in flight have returned
+    (never interrupted), so that no task is being started while the runtime is purged."""
+    cpu_ids = tuple(sorted(os.sched_getaffinity(0)))
+    agent = NodeAgent(
+        AgentConfig(
+            node_id=NODE_ID,
+            cpu_ids=cpu_ids,
+            capacity=Resources(cpu=float(len(cpu_ids)), memory_mb=total_memory_mb()),
+        ),
+        runtime,
+    )
+    service = agent_pb.DESCRIPTOR.services_by_name["AgentService"].full_name
+    registration = (
+        agent_grpc.add_AgentServiceServicer_to_server,
+        AgentServicer(agent, on_drained=lambda: None),
+        service,
+    )
+    server, port, _ = start_server([registration], "127.0.0.1:0", max_workers=4)
+    client = channel(f"127.0.0.1:{port}")
+    try:
+        yield agent, agent_grpc.AgentServiceStub(client)
+    finally:
+        with signals_ignored():
+            client.close()
+            server.stop(grace=WAIT_S).wait()
+
+
+def start_request(task_id: str, allocation_id: str) -> agent_pb.StartTaskRequest:
+    """What a job master sends (``job_master/master.py`` ``_launch``), with the launch task."""
+    return agent_pb.StartTaskRequest(
+        job_id=AGENT_JOB,
+        task_id=task_id,
+        attempt=1,
+        allocation_id=allocation_id,
+        command=["sh", "-c", LAUNCH_SCRIPT],
+        resources=pb.Resources(cpu=LARGE.cpu, memory_mb=LARGE.memory_mb),
+        image="",
+        env={"SLUICE_JOB_ID": AGENT_JOB, "SLUICE_TASK_ID": task_id, "SLUICE_ATTEMPT": "1"},
+    )
+
+
+def send_start(stub: Any, request: agent_pb.StartTaskRequest) -> None:
+    try:
+        stub.StartTask(request, timeout=RPC_TIMEOUT_S)
+    except grpc.RpcError as error:
+        details = error.details() if isinstance(error, grpc.Call) else str(error)
+        code = error.code() if isinstance(error, grpc.Call) else None
+        raise RuntimeError(f"StartTask {request.task_id}: {code}: {details}") from None
+
+
+def agent_reports_running(agent: NodeAgent, key: str) -> bool:
+    """One monitor pass of the agent (what its monitor thread runs every 0.2 s); whether it
+    queued the task's RUNNING event for the RM."""
+    agent.monitor_once(time.time())
+    events = [e for e in agent.take_outbox() if task_key(e.job_id, e.task_id, e.attempt) == key]
+    for event in events:
+        if event.state.is_final:
+            output = agent.logs(key).decode(errors="replace").strip()
+            raise RuntimeError(
+                f"task {key!r} ended unexpectedly ({event.state.value}, {event.message}): "
+                f"{output[-300:] or 'no output'}"
+            )
+    return any(event.state is TaskState.RUNNING for event in events)
+
+
+def listed_running(stub: Any, key: str) -> bool:
+    """Whether ``ListTasks`` over gRPC shows the task RUNNING."""
+    response = stub.ListTasks(agent_pb.ListTasksRequest(), timeout=RPC_TIMEOUT_S)
+    return any(
+        task_key(s.task.job_id, s.task.task_id, s.task.attempt) == key
+        and s.state == pb.TASK_RUNNING
+        for s in response.tasks
+    )
+
+
+def bench_launch_via_agent(
+    runtime: TaskRuntime, repeats: int, poll_s: float, report: Report
+) -> None:
+    """Launch through the node agent's gRPC service, as a job master does."""
+    poll = f"polled every {poll_s * 1e3:g} ms"
+    returned = Figure("StartTask gRPC call to the agent until it returns")
+    running_fig = Figure(
+        f"StartTask call until the agent's monitor pass queues the task's RUNNING event for the "
+        f"RM (a pass {poll} after the call returned; the RM hears of it at the agent's next "
+        f"pass, every {MONITOR_INTERVAL_S:g} s, not counted)"
+    )
+    at_first_poll = 0
+    list_disagreed = 0
+    with agent_service(runtime) as (agent, stub):
+        for i in range(repeats + 1):  # the first call warms up (and connects the client)
+            task_id = f"agent-{i}"
+            key = task_key(AGENT_JOB, task_id, 1)
+            request = start_request(task_id, f"bench-agent-{i}")
+            t0, t1 = timed(partial(send_start, stub, request))
+            t2, checks = poll_until(
+                partial(agent_reports_running, agent, key), poll_s, "the agent's RUNNING event"
+            )
+            listed = listed_running(stub, key)  # untimed: what a job master or the CLI sees
+            timed(partial(runtime.stop, key, grace_seconds=STOP_GRACE_S))
+            timed(partial(runtime.cleanup, key))
+            timed(partial(runtime.forget, key))
+            agent.monitor_once(time.time())  # the agent forgets it too (untimed)
+            agent.take_outbox()
+            if i:
+                returned.add(t1 - t0)
+                running_fig.add(t2 - t0)
+                at_first_poll += checks == 1
+                list_disagreed += not listed
+    report.figure("launch_agent_start", "launch via agent (StartTask returned)", returned)
+    report.figure("launch_agent_running", "launch via agent (running)", running_fig)
+    agreed = (
+        "agreed every time"
+        if not list_disagreed
+        else f"DISAGREED (not RUNNING) {list_disagreed} time(s)"
+    )
+    report.say(
+        f"  (running: the agent's monitor pass, run every {poll_s * 1e3:g} ms after StartTask "
+        f"returned, queued the task's RUNNING event for the RM -- at the first pass in "
+        f"{at_first_poll} of {repeats} launches;\n   the RM hears of it at the agent's next "
+        f"pass, every {MONITOR_INTERVAL_S:g} s: not counted; ListTasks over gRPC {agreed})"
+    )
+    report.notes["agent_running_at_first_poll"] = at_first_poll
+    report.notes["agent_list_tasks_disagreed"] = list_disagreed
+
+
 # --- one runtime ----------------------------------------------------------------------------
 
 
@@ -420,6 +589,7 @@ def bench_runtime(kind: str, args: argparse.Namespace, cluster_id: str, workdir:
         timed(partial(runtime.forget, "warmup"))
         bench_task_controls(runtime, kind, args.repeats, args.workload, report)
         bench_launch(runtime, args.launch_repeats, args.poll_ms / 1e3, report)
+        bench_launch_via_agent(runtime, args.launch_repeats, args.poll_ms / 1e3, report)
     finally:
         release(runtime, scope_name(cluster_id, NODE_ID))
     return report

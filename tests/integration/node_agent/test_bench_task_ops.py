@@ -29,6 +29,9 @@ OPERATIONS = {
     "launch_output": REPEATS,
     "stop": REPEATS,
     "cleanup": REPEATS,
+    # Launch through the node agent's gRPC service, as a job master does.
+    "launch_agent_start": REPEATS,
+    "launch_agent_running": REPEATS,
 }
 
 
@@ -61,8 +64,20 @@ def test_process_runtime_figures_as_json() -> None:
         assert operations[name]["target_ms"] == 5.0
         assert isinstance(operations[name]["target_met"], bool)
     assert process["observe_disagreed"] == {"suspend": 0, "resume": 0}
+    # Through the agent: each launch was sampled (a failed StartTask would have ended the run),
+    # the RUNNING event came only after the call returned, and ListTasks showed it RUNNING.
+    for name in ("launch_agent_start", "launch_agent_running"):
+        figure = operations[name]
+        assert figure["samples"] == REPEATS and figure["failures"] == 0, name
+        assert 0 < figure["p50_ms"] <= figure["p99_ms"], name
+    assert (
+        operations["launch_agent_start"]["p50_ms"] <= operations["launch_agent_running"]["p50_ms"]
+    )
+    assert 0 <= process["agent_running_at_first_poll"] <= REPEATS
+    assert process["agent_list_tasks_disagreed"] == 0
 
-    # Nothing of the run is left: no cgroup of its scope, no state directory.
+    # Nothing of the run is left, the agent's tasks included (they run in the same scope): no
+    # cgroup of its scope, no state directory.
     node = encode_name(report["scope"])
     assert not list(CGROUP_ROOT.glob(f"*/sluice/{node}")) + list(CGROUP_ROOT.glob(f"sluice/{node}"))
     assert not Path(report["state_dir"]).exists()
