@@ -30,11 +30,11 @@ changed), never a scan of every task.
 
 from __future__ import annotations
 
-import enum
 import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from policies.identity_enum import IdentityEnum
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.jobspec import JobSpec, PhaseSpec
 from policies.scheduling.lifecycle import JobState, TaskState, check_transition
@@ -42,7 +42,7 @@ from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 
 
-class Step(enum.Enum):
+class Step(IdentityEnum):
     """Where a task is in the job master's view."""
 
     WAITING = "waiting"  # its phase's barrier has not been passed
@@ -78,7 +78,7 @@ STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
 }
 
 
-class AttemptKind(enum.Enum):
+class AttemptKind(IdentityEnum):
     REGULAR = "regular"  # the task's own attempt, retried on failure
     COPY = "copy"  # a straggler's copy, on a spare container (slot reservation)
     SPECULATIVE = "speculative"  # placed straight on a node's queue (oversubscription)

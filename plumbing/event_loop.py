@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -19,7 +20,10 @@ T = TypeVar("T")
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop factory, or None (asyncio's default) when uvloop is not installed."""
+    """uvloop's loop factory, or None (asyncio's default) when uvloop is not installed or
+    ``SLUICE_EVENT_LOOP=asyncio`` asks for asyncio's own (e.g. for its debug mode)."""
+    if os.environ.get("SLUICE_EVENT_LOOP") == "asyncio":
+        return None
     try:
         import uvloop
     except ImportError:

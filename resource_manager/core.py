@@ -89,6 +89,7 @@ from resource_manager.records import (
     Now,
     TaskRecord,
     TaskReport,
+    evolve,
 )
 from resource_manager.tables import Tables
 
@@ -135,7 +136,7 @@ class CoreSettings:
     lost_node_retention: float = 600.0
     master_exit_grace: float = 30.0
     nodes_to_score: int = 8
-    max_placements_per_pass: int = 128
+    max_placements_per_pass: int = 64
 
 
 @dataclass(frozen=True)
@@ -678,7 +679,7 @@ class ResourceManagerCore:
         if job.state.is_final:
             return self._allocate_answer(job_id, events_after)
         if progress and tuple(progress) != job.progress:
-            job = replace(job, progress=tuple(progress))
+            job = evolve(job, progress=tuple(progress))
             self.tables.put_job(job)
         if job.state is JobState.RUNNING and not job.kill_requested:
             # The master counts only containers it has been told of; grants made since its last
@@ -703,9 +704,7 @@ class ResourceManagerCore:
     def _allocate_answer(self, job_id: str, events_after: int) -> AllocateResult:
         granted = []
         for allocation in self.tables.undelivered_of_job(job_id):
-            delivered_now = replace(allocation, delivered=True)
-            self.tables.put_allocation(delivered_now)
-            granted.append(delivered_now)
+            granted.append(self.tables.mark_delivered(allocation.allocation_id))
         events = self.tables.tasks_after(job_id, events_after)
         lost = self._lost_allocations.pop(job_id, [])
         if lost:
@@ -777,8 +776,8 @@ class ResourceManagerCore:
 
     def _check_progress(self, job: JobRecord, progress: Sequence[PhaseProgress]) -> None:
         """Progress must describe the job's phases, in order, with counts within each phase."""
-        if not progress:
-            return
+        if not progress or tuple(progress) == job.progress:
+            return  # nothing, or what was checked and recorded already (most rounds)
         if len(progress) != len(job.spec.phases):
             raise InvalidRequestError(
                 "progress",
@@ -1004,7 +1003,7 @@ class ResourceManagerCore:
             and allocation.goal is Goal.STOP
         )
         self.tables.put_task(
-            replace(
+            evolve(
                 task,
                 state=report.state,
                 exit_code=report.exit_code,
@@ -1043,7 +1042,7 @@ class ResourceManagerCore:
         if limits is not None and limits == allocation.resources:
             limits = None
         if (shown, limits) != (allocation.shown, allocation.shown_limits):
-            self.tables.put_allocation(replace(allocation, shown=shown, shown_limits=limits))
+            self.tables.put_allocation(evolve(allocation, shown=shown, shown_limits=limits))
 
     def _observe_master(self, report: TaskReport, now: Now) -> None:
         """A job master's process ended: release its container; if it was the job's current

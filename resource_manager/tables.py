@@ -39,6 +39,7 @@ from resource_manager.records import (
     NodeState,
     TaskKey,
     TaskRecord,
+    evolve,
 )
 from resource_manager.store import Store
 
@@ -296,6 +297,27 @@ class Tables:
         self._touched_jobs.add(previous.job_id)
         return previous
 
+    def mark_delivered(self, allocation_id: str) -> AllocationRecord:
+        """The container, now told to its job master.  What its node holds is unchanged, so
+        only the delivery indexes move (every grant passes here: kept cheap)."""
+        old = self.allocations[allocation_id]
+        new = evolve(old, delivered=True)
+        self.version += 1
+        self.journal(lambda: self._move_delivery(new, old))
+        self._writing().save_allocation(new)
+        self._move_delivery(old, new)
+        self._touched_jobs.add(new.job_id)
+        return new
+
+    def _move_delivery(self, old: AllocationRecord, new: AllocationRecord) -> None:
+        self.allocations[new.allocation_id] = new
+        if new.delivered and not old.delivered:
+            self._undelivered_of_job.discard(new.job_id, new.allocation_id)
+            self._count_delivered(new, +1)
+        elif old.delivered and not new.delivered:
+            self._count_delivered(old, -1)
+            self._undelivered_of_job.add(new.job_id, new.allocation_id)
+
     def allocations_of_job(self, job_id: str) -> list[AllocationRecord]:
         return [self.allocations[a] for a in self._allocations_of_job.get(job_id)]
 
@@ -325,8 +347,22 @@ class Tables:
         return dict(self._held_by_kind)
 
     def _index_allocation(self, old: AllocationRecord | None, new: AllocationRecord | None) -> None:
-        # The same container with another flag (delivered, a goal not yet carried out): what
-        # its node holds is unchanged.
+        if (
+            old is not None
+            and new is not None
+            and (old.allocation_id, old.job_id, old.node_id, old.kind, old.delivered)
+            == (new.allocation_id, new.job_id, new.node_id, new.kind, new.delivered)
+        ):
+            # The same container with a new goal or what its node showed (every task start
+            # and end): the indexes stay; only what it holds of its node may move.
+            self.allocations[new.allocation_id] = new
+            old_holds, new_holds = old.holds, new.holds
+            if old_holds != new_holds:
+                self.freed = self.freed or not old_holds.fits_in(new_holds)
+                self._add_allocated(old, -1)
+                self._add_allocated(new, +1)
+            return
+        # The same container with another flag (delivered): what its node holds is unchanged.
         same_hold = (
             old is not None
             and new is not None

@@ -33,6 +33,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from policies.identity_enum import IdentityEnum
 from policies.scheduling.lifecycle import TransitionError
 from policies.scheduling.resources import Resources
 
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 
-class Goal(enum.Enum):
+class Goal(IdentityEnum):
     """What the RM wants of a container (desired state)."""
 
     RUN = "run"  # run its task at its current limits (the grant, or lower once shrunk)
@@ -70,7 +71,7 @@ def check_goal(current: Goal, new: Goal) -> Goal:
     raise TransitionError(f"container goal {current.value} -> {new.value} is not allowed")
 
 
-class Shown(enum.Enum):
+class Shown(IdentityEnum):
     """What the container's node last showed of it (observed state)."""
 
     IDLE = "idle"  # no live task in it: not launched yet, or its task ended

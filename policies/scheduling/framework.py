@@ -53,6 +53,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from policies.identity_enum import IdentityEnum
 from policies.scheduling.capacity_index import CapacityIndex, NodeCapacity
 from policies.scheduling.resources import Resources
 
@@ -83,7 +84,7 @@ __all__ = [
 ]
 
 
-class AllocationKind(enum.Enum):
+class AllocationKind(IdentityEnum):
     """What a container is for: a task of a phase, or the job's own job master."""
 
     TASK = "task"
@@ -404,17 +405,18 @@ def _choose_node(
     limit = len(cluster) if exhaustive else profile.nodes_to_score
     candidates: list[NodeCapacity] = []
     first_level = -1
+    reserves, filters = profile.reserves, profile.filters
     for level, node in cluster.by_level():
         if candidates and not exhaustive and level != first_level:
             # Nodes further on are more allocated: they would score worse (and on a nearly full
             # cluster they are the full ones, which it would cost O(nodes) to visit).
             break
         free = node.free
-        for reserve in profile.reserves:
+        for reserve in reserves:
             free = free - reserve.held_for_others(ask, node)
         if not request.fits_in(free):
             continue
-        if not all(f.feasible(ask, node, context) for f in profile.filters):
+        if filters and not all(f.feasible(ask, node, context) for f in filters):
             continue
         if not candidates:
             first_level = level
@@ -473,4 +475,8 @@ def _all_failed(shapes: Collection[Resources], failed: list[tuple[str, Resources
 def _total_score(
     ask: PendingAsk, node: NodeCapacity, context: PassContext, profile: Profile
 ) -> float:
-    return sum(weight * plugin.score(ask, node, context) for plugin, weight in profile.scores)
+    scores = profile.scores
+    if len(scores) == 1:  # the common case, spared a generator per node scored
+        plugin, weight = scores[0]
+        return weight * plugin.score(ask, node, context)
+    return sum(weight * plugin.score(ask, node, context) for plugin, weight in scores)

@@ -12,10 +12,12 @@ import enum
 from collections.abc import Mapping
 from typing import TypeVar
 
+from policies.identity_enum import IdentityEnum
+
 S = TypeVar("S", bound=enum.Enum)
 
 
-class JobState(enum.Enum):
+class JobState(IdentityEnum):
     SUBMITTED = "submitted"  # accepted; waiting for a container for its job master
     STARTING = "starting"  # job master launched on a node, not registered yet
     RUNNING = "running"  # job master registered and driving the DAG
@@ -50,7 +52,7 @@ JOB_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
 }
 
 
-class TaskState(enum.Enum):
+class TaskState(IdentityEnum):
     PENDING = "pending"  # waiting for its phase's barrier or for a container
     LAUNCHING = "launching"  # handed to a node agent, not yet seen running
     RUNNING = "running"

@@ -296,3 +296,19 @@ def test_a_burst_of_grants_is_placed_over_several_bounded_passes():
         passes += 1
     assert passes == 2 and not core.pass_backlog
     assert len(core.allocate(job_id, [want(3)], [], [], 0, now=3.0).granted) == 3
+
+
+def test_a_delivery_rolled_back_with_its_unit_is_delivered_again():
+    core = new_core()
+    add_node(core, "n1", 2.0, 4096)
+    job_id = running_job(core)
+    tables = core.core.tables
+    tables.begin()
+    first = core.core.allocate(job_id, [want(1)], [], [], 0, now=at(2.0))
+    assert len(first.granted) == 1
+    tables.rollback()  # the answer never left: as if the call had failed
+    assert tables.delivered_of_job(job_id) == {}
+    again = core.allocate(job_id, [want(1)], [], [], 0, now=3.0)
+    assert len(again.granted) == 1
+    assert tables.delivered_of_job(job_id) == {"p": 1}
+    assert tables.undelivered_of_job(job_id) == []

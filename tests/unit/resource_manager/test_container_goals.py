@@ -3,6 +3,7 @@ with every heartbeat until the node shows it done, and counts capacity as the no
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from resource_manager.core import (
     SuspendAllocation,
 )
 from resource_manager.errors import ConflictError, NotFoundError
-from resource_manager.records import Goal, Shown, TaskReport
+from resource_manager.records import Goal, Shown, TaskReport, evolve
 from resource_manager.sqlite_store import SqliteStore
 from resource_manager.tables import Tables
 from tests.builders import observation, res
@@ -276,3 +277,15 @@ def test_a_pass_suspends_what_its_post_filter_chooses_and_places_once_the_freeze
     (granted,) = core.allocate(high, [want(1, cpu=2.0)], [], [], 0, now=5.0).granted
     assert granted.node_id == "n1"
     assert core.node_allocated("n1") == res(2.0, 1024 + 256)
+
+
+def test_evolve_copies_a_record_with_fields_replaced_and_refuses_unknown_ones():
+    core = new_core()
+    add_node(core, "n1", 4.0, 4096)
+    _, allocation_id = one_running(core)
+    allocation = core.allocations[allocation_id]
+    shrunk = evolve(allocation, limits=res(1.0, 512))
+    assert shrunk == dataclasses.replace(allocation, limits=res(1.0, 512))
+    assert allocation.limits is None  # the original is untouched
+    with pytest.raises(TypeError, match="AllocationRecord has no field 'limit'"):
+        evolve(allocation, limit=res(1.0, 512))
