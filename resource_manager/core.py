@@ -1032,12 +1032,7 @@ class ResourceManagerCore:
             and (report.limits is None or report.limits == allocation.resources)
         ):
             return  # the common case, every heartbeat: still running as granted
-        if report.state is TaskState.SUSPENDED:
-            shown = Shown.SUSPENDED
-        elif report.state.is_final:
-            shown = Shown.IDLE
-        else:
-            shown = Shown.RUNNING  # LAUNCHING counts as running: its process may be starting
+        shown = _shown_by(report)
         limits = report.limits if shown is not Shown.IDLE else None
         if limits is not None and limits == allocation.resources:
             limits = None
@@ -1146,9 +1141,12 @@ class ResourceManagerCore:
             and (report.limits is None or report.limits == allocation.resources)
         ):
             return None  # the common case, every heartbeat: to run as granted, and it does
-        shown = Shown.SUSPENDED if report.state is TaskState.SUSPENDED else Shown.RUNNING
         needed = container_command(
-            allocation.resources, allocation.goal, allocation.limits, shown, report.limits
+            allocation.resources,
+            allocation.goal,
+            allocation.limits,
+            _shown_by(report),
+            report.limits,
         )
         if needed is ContainerCommand.SUSPEND:
             return SuspendAllocation(
@@ -1194,6 +1192,15 @@ class ResourceManagerCore:
                 ),
                 now,
             )
+
+
+def _shown_by(report: TaskReport) -> Shown:
+    """What a task's report shows of its container."""
+    if report.state is TaskState.SUSPENDED:
+        return Shown.SUSPENDED
+    if report.state.is_final:
+        return Shown.IDLE
+    return Shown.RUNNING  # LAUNCHING counts as running: its process may be starting
 
 
 def check_fits_master(capacities: Sequence[Resources]) -> None:

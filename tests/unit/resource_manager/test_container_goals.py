@@ -257,8 +257,7 @@ class SuspendToFit:
 def test_a_pass_suspends_what_its_post_filter_chooses_and_places_once_the_freeze_shows():
     victims: list[str] = []
     plugin = SuspendToFit(victims)
-    profile = baseline_profile()
-    profile = type(profile)(**{**profile.__dict__, "post_filters": (plugin,)})
+    profile = dataclasses.replace(baseline_profile(), post_filters=(plugin,))
     core = Driver(
         ResourceManagerCore(Tables(SqliteStore(":memory:")), CoreSettings(), profile=profile)
     )
