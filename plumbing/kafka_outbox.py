@@ -180,6 +180,16 @@ class KafkaOutbox:
         except (KafkaError, OSError) as error:
             self._broken(error)
             return False
+        # Say the outage is over before the counters move, so whoever watches `sent` (a test,
+        # a metrics scrape) never sees the batch delivered while the log still says "down".
+        if self._outage:
+            self._outage = False
+            self._log.info(
+                "Kafka at %s reachable again; publishing resumed (%d %s dropped so far)",
+                self.bootstrap,
+                self.dropped,
+                self._what,
+            )
         with self._wakeup:
             # Only what was sent leaves the buffer; samples dropped meanwhile shift the queue,
             # so remove by identity from the left.
@@ -189,14 +199,6 @@ class KafkaOutbox:
                     self._buffer.popleft()
                     sent += 1
             self._sent += sent
-        if self._outage:
-            self._outage = False
-            self._log.info(
-                "Kafka at %s reachable again; publishing resumed (%d %s dropped so far)",
-                self.bootstrap,
-                self.dropped,
-                self._what,
-            )
         return True
 
     def _broken(self, error: Exception) -> None:
