@@ -18,7 +18,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -57,11 +57,11 @@ RM_PATIENCE = 300.0  # seconds without the RM before the job master gives up
 # delays the final report by about two seconds at most.
 FEED_CLOSE_S = 1.0
 
-ProgressCallback = Callable[[list[PhaseProgress]], None]
+ProgressCallback = Callable[[Sequence[PhaseProgress]], None]
 R = TypeVar("R")
 
 
-def _progress_to_pb(progress: list[PhaseProgress]) -> list[rm_pb.PhaseProgress]:
+def _progress_to_pb(progress: Sequence[PhaseProgress]) -> list[rm_pb.PhaseProgress]:
     return [progress_to_pb(p) for p in progress]
 
 
@@ -96,7 +96,7 @@ class JobMaster:
         self._on_progress = on_progress
         self._stop = stop or threading.Event()
         self._events_after = 0
-        self._last_progress: list[PhaseProgress] = []
+        self._last_progress: Sequence[PhaseProgress] = ()
         self._outcomes: OutcomeReporter | None = None
         self._feed: CandidateFeed | None = None
         self._resync: AggregatorResync | None = None
@@ -267,7 +267,7 @@ class JobMaster:
             if response.kill_requested:
                 plan.kill("killed")
 
-    def _report_progress(self, progress: list[PhaseProgress]) -> None:
+    def _report_progress(self, progress: Sequence[PhaseProgress]) -> None:
         if self._on_progress is not None and progress != self._last_progress:
             self._on_progress(progress)
         self._last_progress = progress
@@ -276,7 +276,7 @@ class JobMaster:
         self,
         plan: JobPlan,
         outcome: tuple[JobState, str],
-        progress: list[PhaseProgress],
+        progress: Sequence[PhaseProgress],
     ) -> JobState:
         state, message = outcome
         with self._lock:

@@ -186,6 +186,7 @@ class JobPlan:
         self._idle: dict[str, None] = {}  # containers running nothing, in grant order
         self._stops: list[StopAttempt] = []
         self._unfinished = 0  # tasks not succeeded or dropped
+        self._progress: tuple[PhaseProgress, ...] | None = None  # cached until a count moves
         for phase in spec.phases:
             counts = dict.fromkeys(Step, 0)
             counts[Step.WAITING] = phase.tasks
@@ -275,6 +276,7 @@ class JobPlan:
                 task.failures += 1
                 task.last_problem = record.message or record.state.value
                 self._phases[task.phase].failed_attempts += 1
+                self._progress = None
             if record.attempt >= latest.get(task.task_id, record).attempt:
                 latest[task.task_id] = record
         # Phases in DAG order, so a barrier an adopted success opens is open for what follows.
@@ -367,19 +369,23 @@ class JobPlan:
         )
         return Decisions(tuple(launches), tuple(releases), asks, stops)
 
-    def progress(self) -> list[PhaseProgress]:
-        return [
-            PhaseProgress(
-                name=name,
-                tasks=phase.spec.tasks,
-                pending=phase.counts[Step.WAITING] + phase.counts[Step.READY],
-                running=phase.counts[Step.LAUNCHING] + phase.counts[Step.RUNNING],
-                succeeded=phase.counts[Step.SUCCEEDED],
-                failed=phase.failed_attempts,
-                dropped=phase.counts[Step.DROPPED] + phase.counts[Step.GAVE_UP],
+    def progress(self) -> tuple[PhaseProgress, ...]:
+        """Per phase, how many tasks are pending, running, done.  The same tuple comes back
+        until a count moves (every round reports it; most rounds change nothing)."""
+        if self._progress is None:
+            self._progress = tuple(
+                PhaseProgress(
+                    name=name,
+                    tasks=phase.spec.tasks,
+                    pending=phase.counts[Step.WAITING] + phase.counts[Step.READY],
+                    running=phase.counts[Step.LAUNCHING] + phase.counts[Step.RUNNING],
+                    succeeded=phase.counts[Step.SUCCEEDED],
+                    failed=phase.failed_attempts,
+                    dropped=phase.counts[Step.DROPPED] + phase.counts[Step.GAVE_UP],
+                )
+                for name, phase in self._phases.items()
             )
-            for name, phase in self._phases.items()
-        ]
+        return self._progress
 
     def running_tasks(self) -> Iterator[Task]:
         """Tasks with a live regular attempt."""
@@ -421,6 +427,7 @@ class JobPlan:
         if not preempted:
             task.failures += 1
             self._phases[task.phase].failed_attempts += 1
+            self._progress = None
         task.last_problem = problem
         if task.failures > self.spec.max_retries:
             for other in list(task.attempts.values()):
@@ -463,6 +470,7 @@ class JobPlan:
         counts[task.step] -= 1
         counts[step] += 1
         task.step = step
+        self._progress = None
 
     def _make_ready(self, task: Task) -> None:
         self._move(task, Step.READY)

@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -117,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
 
-    def show(progress: list[PhaseProgress]) -> None:
+    def show(progress: Sequence[PhaseProgress]) -> None:
         parts = " ".join(f"{p.name}:{p.succeeded}/{p.tasks}" for p in progress)
         print(f"{job.job_id} {spec.name}: {parts}", file=sys.stderr, flush=True)
 

@@ -318,7 +318,7 @@ def test_progress_counts():
     report(plan, "map-0", TaskState.SUCCEEDED)
     report(plan, "map-1", TaskState.RUNNING)
     report(plan, "map-2", TaskState.FAILED)  # back to pending, one failed attempt
-    assert plan.progress() == [
+    assert list(plan.progress()) == [
         PhaseProgress("map", 4, pending=2, running=1, succeeded=1, failed=1, dropped=0),
         PhaseProgress("sum", 4, pending=4, running=0, succeeded=0, failed=0, dropped=0),
     ]
