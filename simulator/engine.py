@@ -52,7 +52,6 @@ from plumbing.intervals import (
     MONITOR_INTERVAL_S,
     SCHEDULING_PASS_DELAY_S,
 )
-from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.framework import AllocationKind, Profile
 from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
@@ -166,7 +165,6 @@ class _Master:
     started: float
     events_after: int = 0
     round_armed: bool = False
-    last_asks: tuple[PhaseAsk, ...] = ()
     finished: bool = False
 
 
@@ -592,14 +590,16 @@ class Simulation:
             plan.on_allocation_lost(allocation_id)
         if result.kill_requested:
             plan.kill("killed")
+        # Only what the master heard can change its next decisions.  What it said needs no
+        # round of its own: the next round would decide nothing new and repeat the same asks
+        # and progress (the core changes nothing on a repeat); grants its asks bring wake it
+        # through drain_placements.
         heard = bool(
             result.granted
             or result.lost_allocations
             or any(task.state.is_final for task in result.events)
         )
-        said = bool(decisions.launches or decisions.releases) or decisions.asks != master.last_asks
-        master.last_asks = decisions.asks
-        if heard or said or result.kill_requested or self.settings.heartbeats == "all":
+        if heard or result.kill_requested or self.settings.heartbeats == "all":
             self._wake_master(master.job_id)
 
     def _launch_task(self, master: _Master, launch: Launch) -> None:
