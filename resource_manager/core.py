@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -664,11 +664,14 @@ class ResourceManagerCore:
             self._check_attempt(job, attempt)
         self._check_releases(job_id, releases)
         self._check_progress(job, progress)
-        delivered = self.tables.delivered_of_job(job_id)
-        for allocation_id in releases:
-            released = self.allocations.get(allocation_id)
-            if released is not None and released.delivered:
-                delivered[released.phase] -= 1
+        delivered: Mapping[str, int] = self.tables.delivered_of_job(job_id)
+        if releases:  # (what it gives back no longer counts; copied only then)
+            held = Counter(delivered)
+            for allocation_id in releases:
+                released = self.allocations.get(allocation_id)
+                if released is not None and released.delivered:
+                    held[released.phase] -= 1
+            delivered = held
         try:
             check_asks(job.spec, asks, delivered)
         except AskError as error:
@@ -684,14 +687,17 @@ class ResourceManagerCore:
         if job.state is JobState.RUNNING and not job.kill_requested:
             # The master counts only containers it has been told of; grants made since its last
             # call (not yet delivered) already serve part of its absolute ask.
-            undelivered = Counter(a.phase for a in self.tables.undelivered_of_job(job_id))
+            waiting = self.tables.undelivered_of_job(job_id)  # (most rounds: none)
+            undelivered = Counter(a.phase for a in waiting) if waiting else None
             grew = self._set_asks(
                 job,
                 [
                     replace(a, count=a.count - undelivered[a.phase])
                     for a in asks
                     if a.count > undelivered[a.phase]
-                ],
+                ]
+                if undelivered
+                else [a for a in asks if a.count > 0],
             )
             if grew:
                 # The job master sees at once what it can have.  Only when its own asks grew:
@@ -784,14 +790,15 @@ class ResourceManagerCore:
                 f"must list the job's {len(job.spec.phases)} phases, got {len(progress)}",
             )
         for index, (reported, phase) in enumerate(zip(progress, job.spec.phases, strict=True)):
-            field = f"progress[{index}]"
             if reported.name != phase.name or reported.tasks != phase.tasks:
                 raise InvalidRequestError(
-                    field, f"must be phase {phase.name!r} of {phase.tasks} tasks"
+                    f"progress[{index}]", f"must be phase {phase.name!r} of {phase.tasks} tasks"
                 )
             counts = (reported.pending, reported.running, reported.succeeded, reported.dropped)
             if min(*counts, reported.failed) < 0 or sum(counts) > phase.tasks:
-                raise InvalidRequestError(field, "task counts must be >= 0 and add up to tasks")
+                raise InvalidRequestError(
+                    f"progress[{index}]", "task counts must be >= 0 and add up to tasks"
+                )
 
     # ================================================================ internals
 
@@ -903,10 +910,22 @@ class ResourceManagerCore:
         """Replace a job's task asks, undoably; True if any grew (a pass may place more)."""
         wanted = {ask.phase: ask for ask in asks}
         grew = False
+        held: dict[str, PendingAsk] = {}
         for previous in self.pending.of_job(job.job_id):
-            if previous.kind is AllocationKind.TASK and previous.phase not in wanted:
-                self._put_ask(replace(previous, count=0))
+            if previous.kind is AllocationKind.TASK:
+                if previous.phase in wanted:
+                    held[previous.phase] = previous
+                else:
+                    self._put_ask(replace(previous, count=0))
         for ask in wanted.values():
+            before = held.get(ask.phase)
+            if (
+                before is not None
+                and before.count == ask.count
+                and before.resources == ask.resources
+                and before.priority == job.spec.priority
+            ):
+                continue  # unchanged (most rounds repeat the asks before): nothing to do
             grew |= self._put_ask(
                 PendingAsk(
                     job.job_id, job.spec.priority, job.seq, ask.phase, ask.count, ask.resources

@@ -25,8 +25,9 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from policies.scheduling.capacity_index import CapacityIndex
@@ -253,7 +254,9 @@ class Tables:
 
     def tasks_after(self, job_id: str, seq: int) -> list[TaskRecord]:
         """A hot job's task attempts changed after event ``seq``, in sequence order: a bisect."""
-        events = self._events_of_job.get(job_id, [])
+        events = self._events_of_job.get(job_id)
+        if not events or events[-1][0] <= seq:
+            return []  # nothing new (most rounds)
         start = bisect.bisect_right(events, seq, key=_event_seq)
         changed = []
         for event_seq, key in events[start:]:
@@ -321,9 +324,10 @@ class Tables:
     def allocations_of_job(self, job_id: str) -> list[AllocationRecord]:
         return [self.allocations[a] for a in self._allocations_of_job.get(job_id)]
 
-    def delivered_of_job(self, job_id: str) -> Counter[str]:
-        """Per phase, the job's task containers its job master has been told of."""
-        return Counter(self._delivered_of_job.get(job_id, {}))
+    def delivered_of_job(self, job_id: str) -> Mapping[str, int]:
+        """Per phase, the job's task containers its job master has been told of.  A live view
+        (every round reads it): copy it before changing the tables."""
+        return self._delivered_of_job.get(job_id, _NONE_DELIVERED)
 
     def undelivered_of_job(self, job_id: str) -> list[AllocationRecord]:
         """The job's task containers its job master has not been told of yet."""
@@ -479,6 +483,9 @@ class Tables:
             if node_id not in self.capacity:
                 self.freed = True  # a node (re)joined
             self.capacity.set(node_id, node.capacity, self.allocated_on(node_id))
+
+
+_NONE_DELIVERED: Mapping[str, int] = MappingProxyType({})
 
 
 def _event_seq(event: tuple[int, TaskKey]) -> int:

@@ -21,7 +21,8 @@ rely on it).
 
 The maximum-free heaps invalidate lazily: every change pushes the node's new free amount, stale
 entries are dropped when they reach the top, and the heaps are rebuilt when they hold more than
-twice as many entries as there are nodes.
+four times as many entries as there are nodes (a rebuild costs O(nodes): rarer is cheaper, and
+the memory stays small).
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ class CapacityIndex:
         free = node.free
         heapq.heappush(self._free_cpu, (-free.cpu, node.node_id))
         heapq.heappush(self._free_memory, (float(-free.memory_mb), node.node_id))
-        if len(self._free_cpu) > 2 * len(self._nodes) + 64:
+        if len(self._free_cpu) > 4 * len(self._nodes) + 64:
             self._rebuild_heaps()
 
     def _drop(self, node_id: str) -> None:
