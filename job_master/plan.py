@@ -187,6 +187,7 @@ class JobPlan:
         self._stops: list[StopAttempt] = []
         self._unfinished = 0  # tasks not succeeded or dropped
         self._progress: tuple[PhaseProgress, ...] | None = None  # cached until a count moves
+        self._asks: tuple[PhaseAsk, ...] | None = None  # likewise
         for phase in spec.phases:
             counts = dict.fromkeys(Step, 0)
             counts[Step.WAITING] = phase.tasks
@@ -362,12 +363,13 @@ class JobPlan:
             del self._idle[allocation_id]
         releases = [*self.finished_containers, *releases]
         self.finished_containers = []  # (the ended attempts' containers go back first)
-        asks = tuple(
-            PhaseAsk(name, phase.counts[Step.READY], phase.spec.resources)
-            for name, phase in self._phases.items()
-            if phase.counts[Step.READY]
-        )
-        return Decisions(tuple(launches), tuple(releases), asks, stops)
+        if self._asks is None:  # (cached with progress: both move only with the counts)
+            self._asks = tuple(
+                PhaseAsk(name, phase.counts[Step.READY], phase.spec.resources)
+                for name, phase in self._phases.items()
+                if phase.counts[Step.READY]
+            )
+        return Decisions(tuple(launches), tuple(releases), self._asks, stops)
 
     def progress(self) -> tuple[PhaseProgress, ...]:
         """Per phase, how many tasks are pending, running, done.  The same tuple comes back
@@ -470,7 +472,7 @@ class JobPlan:
         counts[task.step] -= 1
         counts[step] += 1
         task.step = step
-        self._progress = None
+        self._progress = self._asks = None
 
     def _make_ready(self, task: Task) -> None:
         self._move(task, Step.READY)

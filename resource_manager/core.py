@@ -663,7 +663,7 @@ class ResourceManagerCore:
         if not job.state.is_final:
             self._check_attempt(job, attempt)
         self._check_releases(job_id, releases)
-        self._check_progress(job, progress)
+        progressed = self._check_progress(job, progress)
         delivered: Mapping[str, int] = self.tables.delivered_of_job(job_id)
         if releases:  # (what it gives back no longer counts; copied only then)
             held = Counter(delivered)
@@ -681,7 +681,7 @@ class ResourceManagerCore:
             self.tables.remove_allocation(allocation_id)
         if job.state.is_final:
             return self._allocate_answer(job_id, events_after)
-        if progress and tuple(progress) != job.progress:
+        if progressed:
             job = evolve(job, progress=tuple(progress))
             self.tables.put_job(job)
         if job.state is JobState.RUNNING and not job.kill_requested:
@@ -780,10 +780,11 @@ class ResourceManagerCore:
                     f"{allocation_id} is not a task container of {job_id}",
                 )
 
-    def _check_progress(self, job: JobRecord, progress: Sequence[PhaseProgress]) -> None:
-        """Progress must describe the job's phases, in order, with counts within each phase."""
+    def _check_progress(self, job: JobRecord, progress: Sequence[PhaseProgress]) -> bool:
+        """Progress must describe the job's phases, in order, with counts within each phase.
+        True if it differs from what the job records."""
         if not progress or tuple(progress) == job.progress:
-            return  # nothing, or what was checked and recorded already (most rounds)
+            return False  # nothing, or what was checked and recorded already (most rounds)
         if len(progress) != len(job.spec.phases):
             raise InvalidRequestError(
                 "progress",
@@ -799,6 +800,7 @@ class ResourceManagerCore:
                 raise InvalidRequestError(
                     f"progress[{index}]", "task counts must be >= 0 and add up to tasks"
                 )
+        return True
 
     # ================================================================ internals
 

@@ -123,17 +123,21 @@ class Tables:
         jobs that hold nothing leave memory."""
         if self._journal is None:
             raise RuntimeError("no unit of work is open")
-        for name in self._moved_counters:
-            self._writing().save_counter(name, self._counters[name])
+        if self._moved_counters:
+            for name in self._moved_counters:
+                self._writing().save_counter(name, self._counters[name])
+            self._moved_counters.clear()
         if self._store_open:
             self._store.commit()
             self._store_open = False
         self._journal = None
-        self._moved_counters = set()
-        for job_id in self._touched_jobs:
-            self._evict_if_cold(job_id)
-        self._touched_jobs = set()
-        changed, self.changed_jobs = self.changed_jobs, set()
+        if self._touched_jobs:
+            for job_id in self._touched_jobs:
+                self._evict_if_cold(job_id)
+            self._touched_jobs.clear()
+        changed = self.changed_jobs
+        if changed:  # (a unit that changed no job, most of them, allocates no new set)
+            self.changed_jobs = set()
         return changed
 
     def rollback(self) -> None:
@@ -145,8 +149,8 @@ class Tables:
         for undo in reversed(journal or []):
             undo()
         self.changed_jobs = set()
-        self._touched_jobs = set()
-        self._moved_counters = set()
+        self._touched_jobs.clear()
+        self._moved_counters.clear()
 
     def _writing(self) -> Store:
         """The store, inside this unit's transaction (begun now if this is its first write: a
@@ -269,6 +273,15 @@ class Tables:
         return [self.tasks[key] for key in self._live_tasks_of_node.get(node_id)]
 
     def _index_task(self, old: TaskRecord | None, new: TaskRecord | None) -> None:
+        if old is not None and new is not None and old.node_id == new.node_id:
+            # The same attempt in a new state (every task event): only liveness may move.
+            self.tasks[new.key] = new
+            if old.state.is_final != new.state.is_final:
+                if new.state.is_final:
+                    self._live_tasks_of_node.discard(new.node_id, new.key)
+                else:
+                    self._live_tasks_of_node.add(new.node_id, new.key)
+            return
         if old is not None:
             del self.tasks[old.key]
             self._tasks_of_job.discard(old.job_id, old.key)

@@ -65,7 +65,7 @@ from resource_manager.core import (
     StopAllocation,
     SuspendAllocation,
 )
-from resource_manager.records import Now, TaskReport
+from resource_manager.records import AllocationRecord, Now, TaskRecord, TaskReport
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
 from simulator.results import JobOutcome, UtilisationSample
@@ -168,6 +168,24 @@ class _Master:
     finished: bool = False
 
 
+class _SimulationStore(MemoryStore):
+    """The store of a simulated RM: jobs and counters, not task attempts or containers.
+
+    The simulated RM never restarts, and nothing reads a finished job's tasks back (outcomes
+    come from the job records), so writing every task event and container change to a second
+    copy in memory is work for nothing: the tables hold the live ones.  Jobs are kept, since
+    the tables evict finished jobs and read them back from here."""
+
+    def save_task(self, task: TaskRecord) -> None:
+        pass
+
+    def save_allocation(self, allocation: AllocationRecord) -> None:
+        pass
+
+    def delete_allocation(self, allocation_id: str) -> None:
+        pass
+
+
 class Simulation:
     """One run: ``Simulation(jobs, settings, seed).run()``."""
 
@@ -183,7 +201,8 @@ class Simulation:
         self.settings = settings
         self._seed = seed
         self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.name))
-        self.core = ResourceManagerCore(Tables(MemoryStore()), settings.core, profile)
+        self.core = ResourceManagerCore(Tables(_SimulationStore()), settings.core, profile)
+        self._now = Now(0.0, 0.0)
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
         self.now = 0.0
@@ -252,9 +271,11 @@ class Simulation:
         """One call into the core as one unit of work, as the service makes it; then tell who
         is concerned by what it placed, and arm a pass if one is due."""
         tables = self.core.tables
+        if self._now.wall != self.now:
+            self._now = Now(self.now, self.now)
         tables.begin()
         try:
-            result = action(self.core, Now(self.now, self.now))
+            result = action(self.core, self._now)
         except BaseException:
             tables.rollback()
             raise
