@@ -23,7 +23,10 @@ A pass (:func:`schedule_pass`) serves the asks in the order given (the shell kee
 queue order, :mod:`pending_asks`), container by container:
 
 1. *permit*: every permit plugin must admit the container; otherwise the ask waits (it is listed
-   in :attr:`Plan.waiting`) and the pass goes on with the next ask.
+   in :attr:`Plan.waiting`) and the pass goes on with the next ask.  A permit that declares
+   itself ``shape_only`` (its refusal depends on the ask's kind and size alone, and holds for
+   the rest of the pass) is not asked again for asks of that kind no smaller: a queue full of
+   job master asks held back by :class:`MasterShare` costs a pass O(1) each, not a plugin call.
 2. *filter*: nodes are visited least-allocated first through the :class:`CapacityIndex`; a node
    is feasible when the container fits in its free capacity less what reserve plugins hold there
    for other jobs, and every filter plugin agrees.  On clusters of up to
@@ -89,6 +92,10 @@ class AllocationKind(IdentityEnum):
 
     TASK = "task"
     JOB_MASTER = "job_master"
+
+
+AskShape = tuple[AllocationKind, Resources]
+"""What a container is for and its size: asks of one shape are alike to shape-only plugins."""
 
 
 @dataclass(frozen=True)
@@ -160,8 +167,9 @@ class Reservation:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one pass decided.  ``waiting`` lists the asks a permit plugin held back;
-    ``cut_short`` says the pass stopped at its placement limit (see :func:`schedule_pass`)."""
+    """What one pass decided.  ``waiting`` lists the asks a permit plugin held back, of those
+    the pass visited (it stops early once nothing left can be placed); ``cut_short`` says the
+    pass stopped at its placement limit (see :func:`schedule_pass`)."""
 
     placements: tuple[Placement, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
@@ -198,6 +206,13 @@ class QueueOrder(Protocol):
 
 
 class Permit(Protocol):
+    @property
+    def shape_only(self) -> bool:
+        """True when a refusal depends on the ask's kind and resources alone and holds for the
+        rest of the pass for every ask of that kind no smaller (placements only add to what is
+        held), so the pass may remember it."""
+        ...
+
     def admit(self, ask: PendingAsk, context: PassContext) -> bool:
         """May one more container of ``ask`` be placed now?"""
         ...
@@ -283,6 +298,7 @@ class MasterShare:
     never stuck."""
 
     share: float
+    shape_only: bool = True  # what job masters hold only grows during a pass
 
     def admit(self, ask: PendingAsk, context: PassContext) -> bool:
         if ask.kind is not AllocationKind.JOB_MASTER:
@@ -312,7 +328,7 @@ def schedule_pass(
     asks: Iterable[PendingAsk],
     context: PassContext,
     profile: Profile,
-    shapes: Collection[Resources] = (),
+    shapes: Collection[AskShape] = (),
     nowhere: dict[Resources, int] | None = None,
     max_placements: int = 0,
 ) -> Plan:
@@ -324,69 +340,116 @@ def schedule_pass(
     after, which starts again from the head of the queue.  The shell serves its other requests
     in between, so no pass holds them up for long.
 
-    ``shapes``, if given, are the distinct container sizes among ``asks``: once each of them has
-    fitted nowhere (and no plugin makes the verdict depend on the job), no later ask can be
-    placed in this pass, and the pass stops instead of visiting the rest of the queue.
+    ``shapes``, if given, are the distinct (kind, container size) pairs among ``asks``: once each
+    of them has fitted nowhere or been refused by a shape-only permit (and no plugin makes the
+    verdict depend on the job), no later ask can be placed in this pass, and the pass stops
+    instead of visiting the rest of the queue.
 
     ``nowhere``, if given, is kept by the shell from pass to pass: container sizes found to fit
     on no node, with the index's :attr:`~CapacityIndex.generation` then.  Such a size can fit
     now only on a node whose free amount grew since, so only those nodes are looked at, not all
     of them (a fragmented cluster would otherwise cost a scan of every node per size and pass).
     Used only when no plugin makes the verdict depend on the job."""
-    placements: list[Placement] = []
-    reservations: list[Reservation] = []
-    preemptions: list[Preemption] = []
-    waiting: list[PendingAsk] = []
-    failed: list[tuple[str, Resources]] = []  # (job id, or "" for shape-only filters)
     shape_only = all(f.shape_only for f in profile.filters) and not profile.reserves
-    remembered = nowhere if shape_only and nowhere is not None else None
-    cut_short = False
+    state = _PassState(
+        context,
+        profile,
+        shape_only=shape_only,
+        permits_shape_only=all(p.shape_only for p in profile.permits),
+        remembered=nowhere if shape_only and nowhere is not None else None,
+        max_placements=max_placements,
+    )
+    # With shape-only plugins, a shape (kind, size) nothing more can be placed for is settled
+    # for the rest of the pass: True if a permit holds it back, False if it fits nowhere.  A
+    # long queue behind a full cluster then costs a lookup per ask.
+    settled: dict[AskShape, bool] = {}
     with context.cluster.scratch() as cluster:
         for ask in asks:
-            if cut_short:
+            if state.cut_short:
                 break
-            memo_key = "" if shape_only else ask.job_id
-            if shape_only and shapes and _all_failed(shapes, failed):
-                break  # nothing asked for fits anywhere any more
-            for _ in range(ask.count):
-                if _known_to_fail(ask.resources, memo_key, failed):
-                    break
-                if not all(permit.admit(ask, context) for permit in profile.permits):
-                    waiting.append(ask)
-                    break
-                if remembered is not None and _still_nowhere(
-                    ask, cluster, context, profile, remembered
-                ):
-                    failed.append((memo_key, ask.resources))
-                    node = None
-                else:
-                    generation = cluster.generation
-                    node = _choose_node(ask, cluster, context, profile, failed, memo_key)
-                    if remembered is not None:
-                        if node is None:
-                            remembered[ask.resources] = generation
-                        else:
-                            remembered.pop(ask.resources, None)
-                if node is None:
-                    for post_filter in profile.post_filters:
-                        preemptions.extend(post_filter.preempt(ask, context))
-                    break  # identical containers: if one fits nowhere, the rest do not either
-                cluster.take(node.node_id, ask.resources)
-                placement = Placement(ask.job_id, ask.phase, node.node_id, ask.resources, ask.kind)
-                placements.append(placement)
-                context.placed(placement)
-                for reserve in profile.reserves:
-                    reservations.extend(reserve.on_placed(placement))
-                if len(placements) == max_placements:
-                    cut_short = True
-                    break
+            shape = (ask.kind, ask.resources)
+            if shape_only:
+                held_back = settled.get(shape)
+                if held_back is not None:
+                    if held_back:
+                        state.waiting.append(ask)
+                    continue
+            verdict = _serve(ask, cluster, state)
+            if shape_only and verdict is not None:
+                settled[shape] = verdict
+                if shapes and _all_failed(shapes, state.failed, state.refused):
+                    break  # nothing asked for can be placed any more
     return Plan(
-        placements=tuple(placements),
-        preemptions=tuple(preemptions),
-        reservations=tuple(reservations),
-        waiting=tuple(waiting),
-        cut_short=cut_short,
+        placements=tuple(state.placements),
+        preemptions=tuple(state.preemptions),
+        reservations=tuple(state.reservations),
+        waiting=tuple(state.waiting),
+        cut_short=state.cut_short,
     )
+
+
+@dataclass
+class _PassState:
+    """What one pass has decided and learnt so far."""
+
+    context: PassContext
+    profile: Profile
+    shape_only: bool  # no plugin makes a verdict depend on the job
+    permits_shape_only: bool
+    remembered: dict[Resources, int] | None  # the shell's memo of sizes that fit nowhere
+    max_placements: int
+    placements: list[Placement] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    waiting: list[PendingAsk] = field(default_factory=list)
+    failed: list[tuple[str, Resources]] = field(default_factory=list)  # (job id or "", size)
+    refused: list[AskShape] = field(default_factory=list)  # by shape-only permits
+    cut_short: bool = False
+
+
+def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> bool | None:
+    """Place as many of ``ask``'s containers as can be, one by one.  Returns what settles its
+    shape for the rest of the pass: True if a shape-only permit held it back, False if it fits
+    nowhere, None if nothing does (all placed, the pass's limit, a job-dependent verdict)."""
+    context, profile, remembered = state.context, state.profile, state.remembered
+    memo_key = "" if state.shape_only else ask.job_id
+    for _ in range(ask.count):
+        if _known_to_fail(ask.resources, memo_key, state.failed):
+            return False
+        if _known_refused(ask.kind, ask.resources, state.refused):
+            state.waiting.append(ask)
+            return True
+        if not all(permit.admit(ask, context) for permit in profile.permits):
+            state.waiting.append(ask)
+            if not state.permits_shape_only:
+                return None
+            state.refused.append((ask.kind, ask.resources))
+            return True
+        if remembered is not None and _still_nowhere(ask, cluster, context, profile, remembered):
+            state.failed.append((memo_key, ask.resources))
+            node = None
+        else:
+            generation = cluster.generation
+            node = _choose_node(ask, cluster, context, profile, state.failed, memo_key)
+            if remembered is not None:
+                if node is None:
+                    remembered[ask.resources] = generation
+                else:
+                    remembered.pop(ask.resources, None)
+        if node is None:
+            for post_filter in profile.post_filters:
+                state.preemptions.extend(post_filter.preempt(ask, context))
+            return False  # identical containers: if one fits nowhere, the rest do not either
+        cluster.take(node.node_id, ask.resources)
+        placement = Placement(ask.job_id, ask.phase, node.node_id, ask.resources, ask.kind)
+        state.placements.append(placement)
+        context.placed(placement)
+        for reserve in profile.reserves:
+            state.reservations.extend(reserve.on_placed(placement))
+        if len(state.placements) == state.max_placements:
+            state.cut_short = True
+            return None
+    return None
 
 
 def _choose_node(
@@ -468,8 +531,18 @@ def _known_to_fail(request: Resources, memo_key: str, failed: list[tuple[str, Re
     return any(key == memo_key and shape.fits_in(request) for key, shape in failed)
 
 
-def _all_failed(shapes: Collection[Resources], failed: list[tuple[str, Resources]]) -> bool:
-    return all(_known_to_fail(shape, "", failed) for shape in shapes)
+def _known_refused(kind: AllocationKind, request: Resources, refused: list[AskShape]) -> bool:
+    """A shape-only permit refused an ask of this kind and no larger in this pass."""
+    return any(k is kind and shape.fits_in(request) for k, shape in refused)
+
+
+def _all_failed(
+    shapes: Collection[AskShape], failed: list[tuple[str, Resources]], refused: list[AskShape]
+) -> bool:
+    return all(
+        _known_to_fail(shape, "", failed) or _known_refused(kind, shape, refused)
+        for kind, shape in shapes
+    )
 
 
 def _total_score(

@@ -11,8 +11,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
-from policies.scheduling.framework import AllocationKind, PendingAsk, QueueOrder
-from policies.scheduling.resources import Resources
+from policies.scheduling.framework import AllocationKind, AskShape, PendingAsk, QueueOrder
 
 AskKey = tuple[str, AllocationKind, str]
 """(job id, kind, phase)."""
@@ -30,7 +29,7 @@ class PendingAsks:
         self._asks: dict[AskKey, PendingAsk] = {}
         self._sorted: list[tuple[tuple[int | str, ...], AskKey]] = []
         self._by_job: dict[str, dict[AskKey, None]] = {}
-        self._shapes: dict[Resources, int] = {}  # container sizes asked for -> how many asks
+        self._shapes: dict[AskShape, int] = {}  # (kind, container size) -> how many asks
 
     def __len__(self) -> int:
         return len(self._asks)
@@ -40,8 +39,9 @@ class PendingAsks:
         for _, key in self._sorted:
             yield self._asks[key]
 
-    def shapes(self) -> list[Resources]:
-        """The distinct container sizes pending asks want (a pass stops once none fits)."""
+    def shapes(self) -> list[AskShape]:
+        """The distinct (kind, container size) pairs pending asks want (a pass stops once none
+        can be placed)."""
         return list(self._shapes)
 
     def get(self, key: AskKey) -> PendingAsk | None:
@@ -58,7 +58,8 @@ class PendingAsks:
             self._asks[key] = ask
             bisect.insort(self._sorted, (self._order.sort_key(ask), key), key=_sort_position)
             self._by_job.setdefault(ask.job_id, {})[key] = None
-            self._shapes[ask.resources] = self._shapes.get(ask.resources, 0) + 1
+            shape = (ask.kind, ask.resources)
+            self._shapes[shape] = self._shapes.get(shape, 0) + 1
         return previous
 
     def discard(self, key: AskKey) -> PendingAsk | None:
@@ -73,11 +74,12 @@ class PendingAsks:
             del keys[key]
             if not keys:
                 del self._by_job[key[0]]
-            left = self._shapes[previous.resources] - 1
+            shape = (previous.kind, previous.resources)
+            left = self._shapes[shape] - 1
             if left:
-                self._shapes[previous.resources] = left
+                self._shapes[shape] = left
             else:
-                del self._shapes[previous.resources]
+                del self._shapes[shape]
         return previous
 
     def discard_job(self, job_id: str) -> list[PendingAsk]:

@@ -151,7 +151,8 @@ def test_pending_asks_are_served_in_queue_order_and_replaced_by_key():
     queue.put(pending("high", count=0, priority=5, seq=10))  # a count of 0 removes it
     assert [a.job_id for a in queue] == ["early", "late"]
     assert [a.job_id for a in queue.discard_job("late")] == ["late"]
-    assert [a.job_id for a in queue] == ["early"] and queue.shapes() == [res(1, 256)]
+    assert [a.job_id for a in queue] == ["early"]
+    assert queue.shapes() == [(AllocationKind.TASK, res(1, 256))]
 
 
 # ------------------------------------------------------------------------------ the pass
@@ -179,7 +180,43 @@ def test_job_masters_wait_at_the_permit_point_beyond_their_share():
     ]
     plan = run(index, masters)
     assert [p.job_id for p in plan.placements] == ["j0", "j1"]  # 0.8 cpu; a third makes 1.2
-    assert [a.job_id for a in plan.waiting] == ["j2", "j3"]
+    # j2 waits; the permit's refusal holds for j3 too, and nothing else is asked for: the pass
+    # ends there.
+    assert [a.job_id for a in plan.waiting] == ["j2"]
+
+
+class _CountingPermit:
+    """Refuses job masters; counts how often it is asked."""
+
+    def __init__(self, *, shape_only: bool) -> None:
+        self.shape_only = shape_only
+        self.asked = 0
+
+    def admit(self, ask: PendingAsk, context: PassContext) -> bool:
+        self.asked += 1
+        return ask.kind is not AllocationKind.JOB_MASTER
+
+
+@pytest.mark.parametrize(("shape_only", "asked"), [(True, 2), (False, 52)])
+def test_a_shape_only_permit_is_not_asked_again_for_asks_it_has_refused(
+    shape_only: bool, asked: int
+):
+    index = index_of(("a", 4, 4096, 0, 0))
+    masters = [
+        pending(f"m{i}", cpu=0.5, memory_mb=256, seq=i, phase="", kind=AllocationKind.JOB_MASTER)
+        for i in range(50)
+    ]
+    bigger = pending(
+        "m-big", cpu=1, memory_mb=512, seq=60, phase="", kind=AllocationKind.JOB_MASTER
+    )
+    task = pending("t", cpu=0.5, memory_mb=256, seq=70)  # the same size as the masters
+    permit = _CountingPermit(shape_only=shape_only)
+    profile = Profile(queue_order=PriorityFifo(), permits=(permit,))
+    plan = run(index, [*masters, bigger, task], profile)
+    assert placed(plan) == [("t", "a")]  # a refusal of job masters holds back no task
+    assert len(plan.waiting) == 51
+    # Remembered: one call for the masters (the bigger one is no smaller), one for the task.
+    assert permit.asked == asked
 
 
 def test_one_job_master_may_always_run():
