@@ -22,7 +22,7 @@ from plumbing.rpc import describe_rpc_error
 from plumbing.spec_text import decode_spec_text, load_job_document, read_spec_file
 from plumbing.wire import JOB_STATE_FROM_PB
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
-from sluice import local_cluster, machines
+from sluice import ca, local_cluster, machines
 from sluice.client import RMClient, agent_stub, default_dir, resolve_rm
 from sluice.render import as_json, job_detail, jobs_table, nodes_table, progress_line
 from sluice_pb import aggregator_pb2 as apb
@@ -512,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     from simulator.cli import register as register_sim
 
     register_sim(sub)
+    ca.register(sub)
 
     model = sub.add_parser("model", help="the policies' models, for choosing their knobs")
     topics = model.add_subparsers(dest="model_command", required=True, metavar="MODEL")
