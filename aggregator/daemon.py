@@ -22,10 +22,11 @@ from aggregator.kafka_reader import TopicReader
 from aggregator.mqtt_publisher import CandidatePublisher
 from aggregator.service import AggregatorServicer
 from aggregator.state import AggregatorState, Settings
-from plumbing import data_plane
+from plumbing import data_plane, transport
 from plumbing.daemon import publish_address, serve_until_signalled
 from plumbing.errors import UserError
 from plumbing.rpc import start_server
+from plumbing.tls import Role, TlsError
 from policies.oversubscription.candidate_sync import MachineList
 from policies.oversubscription.candidates import compute_candidates
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--advertise", help="address others use to reach the aggregator")
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
     data_plane.add_arguments(parser, with_aggregator=False)
+    transport.add_arguments(parser)
     parser.add_argument(
         "--influx-url",
         default="",
@@ -116,6 +118,10 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, data_plane.DataPlane]
 
 def run(args: argparse.Namespace) -> int:
     settings, plane = _settings(args)
+    try:
+        tls = transport.from_arguments(args, Role.AGGREGATOR)
+    except TlsError as error:
+        raise UserError(str(error)) from None
     started = time.time()
     state = AggregatorState(settings, start_time=started)
 
@@ -148,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
             )
         ],
         args.listen,
+        tls=tls,
     )
     address = args.advertise or f"{args.listen.rsplit(':', 1)[0]}:{port}"
     log.info(

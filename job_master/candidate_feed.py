@@ -34,6 +34,7 @@ from plumbing.mqtt import (
     topics,
 )
 from plumbing.rpc import channel
+from plumbing.tls import ClientTls
 from policies.oversubscription.candidate_sync import LocalReplica, SyncAction, apply_message
 from sluice_pb import aggregator_pb2 as agg_pb
 from sluice_pb import aggregator_pb2_grpc as agg_grpc
@@ -63,8 +64,10 @@ class Resync(Protocol):
 class AggregatorResync:
     """:class:`Resync` over the aggregator's gRPC service (``host:port``)."""
 
-    def __init__(self, address: str, *, timeout: float = RESYNC_TIMEOUT) -> None:
-        self._channel = channel(address)
+    def __init__(
+        self, address: str, *, timeout: float = RESYNC_TIMEOUT, tls: ClientTls | None = None
+    ) -> None:
+        self._channel = channel(address, tls)
         self._stub = agg_grpc.AggregatorServiceStub(self._channel)
         self._timeout = timeout
 

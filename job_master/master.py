@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 import grpc
@@ -30,6 +31,7 @@ from job_master.plan import AttemptRecord, Container, JobPlan, Launch
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import JOB_MASTER_ROUND_S
 from plumbing.rpc import channel
+from plumbing.tls import ClientTls, TlsError, load_tls_dir
 from plumbing.wire import (
     JOB_STATE_TO_PB,
     TASK_STATE_FROM_PB,
@@ -83,11 +85,15 @@ class JobMaster:
         attempt: int = 1,
         on_progress: ProgressCallback | None = None,
         stop: threading.Event | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
+        """``tls``: the cluster CA (and a certificate, for a person's client-mode job master)
+        for every link it opens: to the RM, the agents and the aggregator."""
         self.job_id = job_id
         self.attempt = attempt
         self._rm_address = rm_address
-        self._channel = channel(rm_address)
+        self._tls = tls
+        self._channel = channel(rm_address, tls)
         self._rm = rm_grpc.MasterServiceStub(self._channel)
         self._agents: dict[str, agent_grpc.AgentServiceStub] = {}
         self._agent_channels: list[grpc.Channel] = []
@@ -111,7 +117,7 @@ class JobMaster:
         self._outcomes = OutcomeReporter(self.job_id, plane)
         if plane.mqtt_url:
             if plane.aggregator_address:
-                self._resync = AggregatorResync(plane.aggregator_address)
+                self._resync = AggregatorResync(plane.aggregator_address, tls=self._tls)
             self._feed = CandidateFeed(plane.mqtt_url, plane.mqtt_topic_prefix, self._resync)
             self._feed.start()
 
@@ -312,7 +318,7 @@ class JobMaster:
     def _agent(self, address: str) -> agent_grpc.AgentServiceStub:
         stub = self._agents.get(address)
         if stub is None:
-            agent_channel = channel(address)
+            agent_channel = channel(address, self._tls)
             self._agent_channels.append(agent_channel)
             stub = self._agents[address] = agent_grpc.AgentServiceStub(agent_channel)
         return stub
@@ -381,13 +387,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rm", required=True)
     parser.add_argument("--job", required=True)
     parser.add_argument("--attempt", type=int, default=1, help="the job master attempt (1, 2...)")
+    parser.add_argument(
+        "--tls-dir", type=Path, help="TLS directory for every link (to the RM, agents, aggregator)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kafka").setLevel(logging.ERROR)  # outages are reported by the outbox
     try:
-        state = JobMaster(args.rm, args.job, attempt=args.attempt).run()
+        tls = ClientTls.of(load_tls_dir(args.tls_dir)) if args.tls_dir is not None else None
+    except TlsError as error:
+        log.error("%s", error)
+        return 2
+    try:
+        state = JobMaster(args.rm, args.job, attempt=args.attempt, tls=tls).run()
     except RMUnreachableError as error:
         log.error("%s", error)
         return 3

@@ -87,6 +87,10 @@ class AgentConfig:
     cpu_ids: tuple[int, ...]
     capacity: Resources
     exited_retention_s: float = 24 * 3600.0
+    # With TLS: the TLS directory job masters launched here use.  For now the agent's own: a job
+    # master runs on the agent's node, as the agent's user; per-job certificates come with
+    # authorisation (issue 10).
+    master_tls_dir: Path | None = None
 
 
 class NodeAgent:
@@ -203,6 +207,8 @@ class NodeAgent:
             "--attempt",
             str(attempt),
         ]
+        if self.config.master_tls_dir is not None:
+            argv += ["--tls-dir", str(self.config.master_tls_dir)]
         try:
             self.start_task(job_id, MASTER_TASK_ID, attempt, allocation_id, argv, resources, None)
         except (TaskExistsError, AllocationBusyError):

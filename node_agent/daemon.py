@@ -40,12 +40,14 @@ from node_agent.metrics.reporter import MetricsReporter
 from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
 from node_agent.service import AgentServicer
+from plumbing import transport
 from plumbing.daemon import publish_address, serve_until_signalled
 from plumbing.data_plane import DataPlane
 from plumbing.errors import UserError
 from plumbing.intervals import HEARTBEAT_INTERVAL_S, MONITOR_INTERVAL_S
 from plumbing.kafka_outbox import DEFAULT_BUFFER
 from plumbing.rpc import channel, start_server
+from plumbing.tls import ClientTls, Role, TlsError
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.identifiers import cluster_id_problem, node_id_problem
 from policies.scheduling.resources import Resources
@@ -64,6 +66,7 @@ MAX_BACKOFF = 10.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rm", required=True, help="resource manager address host:port")
     parser.add_argument("--node-id", default=socket.gethostname())
+    transport.add_arguments(parser)
     parser.add_argument(
         "--cluster-id",
         default="sluice",
@@ -221,6 +224,7 @@ class AgentDaemon:
         stop_event: threading.Event,
         on_data_plane: Callable[[DataPlane], None] | None = None,
         identity: AgentIdentity | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         self.agent = agent
         self.identity = identity or AgentIdentity(agent.config.node_id, "", "")
@@ -231,7 +235,7 @@ class AgentDaemon:
         self.address = address
         self.runtime = runtime
         self._rm_address = rm_address
-        self._channel = channel(rm_address)
+        self._channel = channel(rm_address, tls)
         self._rm = rm_grpc.NodeServiceStub(self._channel)
         self.stop_event = stop_event
         self._registered = False
@@ -450,6 +454,15 @@ def run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     node_id: str = args.node_id
+    try:
+        tls = transport.from_arguments(args, Role.AGENT)
+    except TlsError as error:
+        raise UserError(str(error)) from None
+    if tls is not None and tls.identity.name != node_id:
+        raise UserError(
+            f"--tls-dir: its certificate is for agent {tls.identity.name!r}, not --node-id "
+            f"{node_id!r}"
+        )
     identity = load_identity(state_dir, node_id, args.cluster_id)
     try:
         tasks = make_runtime(
@@ -479,8 +492,13 @@ def run(args: argparse.Namespace) -> int:
     )
     if capacity.cpu <= 0 or capacity.memory_mb <= 0:
         raise UserError("--cpus and --memory-mb must be positive")
+    master_tls_dir = tls.directory if tls is not None else None
     agent = NodeAgent(
-        AgentConfig(node_id=node_id, cpu_ids=cpu_ids, capacity=capacity), tasks, masters
+        AgentConfig(
+            node_id=node_id, cpu_ids=cpu_ids, capacity=capacity, master_tls_dir=master_tls_dir
+        ),
+        tasks,
+        masters,
     )
     adopted = [o for o in agent.observations() if o.state.value != "exited"]
     if adopted:
@@ -501,6 +519,7 @@ def run(args: argparse.Namespace) -> int:
             )
         ],
         args.listen,
+        tls=tls,
     )
     host = args.listen.rsplit(":", 1)[0]
     address = args.advertise or f"{host}:{port}"
@@ -512,6 +531,7 @@ def run(args: argparse.Namespace) -> int:
         stop,
         on_data_plane=lambda plane: reporter.use(_override(plane, args)),
         identity=identity,
+        tls=ClientTls.of(tls) if tls is not None else None,
     )
     if args.kafka:
         reporter.use(_override(DataPlane(), args))

@@ -2,6 +2,11 @@
 
 Every server also serves the standard health-checking and server-reflection services, so
 generic probes (grpc_health_probe, grpcurl) work against the RM and the agents alike.
+
+Servers and channels take the holder's TLS (:mod:`plumbing.tls`): with it, a server presents
+its certificate and requires a client certificate the cluster CA signed (mutual TLS: a caller
+without one cannot even connect), and a channel trusts only that CA and presents its own
+certificate.  Without TLS everything is plaintext, which only ``--insecure`` asks for.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import grpc
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
+from plumbing.tls import ClientTls, TlsFiles, channel_credentials, server_credentials
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +40,7 @@ def start_server(
     address: str,
     *,
     max_workers: int = 32,
+    tls: TlsFiles | None = None,
 ) -> tuple[grpc.Server, int, health.HealthServicer]:
     """Start a server with the given (add_X_to_server, servicer, full service name) triples.
 
@@ -46,7 +54,7 @@ def start_server(
     names = _register(server, registrations, health_servicer)
     for name in [*names, ""]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    port = _bind(server, address)
+    port = _bind(server, address, tls)
     server.start()
     return server, port, health_servicer
 
@@ -73,15 +81,22 @@ def _register(
     return names
 
 
-def _bind(server: Any, address: str) -> int:
-    port = int(server.add_insecure_port(address))
+def _bind(server: Any, address: str, tls: TlsFiles | None) -> int:
+    if tls is None:
+        port = int(server.add_insecure_port(address))
+    else:
+        credentials = server_credentials(tls, require_client_cert=True)
+        port = int(server.add_secure_port(address, credentials))
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     return port
 
 
-def channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+def channel(address: str, tls: ClientTls | None = None) -> grpc.Channel:
+    """A channel to ``address``: TLS trusting the cluster CA when ``tls`` is given."""
+    if tls is None:
+        return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return grpc.secure_channel(address, channel_credentials(tls), options=CHANNEL_OPTIONS)
 
 
 def describe_rpc_error(error: grpc.RpcError, target: str) -> str:
@@ -89,6 +104,16 @@ def describe_rpc_error(error: grpc.RpcError, target: str) -> str:
     code = error.code() if isinstance(error, grpc.Call) else None
     details = error.details() if isinstance(error, grpc.Call) else str(error)
     if code is grpc.StatusCode.UNAVAILABLE:
+        if "handshake failed" in (details or "").lower():
+            return (
+                f"cannot reach {target} over TLS: the handshake failed (does it run with TLS, "
+                f"and was its certificate issued by your cluster's CA?) ({details})"
+            )
+        if "Socket closed" in (details or ""):
+            return (
+                f"cannot reach {target}: it closed the connection (if it runs with TLS, give "
+                f"--tls-dir or $SLUICE_TLS_DIR) ({details})"
+            )
         return f"cannot reach {target}: is it running? ({details})"
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return f"{target} did not answer in time"
@@ -98,6 +123,8 @@ def describe_rpc_error(error: grpc.RpcError, target: str) -> str:
 async def start_aio_server(
     registrations: Iterable[tuple[Callable[[Any, grpc.aio.Server], None], object, str]],
     address: str,
+    *,
+    tls: TlsFiles | None = None,
 ) -> tuple[grpc.aio.Server, int, health_aio.HealthServicer]:
     """Like :func:`start_server`, for servicers written with ``async def``: one event loop
     serves every call, so a stream that waits (a watcher) holds no thread and no number of them
@@ -107,6 +134,6 @@ async def start_aio_server(
     names = _register(server, registrations, health_servicer)
     for name in [*names, ""]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    port = _bind(server, address)
+    port = _bind(server, address, tls)
     await server.start()
     return server, port, health_servicer

@@ -355,8 +355,9 @@ def peer_identity(auth_context: Mapping[str, Sequence[bytes]]) -> Identity | Non
 
 def server_credentials(tls: TlsFiles, *, require_client_cert: bool) -> grpc.ServerCredentials:
     """Credentials for a server: its certificate, and the CA that client certificates must
-    chain to.  ``require_client_cert`` False lets callers without a certificate connect (they
-    then authenticate with a token, or are refused by the authorisation layer)."""
+    chain to.  gRPC offers two modes only: ``require_client_cert`` True verifies a client
+    certificate and refuses the handshake without one; False does not even ask for one (so no
+    caller has an identity).  Sluice's servers require one."""
     return grpc.ssl_server_credentials(
         [(tls.key_pem, tls.cert_pem)],
         root_certificates=tls.ca_pem,
@@ -364,8 +365,23 @@ def server_credentials(tls: TlsFiles, *, require_client_cert: bool) -> grpc.Serv
     )
 
 
-def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
-    """Credentials for a client: trust only the cluster CA, and present our certificate."""
+@dataclass(frozen=True)
+class ClientTls:
+    """What a client needs for TLS: the CA to trust, and its own certificate (servers require
+    one; a client without it is for tests of refusal)."""
+
+    ca_pem: bytes
+    cert_pem: bytes | None = None
+    key_pem: bytes | None = None
+
+    @classmethod
+    def of(cls, tls: TlsFiles) -> ClientTls:
+        return cls(tls.ca_pem, tls.cert_pem, tls.key_pem)
+
+
+def channel_credentials(tls: ClientTls | TlsFiles) -> grpc.ChannelCredentials:
+    """Credentials for a client: trust only the cluster CA, and present our certificate if we
+    have one."""
     return grpc.ssl_channel_credentials(
         root_certificates=tls.ca_pem, private_key=tls.key_pem, certificate_chain=tls.cert_pem
     )

@@ -13,11 +13,12 @@ import contextlib
 import logging
 from pathlib import Path
 
-from plumbing import data_plane, event_loop
+from plumbing import data_plane, event_loop, transport
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from plumbing.rpc import start_aio_server
+from plumbing.tls import Role, TlsFiles
 from policies.scheduling.identifiers import cluster_id_problem
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.service import (
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--advertise", help="address job masters use to reach the RM (default: the bound one)"
     )
     parser.add_argument("--state-dir", type=Path, default=Path(".sluice/rm"))
+    transport.add_arguments(parser)
     parser.add_argument(
         "--cluster-id",
         help=f"this cluster's name; agents must be started with the same (default: the one "
@@ -132,7 +134,8 @@ def _listen_address(listen: str, store: SqliteStore) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         plane = data_plane.from_arguments(args)
-    except ValueError as error:
+        tls = transport.from_arguments(args, Role.RM)
+    except ValueError as error:  # (TlsError is one)
         raise UserError(str(error)) from None
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args, store)
         store.save_setting("cluster_id", settings.cluster_id)
-        return event_loop.run(_serve(args, store, settings, plane))
+        return event_loop.run(_serve(args, store, settings, plane, tls))
     finally:
         store.close()
 
@@ -150,6 +153,7 @@ async def _serve(
     store: SqliteStore,
     settings: CoreSettings,
     plane: data_plane.DataPlane,
+    tls: TlsFiles | None,
 ) -> int:
     core = ResourceManagerCore(Tables(store), settings)
     tune_for_large_heaps()  # after the state is loaded: see plumbing/gc_tuning.py
@@ -176,6 +180,7 @@ async def _serve(
                 ),
             ],
             listen,
+            tls=tls,
         )
     except (OSError, RuntimeError) as error:
         hint = " (the port this RM bound before; is another process on it?)"

@@ -23,7 +23,7 @@ from plumbing.spec_text import decode_spec_text, load_job_document, read_spec_fi
 from plumbing.wire import JOB_STATE_FROM_PB
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
 from sluice import ca, local_cluster, machines
-from sluice.client import RMClient, agent_stub, default_dir, resolve_rm
+from sluice.client import RMClient, agent_stub, default_dir, resolve_rm, resolve_tls
 from sluice.render import as_json, job_detail, jobs_table, nodes_table, progress_line
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -55,7 +55,7 @@ def load_spec_file(path: Path) -> tuple[str, JobSpec]:
 
 
 def _client(args: argparse.Namespace) -> RMClient:
-    return RMClient.connect(resolve_rm(args.rm, args.dir))
+    return RMClient.connect(resolve_rm(args.rm, args.dir), resolve_tls(args.tls_dir, args.dir))
 
 
 def _print_json(data: object) -> None:
@@ -121,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         parts = " ".join(f"{p.name}:{p.succeeded}/{p.tasks}" for p in progress)
         print(f"{job.job_id} {spec.name}: {parts}", file=sys.stderr, flush=True)
 
-    master = JobMaster(client.address, job.job_id, on_progress=show, stop=stop)
+    master = JobMaster(client.address, job.job_id, on_progress=show, stop=stop, tls=client.tls)
     try:
         state = master.run()
     except KeyboardInterrupt:
@@ -223,7 +223,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         hint = f" (known: {', '.join(known[:10])}{'…' if len(known) > 10 else ''})" if known else ""
         raise UserError(f"task: {args.task!r} of {args.job_id} has not run{hint}")
     task = max(attempts, key=lambda t: t.attempt)
-    channel, stub = agent_stub(task.node_address)
+    channel, stub = agent_stub(task.node_address, client.tls)
     try:
         for chunk in stub.GetTaskLogs(
             agent_pb.TaskRef(job_id=args.job_id, task_id=task.task_id, attempt=task.attempt),
@@ -254,7 +254,9 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 def _machine_listing(args: argparse.Namespace, client: RMClient) -> apb.ListMachinesReply | None:
     """The aggregator's view of the machines, or None (with a note) when there is none."""
     try:
-        return machines.list_machines(machines.aggregator_address(args.aggregator, client))
+        return machines.list_machines(
+            machines.aggregator_address(args.aggregator, client), client.tls
+        )
     except UserError as error:
         print(f"sluice: note: no load figures: {error}", file=sys.stderr)
         return None
@@ -266,11 +268,11 @@ def cmd_candidates(args: argparse.Namespace) -> int:
         address = machines.aggregator_address(args.aggregator, client)
     finally:
         client.close()
-    reply = machines.get_candidates(address)
+    reply = machines.get_candidates(address, client.tls)
     if args.json:
         _print_json(as_json(reply) | {"message": None})
         return 0
-    print(machines.candidates_text(reply, machines.list_machines(address)))
+    print(machines.candidates_text(reply, machines.list_machines(address, client.tls)))
     return 0
 
 
@@ -296,6 +298,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             mqtt=args.mqtt,
             influx_url=args.influx_url,
             aggregator_period=args.period,
+            insecure=args.insecure,
         ),
         _say,
     )
@@ -383,6 +386,10 @@ def _daemon_logging(args: argparse.Namespace) -> None:
 
 RM_HELP = "resource manager address (default: $SLUICE_RM, then the local cluster)"
 DIR_HELP = "local cluster directory (default: $SLUICE_DIR or ~/.sluice)"
+TLS_HELP = (
+    "your TLS directory, from `sluice ca issue --role client` (default: $SLUICE_TLS_DIR, then "
+    "the local cluster's)"
+)
 
 
 def _add_cluster_options(parser: argparse.ArgumentParser, *, rm: bool = True) -> None:
@@ -391,6 +398,7 @@ def _add_cluster_options(parser: argparse.ArgumentParser, *, rm: bool = True) ->
     attribute it sets over the top level's, so here an option is set only when given."""
     if rm:
         parser.add_argument("--rm", default=argparse.SUPPRESS, help=RM_HELP)
+        parser.add_argument("--tls-dir", type=Path, default=argparse.SUPPRESS, help=TLS_HELP)
     parser.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=DIR_HELP)
 
 
@@ -400,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     )
     parser.add_argument("--rm", help=RM_HELP)
     parser.add_argument("--dir", type=Path, default=default_dir(), help=DIR_HELP)
+    parser.add_argument("--tls-dir", type=Path, default=None, help=TLS_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("submit", help="submit a job file")
@@ -473,6 +482,12 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p.add_argument("--mqtt", help="use this MQTT broker mqtt://host:port (default: start amqtt)")
     p.add_argument("--influx-url", help="keep samples in this InfluxDB (default: memory only)")
     p.add_argument("--period", type=float, default=10.0, help="aggregator ranking period, seconds")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="no TLS: plaintext links and no authentication (default: a CA of the cluster's own "
+        "and a certificate per daemon, in DIR/tls)",
+    )
     _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_up)
     p = local.add_parser("down", help="stop everything `local up` started")

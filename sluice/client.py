@@ -1,7 +1,10 @@
 """Finding the cluster and talking to it, for the CLI.
 
 The RM address comes from ``--rm``, then ``$SLUICE_RM``, then the local cluster's
-``cluster.json`` (in ``--dir``, ``$SLUICE_DIR`` or ``~/.sluice``).
+``cluster.json`` (in ``--dir``, ``$SLUICE_DIR`` or ``~/.sluice``).  The caller's TLS directory
+comes from ``--tls-dir``, then ``$SLUICE_TLS_DIR``, then the client certificate the local
+cluster made (``client_tls`` in ``cluster.json``); without any, the CLI speaks plaintext, which
+only an ``--insecure`` cluster accepts.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import grpc
 
 from plumbing.errors import UserError
 from plumbing.rpc import channel
+from plumbing.tls import ClientTls, TlsError, load_tls_dir
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -61,6 +65,22 @@ def resolve_rm(flag: str | None, directory: Path) -> str:
     return address
 
 
+def resolve_tls(flag: Path | None, directory: Path) -> ClientTls | None:
+    """The caller's TLS (see the module docstring), or None for plaintext."""
+    chosen = flag or (
+        Path(os.environ["SLUICE_TLS_DIR"]) if os.environ.get("SLUICE_TLS_DIR") else None
+    )
+    if chosen is None and cluster_file(directory).exists():
+        recorded = read_cluster(directory).get("client_tls")
+        chosen = Path(recorded) if isinstance(recorded, str) and recorded else None
+    if chosen is None:
+        return None
+    try:
+        return ClientTls.of(load_tls_dir(chosen))
+    except TlsError as error:
+        raise UserError(str(error)) from None
+
+
 @dataclass
 class RMClient:
     """Stubs for the RM's client-facing service over one channel."""
@@ -68,11 +88,12 @@ class RMClient:
     address: str
     channel: grpc.Channel
     jobs: rm_grpc.JobServiceStub
+    tls: ClientTls | None = None  # for the other daemons this client talks to (agents, aggregator)
 
     @classmethod
-    def connect(cls, address: str) -> RMClient:
-        ch = channel(address)
-        return cls(address, ch, rm_grpc.JobServiceStub(ch))
+    def connect(cls, address: str, tls: ClientTls | None = None) -> RMClient:
+        ch = channel(address, tls)
+        return cls(address, ch, rm_grpc.JobServiceStub(ch), tls)
 
     def submit(self, spec_yaml: str, *, client_mode: bool = False) -> rm_pb.JobSummary:
         """Submit a job exactly once.
@@ -110,6 +131,8 @@ class RMClient:
         self.channel.close()
 
 
-def agent_stub(address: str) -> tuple[grpc.Channel, agent_grpc.AgentServiceStub]:
-    ch = channel(address)
+def agent_stub(
+    address: str, tls: ClientTls | None = None
+) -> tuple[grpc.Channel, agent_grpc.AgentServiceStub]:
+    ch = channel(address, tls)
     return ch, agent_grpc.AgentServiceStub(ch)

@@ -17,6 +17,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from job_master.candidate_feed import AggregatorResync, CandidateFeed
+from plumbing.tls import ClientTls
 from plumbing.wire import JOB_STATE_FROM_PB
 from sluice import local_cluster, machines
 from sluice.client import RMClient
@@ -57,13 +58,14 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         plane = cluster["data_plane"]
         assert isinstance(plane, dict)
+        tls = local_cluster.cluster_client_tls(cluster)
         # A job master's view of the candidate list, kept up to date over MQTT.
-        resync = AggregatorResync(plane["aggregator"])
+        resync = AggregatorResync(plane["aggregator"], tls=tls)
         feed = CandidateFeed(plane["mqtt"], resync=resync)
         feed.start()
         try:
-            status = _run_workload(str(cluster["rm"]))
-            _show_data_plane(plane["aggregator"], feed)
+            status = _run_workload(str(cluster["rm"]), tls)
+            _show_data_plane(plane["aggregator"], feed, tls)
             return status
         finally:
             feed.close()
@@ -72,8 +74,8 @@ def run_demo(args: argparse.Namespace) -> int:
             local_cluster.down(directory, _say)
 
 
-def _run_workload(rm_address: str) -> int:
-    client = RMClient.connect(rm_address)
+def _run_workload(rm_address: str, tls: ClientTls | None) -> int:
+    client = RMClient.connect(rm_address, tls)
     try:
         batch = _submit(client, BATCH)
         _say(f"submitted {batch} (batch, priority 1, wants the whole cluster)")
@@ -142,11 +144,11 @@ def _submit(client: RMClient, name: str) -> str:
     return str(client.submit(text).job_id)
 
 
-def _show_data_plane(aggregator: str, feed: CandidateFeed) -> None:
+def _show_data_plane(aggregator: str, feed: CandidateFeed, tls: ClientTls | None) -> None:
     """What the aggregator made of the metrics, and the replica a job master holds."""
     _say("")
     _say(f"data plane (agents -> Kafka -> aggregator, ranking every {AGGREGATOR_PERIOD:g} s)")
-    listing = machines.list_machines(aggregator)
+    listing = machines.list_machines(aggregator, tls)
     load_metrics = list(listing.load_metrics)
     for status in listing.machines:
         sample = status.latest
@@ -157,7 +159,7 @@ def _show_data_plane(aggregator: str, feed: CandidateFeed) -> None:
             f"{machines.load_summary(status, load_metrics)}; PSI cpu "
             f"{sample.pressure.cpu.some_avg10:.1f}%; {counters}"
         )
-    reply = machines.get_candidates(aggregator)
+    reply = machines.get_candidates(aggregator, tls)
     ver_m, ver_c = feed.versions
     _say(
         f"  aggregator: candidates v{reply.candidate_version} = {', '.join(reply.candidates)}"

@@ -30,8 +30,10 @@ from pathlib import Path
 import grpc
 
 from plumbing.errors import UserError
+from plumbing.tls import ClientTls, TlsError, load_tls_dir
 from sluice import brokers
 from sluice.client import RMClient, agent_stub, cluster_file, read_cluster
+from sluice.cluster_certs import ClusterCerts, ensure_certificates
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
@@ -55,6 +57,7 @@ class LocalClusterSpec:
     metrics_buffer: int | None = None  # None: the agent's default
     max_master_share: float | None = None  # None: the RM's default
     aggregator_ranking: str | None = None  # None: the aggregator's default ("rose")
+    insecure: bool = False  # no TLS: plaintext links, no authentication
 
 
 def cluster_id_for(directory: Path) -> str:
@@ -121,15 +124,18 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     directory.mkdir(parents=True, exist_ok=True)
     logs = directory / "logs"
     python = sys.executable
+    cluster_id = cluster_id_for(directory)
+    node_ids = [f"node-{index}" for index in range(1, spec.nodes + 1)]
+    certs = _certificates(spec, directory, cluster_id, node_ids, say)
+    client_tls = ClientTls.of(load_tls_dir(certs.client)) if certs is not None else None
     services: list[dict[str, object]] = []
     try:
-        plane = _start_data_plane(spec, directory, logs, services, say)
+        plane = _start_data_plane(spec, directory, logs, services, say, certs)
     except BaseException:
         _terminate([int(str(s["pid"])) for s in services])
         raise
     rm_addr_file = directory / "rm.addr"
     rm_addr_file.unlink(missing_ok=True)
-    cluster_id = cluster_id_for(directory)
     rm_argv = [
         python,
         "-m",
@@ -151,6 +157,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         plane["mqtt"],
         "--aggregator",
         plane["aggregator"],
+        *_tls_flags(certs.rm if certs is not None else None),
     ]
     if spec.max_master_share is not None:
         rm_argv += ["--max-master-share", str(spec.max_master_share)]
@@ -160,38 +167,10 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         rm_address = _wait_for_file(rm_addr_file, rm, "the resource manager", logs / "rm.log")
         say(f"resource manager at {rm_address}")
         nodes = []
-        for index in range(1, spec.nodes + 1):
-            node_id = f"node-{index}"
+        for node_id in node_ids:
             addr_file = directory / f"{node_id}.addr"
             addr_file.unlink(missing_ok=True)
-            argv = [
-                python,
-                "-m",
-                "sluice",
-                "agent",
-                "--rm",
-                rm_address,
-                "--node-id",
-                node_id,
-                "--cluster-id",
-                cluster_id,
-                "--runtime",
-                spec.runtime,
-                "--state-dir",
-                str(directory / node_id),
-                "--address-file",
-                str(addr_file),
-                "--heartbeat-interval",
-                str(spec.heartbeat_interval),
-                "--metrics-interval",
-                str(spec.metrics_interval),
-            ]
-            if spec.metrics_buffer is not None:
-                argv += ["--metrics-buffer", str(spec.metrics_buffer)]
-            if spec.cpus_per_node is not None:
-                argv += ["--cpus", str(spec.cpus_per_node)]
-            if spec.memory_mb_per_node is not None:
-                argv += ["--memory-mb", str(spec.memory_mb_per_node)]
+            argv = _agent_argv(spec, directory, rm_address, cluster_id, node_id, certs)
             agent = _spawn(argv, logs / f"{node_id}.log")
             started.append(agent)
             nodes.append(
@@ -204,7 +183,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
                 f"agent {node['node_id']}",
                 logs / f"{node['node_id']}.log",
             )
-        _wait_registered(rm_address, spec.nodes, started, logs)
+        _wait_registered(rm_address, client_tls, spec.nodes, started, logs)
     except BaseException:
         _terminate([p.pid for p in started] + [int(str(s["pid"])) for s in services])
         raise
@@ -218,6 +197,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         "nodes": [{k: v for k, v in n.items() if k != "addr_file"} for n in nodes],
         "services": services,
         "data_plane": plane,
+        "client_tls": str(certs.client) if certs is not None else "",
         "started": time.time(),
     }
     tmp = cluster_file(directory).with_suffix(".tmp")
@@ -227,12 +207,75 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     return cluster
 
 
+def _agent_argv(
+    spec: LocalClusterSpec,
+    directory: Path,
+    rm_address: str,
+    cluster_id: str,
+    node_id: str,
+    certs: ClusterCerts | None,
+) -> list[str]:
+    addr_file = directory / f"{node_id}.addr"
+    argv = [
+        sys.executable,
+        "-m",
+        "sluice",
+        "agent",
+        "--rm",
+        rm_address,
+        "--node-id",
+        node_id,
+        "--cluster-id",
+        cluster_id,
+        "--runtime",
+        spec.runtime,
+        "--state-dir",
+        str(directory / node_id),
+        "--address-file",
+        str(addr_file),
+        "--heartbeat-interval",
+        str(spec.heartbeat_interval),
+        "--metrics-interval",
+        str(spec.metrics_interval),
+        *_tls_flags(certs.agents[node_id] if certs is not None else None),
+    ]
+    if spec.metrics_buffer is not None:
+        argv += ["--metrics-buffer", str(spec.metrics_buffer)]
+    if spec.cpus_per_node is not None:
+        argv += ["--cpus", str(spec.cpus_per_node)]
+    if spec.memory_mb_per_node is not None:
+        argv += ["--memory-mb", str(spec.memory_mb_per_node)]
+    return argv
+
+
+def _certificates(
+    spec: LocalClusterSpec, directory: Path, cluster_id: str, node_ids: list[str], say: Say
+) -> ClusterCerts | None:
+    """The cluster's certificates (None with ``--insecure``)."""
+    if spec.insecure:
+        say("WARNING: --insecure: no TLS; anyone who can reach these ports owns the cluster")
+        return None
+    try:
+        certs = ensure_certificates(directory / "tls", cluster_id, node_ids)
+    except (TlsError, OSError) as error:
+        raise UserError(
+            f"{directory / 'tls'}: cannot make the cluster's certificates: {error}"
+        ) from None
+    say(f"TLS on every link; your client certificate is in {certs.client}")
+    return certs
+
+
+def _tls_flags(tls_dir: Path | None) -> list[str]:
+    return ["--tls-dir", str(tls_dir)] if tls_dir is not None else ["--insecure"]
+
+
 def _start_data_plane(
     spec: LocalClusterSpec,
     directory: Path,
     logs: Path,
     services: list[dict[str, object]],
     say: Say,
+    certs: ClusterCerts | None,
 ) -> dict[str, str]:
     """Brokers (unless given) and the aggregator; ``services`` collects what was started."""
     kafka = spec.kafka
@@ -272,6 +315,7 @@ def _start_data_plane(
         # machine's late sample does not flap it).
         "--stale-after",
         str(max(1.0, spec.metrics_interval * 3)),
+        *_tls_flags(certs.aggregator if certs is not None else None),
     ]
     if spec.influx_url:
         argv += ["--influx-url", spec.influx_url]
@@ -302,9 +346,13 @@ def _terminate(pids: list[int], timeout: float = 10.0) -> None:
 
 
 def _wait_registered(
-    rm_address: str, count: int, processes: list[subprocess.Popen[bytes]], logs: Path
+    rm_address: str,
+    tls: ClientTls | None,
+    count: int,
+    processes: list[subprocess.Popen[bytes]],
+    logs: Path,
 ) -> None:
-    client = RMClient.connect(rm_address)
+    client = RMClient.connect(rm_address, tls)
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -328,8 +376,9 @@ def down(directory: Path, say: Say) -> None:
     cluster = read_cluster(directory)
     nodes = cluster.get("nodes", [])
     assert isinstance(nodes, list)
+    tls = cluster_client_tls(cluster)
     for node in nodes:
-        say(f"{node['node_id']}: {_drain(node, directory)}")
+        say(f"{node['node_id']}: {_drain(node, directory, tls)}")
     pids = [int(n["pid"]) for n in nodes] + [int(cluster["rm_pid"])]  # type: ignore[call-overload]
     _terminate(pids)
     # The data plane last: the agents and the RM no longer publish to it.
@@ -340,11 +389,22 @@ def down(directory: Path, say: Say) -> None:
     say(f"local cluster in {directory} stopped")
 
 
-def _drain(node: dict[str, object], directory: Path) -> str:
+def cluster_client_tls(cluster: dict[str, object]) -> ClientTls | None:
+    """The client TLS a local cluster made (None for an --insecure one)."""
+    path = cluster.get("client_tls")
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        return ClientTls.of(load_tls_dir(Path(path)))
+    except TlsError as error:
+        raise UserError(str(error)) from None
+
+
+def _drain(node: dict[str, object], directory: Path, tls: ClientTls | None) -> str:
     """Stop every task of the node and remove its cgroups and containers, through the agent's
     Drain.  An agent that is not answering is started again first (it adopts what its
     predecessor left: tasks, cgroups, containers) and then drained."""
-    stopped = _drain_at(str(node["address"]))
+    stopped = _drain_at(str(node["address"]), tls)
     if stopped is not None:
         return f"stopped {stopped} tasks"
     if _alive(int(str(node["pid"]))):
@@ -362,17 +422,17 @@ def _drain(node: dict[str, object], directory: Path) -> str:
         _terminate([process.pid])
         return f"agent not answering, and it could not be restarted to clean up: {error}"
     node["pid"] = process.pid
-    stopped = _drain_at(address)
+    stopped = _drain_at(address, tls)
     _terminate([process.pid])
     if stopped is None:
         return "agent restarted to clean up, but its Drain failed"
     return f"agent was not answering; restarted it and stopped {stopped} tasks"
 
 
-def _drain_at(address: str) -> int | None:
+def _drain_at(address: str, tls: ClientTls | None) -> int | None:
     """Drain the agent at ``address`` and let it exit; the number of tasks it stopped, or None
     when it does not answer."""
-    channel, stub = agent_stub(address)
+    channel, stub = agent_stub(address, tls)
     try:
         return int(stub.Drain(agent_pb.DrainRequest(exit_after=True), timeout=60).stopped_tasks)
     except grpc.RpcError:

@@ -15,6 +15,7 @@ import grpc
 
 from plumbing.errors import UserError
 from plumbing.rpc import channel, describe_rpc_error
+from plumbing.tls import ClientTls
 from sluice.client import RMClient
 from sluice.render import table
 from sluice_pb import aggregator_pb2 as apb
@@ -39,19 +40,19 @@ def aggregator_address(flag: str | None, client: RMClient) -> str:
     return address
 
 
-def list_machines(address: str) -> apb.ListMachinesReply:
-    reply: apb.ListMachinesReply = _ask(address, "ListMachines", apb.ListMachinesRequest())
+def list_machines(address: str, tls: ClientTls | None = None) -> apb.ListMachinesReply:
+    reply: apb.ListMachinesReply = _ask(address, "ListMachines", apb.ListMachinesRequest(), tls)
     return reply
 
 
-def get_candidates(address: str) -> apb.CandidatesReply:
-    reply: apb.CandidatesReply = _ask(address, "GetCandidates", apb.GetCandidatesRequest())
+def get_candidates(address: str, tls: ClientTls | None = None) -> apb.CandidatesReply:
+    reply: apb.CandidatesReply = _ask(address, "GetCandidates", apb.GetCandidatesRequest(), tls)
     return reply
 
 
-def _ask(address: str, method: str, request: object) -> Any:
+def _ask(address: str, method: str, request: object, tls: ClientTls | None) -> Any:
     """One call to the aggregator; an RPC failure becomes a one-line UserError."""
-    ch = channel(address)
+    ch = channel(address, tls)
     try:
         return getattr(agrpc.AggregatorServiceStub(ch), method)(request, timeout=TIMEOUT)
     except grpc.RpcError as error:

@@ -169,7 +169,7 @@ class Cluster:
     # ------------------------------------------------------------------ agents
 
     def agent(self, address: str) -> agent_grpc.AgentServiceStub:
-        channel, stub = agent_stub(address)
+        channel, stub = agent_stub(address, self.client.tls)
         self._channels.append(channel)
         return stub
 
@@ -256,4 +256,5 @@ def start_cluster(directory: Path, runtime: str, nodes: int = 2, **spec: Any) ->
         ),
         lambda _: None,
     )
-    return Cluster(directory, runtime, dict(info), RMClient.connect(str(info["rm"])))
+    tls = local_cluster.cluster_client_tls(info)
+    return Cluster(directory, runtime, dict(info), RMClient.connect(str(info["rm"]), tls))

@@ -181,7 +181,12 @@ def test_two_phase_job_runs_with_granted_limits_and_a_held_barrier(
 
     from sluice.cli import main
 
-    assert main(["--rm", cluster.info["rm"], "logs", job_id, "first-1"]) == 0
+    assert (
+        main(
+            ["--rm", cluster.info["rm"], "--dir", str(cluster.directory), "logs", job_id, "first-1"]
+        )
+        == 0
+    )
 
 
 def test_an_operator_suspends_resumes_resizes_and_preempts_a_task_through_the_rm(
@@ -194,7 +199,7 @@ def test_an_operator_suspends_resumes_resizes_and_preempts_a_task_through_the_rm
     job_id = cluster.submit(job_spec("burner", [phase("burn", 1, BURN, cpu=1.0, mem=64)]))
     task = cluster.wait_task_running(job_id, "burn-0")
     key = f"{job_id}.burn-0.{task.attempt}"
-    rm = ["--rm", cluster.info["rm"]]
+    rm = ["--rm", cluster.info["rm"], "--dir", str(cluster.directory)]
 
     def rm_state() -> int:
         (latest,) = [t for t in cluster.job(job_id).tasks if t.attempt == task.attempt]

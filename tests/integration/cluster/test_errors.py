@@ -91,7 +91,17 @@ def test_unknown_job_is_not_found(cluster: Cluster, rpc: str) -> None:
 
 def _sluice(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sluice", "--rm", cluster.info["rm"], *args],
+        # --dir: the CLI finds the cluster's client certificate there (TLS is on by default)
+        [
+            sys.executable,
+            "-m",
+            "sluice",
+            "--rm",
+            cluster.info["rm"],
+            "--dir",
+            str(cluster.directory),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -166,7 +176,7 @@ def test_rm_and_agents_serve_health_and_reflection(cluster: Cluster) -> None:
         (cluster.info["rm"], "sluice.v1.JobService"),
         (cluster.info["nodes"][0]["address"], "sluice.v1.AgentService"),
     ]:
-        ch = channel(address)
+        ch = channel(address, cluster.client.tls)
         try:
             health = health_pb2_grpc.HealthStub(ch)
             for name in ("", service):

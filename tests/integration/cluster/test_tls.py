@@ -1,0 +1,116 @@
+"""TLS on a real local cluster (on by default): who can reach the RM and the agents at all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from plumbing import tls
+from plumbing.rpc import channel
+from plumbing.tls import ClientTls, Identity, Role
+from sluice import local_cluster
+from tests.integration.cluster.harness import Cluster, start_cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("cluster-tls")
+    cluster = start_cluster(directory, "process", nodes=1)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        local_cluster.down(directory, lambda _: None)
+
+
+def _health(address: str, credentials: ClientTls | None) -> None:
+    ch = channel(address, credentials)
+    try:
+        health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
+    finally:
+        ch.close()
+
+
+def _sluice(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sluice", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_cluster_runs_with_tls_and_its_own_client_certificate_works(cluster: Cluster):
+    assert cluster.client.tls is not None and cluster.client.tls.cert_pem is not None
+    for address in (cluster.info["rm"], cluster.info["nodes"][0]["address"]):
+        _health(address, cluster.client.tls)
+
+
+def test_plaintext_and_foreign_callers_cannot_connect(cluster: Cluster, tmp_path: Path):
+    tls.init_ca(tmp_path / "ca", "elsewhere")
+    foreign = tls.issue(tls.load_ca(tmp_path / "ca"), Identity(Role.ADMIN, "eve"), tmp_path / "eve")
+    stranger = tls.load_tls_dir(foreign.directory)
+    assert cluster.client.tls is not None
+    forged = ClientTls(cluster.client.tls.ca_pem, stranger.cert_pem, stranger.key_pem)
+    for address in (cluster.info["rm"], cluster.info["nodes"][0]["address"]):
+        for credentials in (None, ClientTls.of(stranger), forged):
+            with pytest.raises(grpc.RpcError) as caught:
+                _health(address, credentials)
+            assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
+def test_the_cli_without_the_clusters_certificate_says_what_is_missing(
+    cluster: Cluster, tmp_path: Path
+):
+    result = _sluice("--rm", cluster.info["rm"], "--dir", str(tmp_path), "jobs")
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "it closed the connection (if it runs with TLS, give --tls-dir" in line
+    with_certificate = _sluice(
+        "--rm",
+        cluster.info["rm"],
+        "--tls-dir",
+        cluster.info["client_tls"],
+        "--dir",
+        str(tmp_path),
+        "jobs",
+    )
+    assert with_certificate.returncode == 0, with_certificate.stderr
+
+
+@pytest.mark.parametrize(
+    ("holder", "node_id", "message"),
+    [
+        (Identity(Role.RM, "rm"), "node-1", "is issued to rm 'rm', not to a agent"),
+        (Identity(Role.AGENT, "node-1"), "node-9", "is for agent 'node-1', not --node-id 'node-9'"),
+    ],
+)
+def test_an_agent_refuses_a_certificate_of_another_role_or_node(
+    tmp_path: Path, holder: Identity, node_id: str, message: str
+):
+    tls.init_ca(tmp_path / "ca", "lab")
+    tls.issue(tls.load_ca(tmp_path / "ca"), holder, tmp_path / "holder")
+    result = _sluice(
+        "agent",
+        "--rm",
+        "127.0.0.1:1",
+        "--node-id",
+        node_id,
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--tls-dir",
+        str(tmp_path / "holder"),
+    )
+    assert result.returncode == 2
+    (line,) = [x for x in result.stderr.strip().splitlines() if "error" in x]
+    assert line.startswith("sluice: error: --tls-dir: ") and message in line
+    assert "Traceback" not in result.stderr
