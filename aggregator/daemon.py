@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from aggregator.access import ACCESS
 from aggregator.influx_store import InfluxSampleStore, parse_influx_url
 from aggregator.kafka_reader import TopicReader
 from aggregator.mqtt_publisher import CandidatePublisher
@@ -155,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         ],
         args.listen,
         tls=tls,
+        access=ACCESS,
     )
     address = args.advertise or f"{args.listen.rsplit(':', 1)[0]}:{port}"
     log.info(

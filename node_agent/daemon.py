@@ -33,6 +33,7 @@ from pathlib import Path
 
 import grpc
 
+from node_agent.access import ACCESS
 from node_agent.agent import AgentConfig, NodeAgent, TaskEvent
 from node_agent.metrics.counters import CounterSampler, detect_counters
 from node_agent.metrics.host import HostSampler
@@ -520,6 +521,7 @@ def run(args: argparse.Namespace) -> int:
         ],
         args.listen,
         tls=tls,
+        access=ACCESS,
     )
     host = args.listen.rsplit(":", 1)[0]
     address = args.advertise or f"{host}:{port}"

@@ -6,7 +6,9 @@ generic probes (grpc_health_probe, grpcurl) work against the RM and the agents a
 Servers and channels take the holder's TLS (:mod:`plumbing.tls`): with it, a server presents
 its certificate and requires a client certificate the cluster CA signed (mutual TLS: a caller
 without one cannot even connect), and a channel trusts only that CA and presents its own
-certificate.  Without TLS everything is plaintext, which only ``--insecure`` asks for.
+certificate; every call is then checked against the server's access table
+(:mod:`plumbing.authz`).  Without TLS everything is plaintext and unchecked, which only
+``--insecure`` asks for.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from plumbing.authz import AccessTable, AioAuthorizer, Authorizer
 from plumbing.tls import ClientTls, TlsFiles, channel_credentials, server_credentials
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,7 @@ def start_server(
     *,
     max_workers: int = 32,
     tls: TlsFiles | None = None,
+    access: AccessTable | None = None,
 ) -> tuple[grpc.Server, int, health.HealthServicer]:
     """Start a server with the given (add_X_to_server, servicer, full service name) triples.
 
@@ -49,6 +53,7 @@ def start_server(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         options=CHANNEL_OPTIONS,
+        interceptors=[Authorizer(_access(tls, access))] if tls is not None else None,
     )
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     names = _register(server, registrations, health_servicer)
@@ -79,6 +84,13 @@ def _register(
         server,
     )
     return names
+
+
+def _access(tls: TlsFiles | None, access: AccessTable | None) -> AccessTable:
+    """With TLS every call is checked, so a server must say who may call what."""
+    if tls is not None and access is None:
+        raise ValueError("a server with TLS needs its access table")
+    return access or {}
 
 
 def _bind(server: Any, address: str, tls: TlsFiles | None) -> int:
@@ -125,11 +137,15 @@ async def start_aio_server(
     address: str,
     *,
     tls: TlsFiles | None = None,
+    access: AccessTable | None = None,
 ) -> tuple[grpc.aio.Server, int, health_aio.HealthServicer]:
     """Like :func:`start_server`, for servicers written with ``async def``: one event loop
     serves every call, so a stream that waits (a watcher) holds no thread and no number of them
     can starve the others.  Call from inside the loop that will run the server."""
-    server = grpc.aio.server(options=CHANNEL_OPTIONS)
+    server = grpc.aio.server(
+        options=CHANNEL_OPTIONS,
+        interceptors=[AioAuthorizer(_access(tls, access))] if tls is not None else None,
+    )
     health_servicer = health_aio.HealthServicer()
     names = _register(server, registrations, health_servicer)
     for name in [*names, ""]:

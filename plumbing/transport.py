@@ -55,8 +55,9 @@ def from_arguments(args: argparse.Namespace, role: Role) -> TlsFiles | None:
     tls = load_tls_dir(directory)
     if tls.identity.role is not role:
         raise TlsError(
-            f"--tls-dir: {directory / 'tls.crt'} is issued to {tls.identity}, not to a "
-            f"{role.value} (issue one with `sluice ca issue --role {role.value}`)"
+            f"--tls-dir: {directory / 'tls.crt'} is issued to {tls.identity}, not to "
+            f"{'an' if role.value[0] in 'aeiou' else 'a'} {role.value} (issue one with "
+            f"`sluice ca issue --role {role.value}`)"
         )
     log.info(
         "TLS on: this %s is %s, certificate valid until %s",

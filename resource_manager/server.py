@@ -20,6 +20,7 @@ from plumbing.gc_tuning import tune_for_large_heaps
 from plumbing.rpc import start_aio_server
 from plumbing.tls import Role, TlsFiles
 from policies.scheduling.identifiers import cluster_id_problem
+from resource_manager.access import ACCESS
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.service import (
     JobServicer,
@@ -181,6 +182,7 @@ async def _serve(
             ],
             listen,
             tls=tls,
+            access=ACCESS,
         )
     except (OSError, RuntimeError) as error:
         hint = " (the port this RM bound before; is another process on it?)"

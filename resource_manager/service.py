@@ -25,6 +25,7 @@ from typing import NoReturn, TypeVar
 import grpc
 
 from plumbing import wire
+from plumbing.authz import caller
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import SCHEDULING_PASS_DELAY_S
 from plumbing.spec_text import load_job_document
@@ -400,6 +401,20 @@ def _document(request: rm_pb.SubmitJobRequest) -> object:
     raise SpecError("spec", "is required (give spec or spec_yaml)")
 
 
+async def _own_node(context: grpc.aio.ServicerContext, node_id: str) -> None:
+    """An agent speaks only for the node its certificate names (with TLS; the access table has
+    already let only agents through)."""
+    identity = caller(context)
+    if identity is not None and identity.name != node_id:
+        log.warning(
+            "refused agent %r speaking for node %r (%s)", identity.name, node_id, context.peer()
+        )
+        await context.abort(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"node_id: agent {identity.name!r} may speak only for its own node, not {node_id!r}",
+        )
+
+
 class NodeServicer(rm_grpc.NodeServiceServicer):
     def __init__(self, state: RMState) -> None:
         self._state = state
@@ -407,6 +422,8 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
     async def RegisterNode(
         self, request: rm_pb.RegisterNodeRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.RegisterNodeResponse:
+        await _own_node(context, request.node_id)
+
         def register() -> None:
             live = self._state.reports(request.node_id, list(request.live_tasks))
             self._state.run(
@@ -463,6 +480,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
     ) -> rm_pb.HeartbeatResponse:
         """Apply one heartbeat as one unit of work and answer what the node should do now; a
         refusal aborts the call (``context``) with its status, as :func:`_answer` maps it."""
+        await _own_node(context, request.node_id)
 
         def beat() -> tuple[bool, list[NodeCommand]]:
             live = self._state.reports(request.node_id, list(request.live_tasks))
@@ -525,6 +543,8 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
     async def ReportTaskEvents(
         self, request: rm_pb.ReportTaskEventsRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ReportTaskEventsResponse:
+        await _own_node(context, request.node_id)
+
         def report() -> None:
             events = self._state.reports(request.node_id, list(request.events))
             self._state.run(lambda core, now: core.report_events(request.node_id, events, now=now))

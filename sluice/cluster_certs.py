@@ -2,8 +2,9 @@
 
 ``sluice local up`` (and the demo) call :func:`ensure_certificates`: the first time it creates
 ``DIR/tls/ca`` and issues ``rm``, ``aggregator``, one ``agent-node-N`` per node and
-``client-USER`` for the person who started the cluster; later it keeps what is there and still
-valid, and issues only what is missing (a cluster grown by a node, an expired certificate).
+``admin-USER`` for the person who started the cluster (it is theirs); later it keeps what is
+there and still valid, and issues only what is missing (a cluster grown by a node, an expired
+certificate).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def ensure_certificates(root: Path, cluster_id: str, node_ids: list[str]) -> Clu
     wanted = {
         "rm": Identity(Role.RM, "rm"),
         "aggregator": Identity(Role.AGGREGATOR, "aggregator"),
-        f"client-{user}": Identity(Role.CLIENT, user),
+        f"admin-{user}": Identity(Role.ADMIN, user),  # the cluster is theirs
         **{f"agent-{node}": Identity(Role.AGENT, node) for node in node_ids},
     }
     for name, identity in wanted.items():
@@ -67,7 +68,7 @@ def ensure_certificates(root: Path, cluster_id: str, node_ids: list[str]) -> Clu
         rm=root / "rm",
         aggregator=root / "aggregator",
         agents={node: root / f"agent-{node}" for node in node_ids},
-        client=root / f"client-{user}",
+        client=root / f"admin-{user}",
     )
 
 

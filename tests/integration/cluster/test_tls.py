@@ -90,7 +90,7 @@ def test_the_cli_without_the_clusters_certificate_says_what_is_missing(
 @pytest.mark.parametrize(
     ("holder", "node_id", "message"),
     [
-        (Identity(Role.RM, "rm"), "node-1", "is issued to rm 'rm', not to a agent"),
+        (Identity(Role.RM, "rm"), "node-1", "is issued to rm 'rm', not to an agent"),
         (Identity(Role.AGENT, "node-1"), "node-9", "is for agent 'node-1', not --node-id 'node-9'"),
     ],
 )

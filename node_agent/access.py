@@ -1,0 +1,32 @@
+"""Who may call a node agent's RPCs (see :mod:`plumbing.authz`).
+
+Suspending, resuming and resizing a task are the RM's decisions, carried to the agent in its
+heartbeat answers: nobody may ask an agent for them directly (they would be undone by the RM's
+reconciliation anyway).  Draining a node is an administrator's act.  Interim rule, until per-job
+identities land (issue 10): job masters start and stop tasks with their agent's certificate or
+their user's (client mode).
+"""
+
+from __future__ import annotations
+
+from plumbing.authz import table
+from plumbing.tls import Role
+from sluice_pb import node_agent_pb2 as agent_pb
+
+NOBODY: frozenset[Role] = frozenset()
+JOB_MASTERS = frozenset({Role.AGENT, Role.CLIENT, Role.ADMIN})
+PEOPLE = frozenset({Role.CLIENT, Role.ADMIN})
+
+ACCESS = table(
+    agent_pb.DESCRIPTOR.services_by_name["AgentService"].full_name,
+    {
+        "StartTask": JOB_MASTERS,
+        "StopTask": JOB_MASTERS,
+        "SuspendTask": NOBODY,
+        "ResumeTask": NOBODY,
+        "ResizeTask": NOBODY,
+        "ListTasks": PEOPLE | {Role.AGENT},
+        "GetTaskLogs": PEOPLE,
+        "Drain": frozenset({Role.ADMIN}),
+    },
+)

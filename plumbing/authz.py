@@ -1,0 +1,188 @@
+"""Who may call what: every RPC of every Sluice service names the roles allowed to call it.
+
+Each service keeps its table next to its servicer (``ACCESS`` in ``resource_manager/access.py``,
+``node_agent/access.py``, ``aggregator/access.py``); a test checks that every method of every
+service in the protos has an entry, so a new RPC cannot be added without saying who may call it.
+The server checks the caller's certificate (:func:`plumbing.tls.peer_identity`) against the
+table before the handler runs:
+
+* a method with no entry is refused (deny by default), and so is a caller whose certificate
+  names no Sluice identity: ``UNAUTHENTICATED``;
+* a caller whose role is not allowed: ``PERMISSION_DENIED``, with one line saying which roles
+  are, and a log line naming the caller.
+
+The standard health and reflection services are open to every holder of a certificate of the
+cluster.  Checks that depend on the request (an agent heartbeats only as its own node) are made
+by the handlers, with :func:`caller`.  Without TLS (``--insecure``) nothing is checked.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import grpc
+
+from plumbing.tls import Identity, Role, peer_identity
+
+log = logging.getLogger(__name__)
+
+AccessTable = Mapping[str, frozenset[Role]]
+"""Full method name (``/sluice.v1.JobService/SubmitJob``) -> the roles that may call it."""
+
+EVERY_HOLDER = frozenset(Role)
+OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/")
+
+
+def table(service: str, rules: Mapping[str, frozenset[Role]]) -> dict[str, frozenset[Role]]:
+    """An access table for ``service`` (its full name) from method name -> roles."""
+    return {f"/{service}/{method}": roles for method, roles in rules.items()}
+
+
+def caller(context: grpc.ServicerContext | grpc.aio.ServicerContext) -> Identity | None:
+    """The identity of the caller of a call, or None without TLS."""
+    return peer_identity(context.auth_context())
+
+
+def refusal(
+    access: AccessTable, method: str, identity: Identity | None
+) -> tuple[grpc.StatusCode, str] | None:
+    """Why ``identity`` may not call ``method``, or None if it may."""
+    if method.startswith(OPEN_SERVICES):
+        allowed: frozenset[Role] | None = EVERY_HOLDER
+    else:
+        allowed = access.get(method)
+    name = method.rsplit("/", 1)[-1]
+    if identity is None:
+        return (
+            grpc.StatusCode.UNAUTHENTICATED,
+            f"{name}: your certificate names no sluice:// identity (issue one with `sluice ca "
+            "issue`)",
+        )
+    if allowed is None:
+        return grpc.StatusCode.UNAUTHENTICATED, f"{name}: no access rule; refused to everyone"
+    if identity.role not in allowed:
+        roles = ", ".join(sorted(r.value for r in allowed)) or "no one: the RM acts on its own"
+        return (
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"{name}: {_a(identity.role.value)} may not call it (allowed: {roles})",
+        )
+    return None
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
+
+
+class Authorizer(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Checks the access table before a thread-pool server's handlers run."""
+
+    def __init__(self, access: AccessTable) -> None:
+        self._access = access
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        access = self._access
+
+        def guard(behavior: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
+            if streaming:
+
+                def checked_stream(request: Any, context: grpc.ServicerContext) -> Any:
+                    _check_sync(access, method, context)
+                    yield from behavior(request, context)
+
+                return checked_stream
+
+            def checked(request: Any, context: grpc.ServicerContext) -> Any:
+                _check_sync(access, method, context)
+                return behavior(request, context)
+
+            return checked
+
+        return _rewrap(handler, guard)
+
+
+class AioAuthorizer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Checks the access table before an asyncio server's handlers run."""
+
+    def __init__(self, access: AccessTable) -> None:
+        self._access = access
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        access = self._access
+
+        def guard(behavior: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
+            if inspect.isasyncgenfunction(behavior):
+
+                async def checked_gen(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                    await _check_aio(access, method, context)
+                    async for item in behavior(request, context):
+                        yield item
+
+                return checked_gen
+
+            async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                await _check_aio(access, method, context)
+                return await behavior(request, context)
+
+            return checked
+
+        return _rewrap(handler, guard)
+
+
+def _rewrap(
+    handler: grpc.RpcMethodHandler, guard: Callable[[Callable[..., Any], bool], Callable[..., Any]]
+) -> grpc.RpcMethodHandler:
+    serializers = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(guard(handler.unary_unary, False), **serializers)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            guard(handler.unary_stream, True), **serializers
+        )
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(
+            guard(handler.stream_unary, False), **serializers
+        )
+    return grpc.stream_stream_rpc_method_handler(guard(handler.stream_stream, True), **serializers)
+
+
+def _refused(access: AccessTable, method: str, identity: Identity | None, peer: str) -> Any:
+    found = refusal(access, method, identity)
+    if found is not None:
+        log.warning(
+            "refused %s to %s at %s: %s", method, identity or "an unknown caller", peer, found[1]
+        )
+    return found
+
+
+def _check_sync(access: AccessTable, method: str, context: grpc.ServicerContext) -> None:
+    found = _refused(access, method, caller(context), context.peer())
+    if found is not None:
+        context.abort(*found)
+
+
+async def _check_aio(access: AccessTable, method: str, context: grpc.aio.ServicerContext) -> None:
+    found = _refused(access, method, caller(context), context.peer())
+    if found is not None:
+        await context.abort(*found)

@@ -1,0 +1,49 @@
+"""Who may call the resource manager's RPCs (see :mod:`plumbing.authz`).
+
+Interim rules, until per-job identities and job ownership land (issue 10): a job master launched
+by an agent holds that agent's certificate, and a client-mode job master its user's, so
+``MasterService`` admits agents, clients and admins; any client may act on any job.
+"""
+
+from __future__ import annotations
+
+from plumbing.authz import table
+from plumbing.tls import Role
+from sluice_pb import resource_manager_pb2 as rm_pb
+
+PEOPLE = frozenset({Role.CLIENT, Role.ADMIN})
+JOB_MASTERS = frozenset({Role.AGENT, Role.CLIENT, Role.ADMIN})  # see the module docstring
+AGENTS = frozenset({Role.AGENT})
+ADMINS = frozenset({Role.ADMIN})
+
+_services = rm_pb.DESCRIPTOR.services_by_name
+
+ACCESS = {
+    **table(
+        _services["JobService"].full_name,
+        {
+            "SubmitJob": PEOPLE,
+            "ListJobs": PEOPLE,
+            "GetJob": PEOPLE,
+            "WatchJob": PEOPLE,
+            "KillJob": PEOPLE,
+            "ChangeTask": ADMINS,  # suspend, resume, resize or preempt anyone's task
+            "ListNodes": PEOPLE,
+            "GetClusterInfo": PEOPLE,
+        },
+    ),
+    **table(
+        _services["NodeService"].full_name,
+        {
+            # The handlers also check that an agent speaks only for its own node.
+            "RegisterNode": AGENTS,
+            "Heartbeat": AGENTS,
+            "HeartbeatStream": AGENTS,
+            "ReportTaskEvents": AGENTS,
+        },
+    ),
+    **table(
+        _services["MasterService"].full_name,
+        {"RegisterMaster": JOB_MASTERS, "Allocate": JOB_MASTERS, "FinishJob": JOB_MASTERS},
+    ),
+}

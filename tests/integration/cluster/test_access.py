@@ -1,0 +1,259 @@
+"""Who may call what, against a real local cluster (TLS on): every RPC of the RM, the agents and
+the aggregator, called with a certificate of every role; and the remote code execution of issue
+10 reproduced, which must run nothing."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+
+from aggregator.access import ACCESS as AGGREGATOR_ACCESS
+from node_agent.access import ACCESS as AGENT_ACCESS
+from plumbing import tls
+from plumbing.rpc import channel
+from plumbing.tls import ClientTls, Identity, Role
+from resource_manager.access import ACCESS as RM_ACCESS
+from sluice import local_cluster
+from sluice_pb import aggregator_pb2 as apb
+from sluice_pb import common_pb2 as pb
+from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+from tests.integration.cluster.harness import Cluster, start_cluster
+
+pytestmark = pytest.mark.integration
+
+REFUSALS = {grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED}
+
+# Every caller: one certificate per role, from the cluster's own CA.
+CALLERS = {
+    "rm": Identity(Role.RM, "rm"),
+    "agent": Identity(Role.AGENT, "node-1"),
+    "aggregator": Identity(Role.AGGREGATOR, "aggregator"),
+    "client": Identity(Role.CLIENT, "bob"),
+    "admin": Identity(Role.ADMIN, "carol"),
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("cluster-access")
+    cluster = start_cluster(directory, "process", nodes=1)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        local_cluster.down(directory, lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def credentials(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, ClientTls]:
+    authority = tls.load_ca(cluster.directory / "tls" / "ca")
+    out = tmp_path_factory.mktemp("callers")
+    found = {}
+    for name, identity in CALLERS.items():
+        tls.issue(authority, identity, out / name)
+        found[name] = ClientTls.of(tls.load_tls_dir(out / name))
+    return found
+
+
+# (server, method, request, kind): harmless requests, refused by the handler when allowed (unknown
+# jobs, invalid specs, another agent instance), so no call changes the cluster.
+RM_CALLS: list[tuple[str, str, Message, str]] = [
+    ("rm", "JobService/SubmitJob", rm_pb.SubmitJobRequest(spec_yaml="name: x\nphases: []\n"), "uu"),
+    ("rm", "JobService/ListJobs", rm_pb.ListJobsRequest(), "uu"),
+    ("rm", "JobService/GetJob", rm_pb.GetJobRequest(job_id="job-999999"), "uu"),
+    ("rm", "JobService/WatchJob", rm_pb.GetJobRequest(job_id="job-999999"), "us"),
+    ("rm", "JobService/KillJob", rm_pb.GetJobRequest(job_id="job-999999"), "uu"),
+    (
+        "rm",
+        "JobService/ChangeTask",
+        rm_pb.ChangeTaskRequest(job_id="job-999999", task_id="t"),
+        "uu",
+    ),
+    ("rm", "JobService/ListNodes", rm_pb.ListNodesRequest(), "uu"),
+    ("rm", "JobService/GetClusterInfo", rm_pb.GetClusterInfoRequest(), "uu"),
+    (
+        "rm",
+        "NodeService/RegisterNode",
+        rm_pb.RegisterNodeRequest(node_id="node-1", instance_id="x"),
+        "uu",
+    ),
+    (
+        "rm",
+        "NodeService/Heartbeat",
+        rm_pb.HeartbeatRequest(node_id="node-1", instance_id="x"),
+        "uu",
+    ),
+    (
+        "rm",
+        "NodeService/HeartbeatStream",
+        rm_pb.HeartbeatRequest(node_id="node-1", instance_id="x"),
+        "ss",
+    ),
+    ("rm", "NodeService/ReportTaskEvents", rm_pb.ReportTaskEventsRequest(node_id="node-1"), "uu"),
+    ("rm", "MasterService/RegisterMaster", rm_pb.RegisterMasterRequest(job_id="job-999999"), "uu"),
+    ("rm", "MasterService/Allocate", rm_pb.AllocateRequest(job_id="job-999999"), "uu"),
+    ("rm", "MasterService/FinishJob", rm_pb.FinishJobRequest(job_id="job-999999"), "uu"),
+]
+AGENT_CALLS: list[tuple[str, str, Message, str]] = [
+    ("agent", "AgentService/StartTask", agent_pb.StartTaskRequest(job_id="j"), "uu"),  # no command
+    (
+        "agent",
+        "AgentService/StopTask",
+        agent_pb.TaskRef(job_id="none", task_id="t", attempt=1),
+        "uu",
+    ),
+    ("agent", "AgentService/SuspendTask", agent_pb.TaskRef(job_id="none", task_id="t"), "uu"),
+    ("agent", "AgentService/ResumeTask", agent_pb.TaskRef(job_id="none", task_id="t"), "uu"),
+    ("agent", "AgentService/ResizeTask", agent_pb.ResizeTaskRequest(), "uu"),
+    ("agent", "AgentService/ListTasks", agent_pb.ListTasksRequest(), "uu"),
+    ("agent", "AgentService/GetTaskLogs", agent_pb.TaskRef(job_id="none", task_id="t"), "us"),
+    ("agent", "AgentService/Drain", agent_pb.DrainRequest(), "uu"),
+]
+AGGREGATOR_CALLS: list[tuple[str, str, Message, str]] = [
+    ("aggregator", "AggregatorService/GetMachineList", apb.GetMachineListRequest(), "uu"),
+    ("aggregator", "AggregatorService/GetCandidates", apb.GetCandidatesRequest(), "uu"),
+    ("aggregator", "AggregatorService/ListMachines", apb.ListMachinesRequest(), "uu"),
+]
+PACKAGES = {"rm": "sluice.v1", "agent": "sluice.v1", "aggregator": "sluice.v1"}
+ALL_ACCESS = {**RM_ACCESS, **AGENT_ACCESS, **AGGREGATOR_ACCESS}
+
+
+def _method_name(package: str, method: str) -> str:
+    return f"/{package}.{method}"
+
+
+def _address(cluster: Cluster, server: str) -> str:
+    if server == "rm":
+        return str(cluster.info["rm"])
+    if server == "agent":
+        return str(cluster.info["nodes"][0]["address"])
+    return str(cluster.info["data_plane"]["aggregator"])
+
+
+def _call(address: str, method: str, request: Message, kind: str, caller: ClientTls | None) -> None:
+    """Make the call; raise its RpcError, if any."""
+    ch = channel(address, caller)
+    try:
+        serialize: Any = type(request).SerializeToString
+        if kind == "uu":
+            ch.unary_unary(method, request_serializer=serialize)(request, timeout=20)
+        elif kind == "us":
+            for _ in ch.unary_stream(method, request_serializer=serialize)(request, timeout=20):
+                break
+        else:
+            answers = ch.stream_stream(method, request_serializer=serialize)(
+                iter([request]), timeout=20
+            )
+            for _ in answers:
+                break
+    finally:
+        ch.close()
+
+
+def _cases() -> list[Any]:
+    """Every (role, call), but an allowed Drain: it would stop the test's agent (an admin's
+    Drain is exercised by every `sluice local down`)."""
+    cases = []
+    for server, method, request, kind in RM_CALLS + AGENT_CALLS + AGGREGATOR_CALLS:
+        full = _method_name(PACKAGES[server], method)
+        for role in sorted(CALLERS):
+            if method == "AgentService/Drain" and CALLERS[role].role in ALL_ACCESS[full]:
+                continue
+            cases.append(pytest.param(role, server, method, request, kind, id=f"{method}-{role}"))
+    return cases
+
+
+@pytest.mark.parametrize(("role", "server", "method", "request_message", "kind"), _cases())
+def test_every_rpc_admits_exactly_the_roles_its_table_names(
+    cluster: Cluster,
+    credentials: dict[str, ClientTls],
+    role: str,
+    server: str,
+    method: str,
+    request_message: Message,
+    kind: str,
+) -> None:
+    full = _method_name(PACKAGES[server], method)
+    allowed = CALLERS[role].role in ALL_ACCESS[full]
+    try:
+        _call(_address(cluster, server), full, request_message, kind, credentials[role])
+    except grpc.RpcError as error:
+        refused = error.code() in REFUSALS
+        assert refused != allowed, f"{role} on {method}: {error.code()} {error.details()}"
+        if refused:
+            assert error.code() is grpc.StatusCode.PERMISSION_DENIED
+            assert error.details() == (
+                f"{method.split('/')[1]}: {'an' if role[0] in 'aeiou' else 'a'} "
+                f"{CALLERS[role].role.value} may not call it "
+                f"(allowed: {', '.join(sorted(r.value for r in ALL_ACCESS[full])) or 'no one: the RM acts on its own'})"
+            )
+        return
+    assert allowed, f"{role} on {method}: not refused"
+
+
+def test_every_rpc_of_every_service_has_an_access_rule() -> None:
+    from google.protobuf.descriptor import FileDescriptor
+
+    files: list[FileDescriptor] = [
+        rm_pb.DESCRIPTOR,
+        agent_pb.DESCRIPTOR,
+        apb.DESCRIPTOR,
+        pb.DESCRIPTOR,
+    ]
+    methods = {
+        f"/{service.full_name}/{method.name}"
+        for file in files
+        for service in file.services_by_name.values()
+        for method in service.methods
+    }
+    assert methods == set(ALL_ACCESS)
+    tested = {
+        _method_name(PACKAGES[s], m) for s, m, _, _ in RM_CALLS + AGENT_CALLS + AGGREGATOR_CALLS
+    }
+    assert tested == methods  # and the table above calls each of them
+
+
+def test_an_agent_speaks_only_for_its_own_node(cluster: Cluster, tmp_path: Path) -> None:
+    authority = tls.load_ca(cluster.directory / "tls" / "ca")
+    tls.issue(authority, Identity(Role.AGENT, "node-9"), tmp_path / "node-9")
+    intruder = ClientTls.of(tls.load_tls_dir(tmp_path / "node-9"))
+    request = rm_pb.HeartbeatRequest(node_id="node-1", instance_id="x")
+    with pytest.raises(grpc.RpcError) as caught:
+        _call(str(cluster.info["rm"]), "/sluice.v1.NodeService/Heartbeat", request, "uu", intruder)
+    assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    assert caught.value.details() == (
+        "node_id: agent 'node-9' may speak only for its own node, not 'node-1'"
+    )
+
+
+def test_the_remote_code_execution_of_issue_10_runs_nothing(
+    cluster: Cluster, credentials: dict[str, ClientTls], tmp_path: Path
+) -> None:
+    """A caller that is neither the RM nor a job master asks an agent to run a shell command."""
+    target = Path(f"/tmp/sluice-rce-{uuid.uuid4().hex[:12]}")
+    request = agent_pb.StartTaskRequest(
+        job_id="evil",
+        task_id="pwn",
+        attempt=1,
+        allocation_id="none",
+        command=["/bin/sh", "-c", f"id > {target}"],
+        resources=pb.Resources(cpu=0.1, memory_mb=16),
+    )
+    tls.init_ca(tmp_path / "other", "elsewhere")
+    tls.issue(tls.load_ca(tmp_path / "other"), Identity(Role.ADMIN, "eve"), tmp_path / "eve")
+    foreign = ClientTls.of(tls.load_tls_dir(tmp_path / "eve"))
+    agent = str(cluster.info["nodes"][0]["address"])
+    for caller in (None, foreign, credentials["aggregator"], credentials["rm"]):
+        with pytest.raises(grpc.RpcError) as caught:
+            _call(agent, "/sluice.v1.AgentService/StartTask", request, "uu", caller)
+        assert caught.value.code() in {*REFUSALS, grpc.StatusCode.UNAVAILABLE}
+    live = cluster.agent_tasks(agent)
+    assert not [t for t in live if t.task.job_id == "evil"]  # the agent started nothing
+    assert not target.exists()
