@@ -455,6 +455,7 @@ def run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     node_id: str = args.node_id
+    identity = load_identity(state_dir, node_id, args.cluster_id)  # checks --node-id first
     try:
         tls = transport.from_arguments(args, Role.AGENT)
     except TlsError as error:
@@ -464,7 +465,6 @@ def run(args: argparse.Namespace) -> int:
             f"--tls-dir: its certificate is for agent {tls.identity.name!r}, not --node-id "
             f"{node_id!r}"
         )
-    identity = load_identity(state_dir, node_id, args.cluster_id)
     try:
         tasks = make_runtime(
             args.runtime,

@@ -20,8 +20,8 @@ log = logging.getLogger(__name__)
 TLS_DIR_ENV = "SLUICE_TLS_DIR"
 
 INSECURE_WARNING = (
-    "running WITHOUT TLS (--insecure): every link is plaintext and no caller is authenticated; "
-    "anyone who can reach this port can act as any node, job master or user"
+    "running WITHOUT TLS: every link is plaintext and no caller is authenticated; anyone who "
+    "can reach this port can act as any node, job master or user"
 )
 
 
@@ -50,7 +50,8 @@ def from_arguments(args: argparse.Namespace, role: Role) -> TlsFiles | None:
     if directory is None:
         # Until every deployment path issues certificates, no flag means insecure too; it is
         # logged as loudly as --insecure.
-        log.warning("%s", INSECURE_WARNING)
+        why = "--insecure" if args.insecure else f"no --tls-dir and no ${TLS_DIR_ENV}"
+        log.warning("%s (%s)", INSECURE_WARNING, why)
         return None
     tls = load_tls_dir(directory)
     if tls.identity.role is not role:

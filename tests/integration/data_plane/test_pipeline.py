@@ -230,7 +230,7 @@ def test_a_silent_agent_leaves_the_candidates_and_comes_back(cluster: Cluster) -
     rounds: dict[int, tuple[float, bool]] = {}  # ver_c -> (computed_at, node-2 a candidate)
 
     def node_2_candidate() -> bool:
-        reply = get_candidates(address)
+        reply = get_candidates(address, cluster.client.tls)
         present = "node-2" in reply.candidates
         rounds[int(reply.candidate_version)] = (reply.computed_at, present)
         return present
@@ -241,7 +241,9 @@ def test_a_silent_agent_leaves_the_candidates_and_comes_back(cluster: Cluster) -
     try:
         rounds.clear()
         wait_until(lambda: not node_2_candidate(), 30, "node-2 gone")
-        (status,) = [m for m in list_machines(address).machines if m.node_id == "node-2"]
+        (status,) = [
+            m for m in list_machines(address, cluster.client.tls).machines if m.node_id == "node-2"
+        ]
         assert not status.connected
         assert status.excluded_by == "disconnected"
         # The newest sample of node-2 was taken before it stopped; every round that still

@@ -39,14 +39,16 @@ def test_a_certificate_of_another_role_is_refused(agent_dir: Path):
         transport.from_arguments(parse("--tls-dir", str(agent_dir)), Role.RM)
 
 
-@pytest.mark.parametrize("argv", [["--insecure"], []])
+@pytest.mark.parametrize(
+    ("argv", "why"), [(["--insecure"], "--insecure"), ([], "no --tls-dir and no $SLUICE_TLS_DIR")]
+)
 def test_without_tls_the_log_says_so_loudly(
-    argv: list[str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    argv: list[str], why: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ):
     monkeypatch.delenv(transport.TLS_DIR_ENV, raising=False)
     with caplog.at_level(logging.WARNING, logger="plumbing.transport"):
         assert transport.from_arguments(parse(*argv), Role.RM) is None
-    assert [r.getMessage() for r in caplog.records] == [transport.INSECURE_WARNING]
+    assert [r.getMessage() for r in caplog.records] == [f"{transport.INSECURE_WARNING} ({why})"]
 
 
 def test_insecure_wins_over_the_environment(agent_dir: Path, monkeypatch: pytest.MonkeyPatch):
