@@ -2,9 +2,9 @@
 
 Suspending, resuming and resizing a task are the RM's decisions, carried to the agent in its
 heartbeat answers: nobody may ask an agent for them directly (they would be undone by the RM's
-reconciliation anyway).  Draining a node is an administrator's act.  Interim rule, until per-job
-identities land (issue 10): job masters start and stop tasks with their agent's certificate or
-their user's (client mode).
+reconciliation anyway).  Draining a node is an administrator's act.  Job masters start and stop
+tasks of their own job only (the handlers check the job their certificate names); a client-mode
+job master holds its user's certificate.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from plumbing.tls import Role
 from sluice_pb import node_agent_pb2 as agent_pb
 
 NOBODY: frozenset[Role] = frozenset()
-JOB_MASTERS = frozenset({Role.AGENT, Role.CLIENT, Role.ADMIN})
+JOB_MASTERS = frozenset({Role.JOB_MASTER, Role.CLIENT, Role.ADMIN})
 PEOPLE = frozenset({Role.CLIENT, Role.ADMIN})
 
 ACCESS = table(

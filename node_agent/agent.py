@@ -37,6 +37,7 @@ from node_agent.runtime.base import (
     TaskUsage,
     UnknownTaskError,
 )
+from plumbing.tls import write_tls_dir
 from policies.scheduling.cpu_sets import choose_cpuset
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
@@ -87,10 +88,10 @@ class AgentConfig:
     cpu_ids: tuple[int, ...]
     capacity: Resources
     exited_retention_s: float = 24 * 3600.0
-    # With TLS: the TLS directory job masters launched here use.  For now the agent's own: a job
-    # master runs on the agent's node, as the agent's user; per-job certificates come with
-    # authorisation (issue 10).
-    master_tls_dir: Path | None = None
+    # With TLS: the cluster CA (PEM), and where the TLS directories of the job masters launched
+    # here are written (each gets the certificate the RM issued for its job, never the agent's).
+    ca_pem: bytes | None = None
+    masters_tls_root: Path | None = None
 
 
 class NodeAgent:
@@ -194,8 +195,12 @@ class NodeAgent:
         resources: Resources,
         rm_address: str,
         attempt: int = 1,
+        tls_cert_chain_pem: bytes = b"",
+        tls_key_pem: bytes = b"",
     ) -> None:
-        """Start attempt ``attempt`` of the job's job master, unless it already exists here."""
+        """Start attempt ``attempt`` of the job's job master, unless it already exists here.
+        With TLS, it gets a TLS directory of its own, with the certificate and key the RM issued
+        for it (``tls_*``)."""
         argv = [
             sys.executable,
             "-m",
@@ -207,8 +212,19 @@ class NodeAgent:
             "--attempt",
             str(attempt),
         ]
-        if self.config.master_tls_dir is not None:
-            argv += ["--tls-dir", str(self.config.master_tls_dir)]
+        root, ca_pem = self.config.masters_tls_root, self.config.ca_pem
+        if root is not None and ca_pem is not None:
+            if not tls_cert_chain_pem or not tls_key_pem:
+                log.error(
+                    "job master attempt %d of %s: the RM sent no certificate for it (does it run "
+                    "without TLS?); not started",
+                    attempt,
+                    job_id,
+                )
+                return
+            directory = root / f"{job_id}-{attempt}"
+            write_tls_dir(directory, ca_pem, tls_cert_chain_pem, tls_key_pem)
+            argv += ["--tls-dir", str(directory)]
         try:
             self.start_task(job_id, MASTER_TASK_ID, attempt, allocation_id, argv, resources, None)
         except (TaskExistsError, AllocationBusyError):

@@ -394,6 +394,8 @@ class AgentDaemon:
                     resources_from_pb(launch.resources),
                     launch.rm_address,
                     launch.attempt or 1,
+                    launch.tls_cert_chain_pem,
+                    launch.tls_key_pem,
                 )
             elif kind == "stop_allocation":
                 stop = command.stop_allocation
@@ -493,10 +495,13 @@ def run(args: argparse.Namespace) -> int:
     )
     if capacity.cpu <= 0 or capacity.memory_mb <= 0:
         raise UserError("--cpus and --memory-mb must be positive")
-    master_tls_dir = tls.directory if tls is not None else None
     agent = NodeAgent(
         AgentConfig(
-            node_id=node_id, cpu_ids=cpu_ids, capacity=capacity, master_tls_dir=master_tls_dir
+            node_id=node_id,
+            cpu_ids=cpu_ids,
+            capacity=capacity,
+            ca_pem=tls.ca_pem if tls is not None else None,
+            masters_tls_root=state_dir / "masters-tls" if tls is not None else None,
         ),
         tasks,
         masters,

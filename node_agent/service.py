@@ -17,7 +17,9 @@ from node_agent.runtime.base import (
     TaskExistsError,
     UnknownTaskError,
 )
+from plumbing.authz import caller
 from plumbing.errors import UserError
+from plumbing.tls import Role
 from plumbing.wire import TASK_STATE_TO_PB
 from policies.scheduling.resources import Resources
 from sluice_pb import common_pb2 as pb
@@ -26,6 +28,19 @@ from sluice_pb import node_agent_pb2_grpc as agent_grpc
 
 T = TypeVar("T")
 LOG_CHUNK = 64 * 1024
+
+
+def _own_job(context: grpc.ServicerContext, job_id: str) -> None:
+    """A job master starts and stops only its own job's tasks (with TLS; people in client mode
+    are judged by the access table)."""
+    identity = caller(context)
+    if identity is not None and identity.role is Role.JOB_MASTER and identity.name != job_id:
+        _abort(
+            context,
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"job_id: the job master of {identity.name} may act only for its own job, "
+            f"not {job_id!r}",
+        )
 
 
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
@@ -112,6 +127,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     def StartTask(
         self, request: agent_pb.StartTaskRequest, context: grpc.ServicerContext
     ) -> agent_pb.StartTaskResponse:
+        _own_job(context, request.job_id)
         problem = start_request_problem(request)
         if problem is not None:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
@@ -139,6 +155,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     def StopTask(
         self, request: agent_pb.TaskRef, context: grpc.ServicerContext
     ) -> agent_pb.TaskStatus:
+        _own_job(context, request.job_id)
         key = _key(request)
         _guard(context, lambda: self._agent.stop(key))
         self._agent.monitor_once(time.time())

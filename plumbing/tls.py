@@ -36,6 +36,7 @@ from pathlib import Path
 
 import grpc
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -61,6 +62,14 @@ class Role(Enum):
     AGGREGATOR = "aggregator"
     CLIENT = "client"  # a person (or a script) submitting and watching their own jobs
     ADMIN = "admin"  # a person who may act on every job and node
+    JOB_MASTER = "jobmaster"  # one job's job master; issued by the RM, never by `sluice ca`
+
+
+JOB_MASTER_CA_UNIT = "jobmaster-ca"
+"""The organisational unit of the RM's job master CA: what a job master certificate's issuer
+says, and what no other certificate's issuer may say."""
+JOB_MASTER_CA_CERT = "jm-ca.crt"
+JOB_MASTER_CA_KEY = "jm-ca.key"
 
 
 class TlsError(ValueError):
@@ -147,7 +156,8 @@ def init_ca(directory: Path, cluster: str, *, now: datetime.datetime | None = No
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        # One level below: the RM's job master CA (issues nothing but job master certificates).
+        .add_extension(x509.BasicConstraints(ca=True, path_length=1), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -207,9 +217,13 @@ def issue(
     """Issue a certificate for ``identity`` into the TLS directory ``out`` (ca.crt, tls.crt,
     tls.key).  ``hosts`` are the DNS names and IP addresses a server is reached at (a server's
     certificate must name the address its clients dial); ``localhost`` and ``127.0.0.1`` are
-    always included, so a local cluster needs none.  Refuses to overwrite a certificate (rotate
-    into a new directory, then swap; see docs/security.md)."""
+    always included, so a local cluster needs none.  An RM's directory also gets the RM's job
+    master CA (jm-ca.crt, jm-ca.key), from which it issues each job master its own certificate.
+    Refuses to overwrite a certificate (rotate into a new directory, then swap; see
+    docs/security.md)."""
     check_name(identity.name)
+    if identity.role is Role.JOB_MASTER:
+        raise TlsError("role: job master certificates are issued by the RM, one per job")
     if days <= 0:
         raise TlsError(f"days: must be positive, got {days}")
     for path in (out / CERT, out / KEY):
@@ -218,25 +232,53 @@ def issue(
     now = now or _now()
     not_after = min(now + datetime.timedelta(days=days), authority.certificate.not_valid_after_utc)
     key = ec.generate_private_key(ec.SECP256R1())
+    certificate = sign_leaf(authority, identity, key.public_key(), hosts, not_after, now)
+    job_master_ca = (
+        _sign_job_master_ca(authority, identity, not_after, now)
+        if identity.role is Role.RM
+        else None
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    _write_private(out / KEY, _key_pem(key))
+    (out / CERT).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (out / CA_CERT).write_bytes(authority.certificate.public_bytes(serialization.Encoding.PEM))
+    if job_master_ca is not None:
+        _write_private(out / JOB_MASTER_CA_KEY, _key_pem(job_master_ca.key))
+        (out / JOB_MASTER_CA_CERT).write_bytes(
+            job_master_ca.certificate.public_bytes(serialization.Encoding.PEM)
+        )
+    return Issued(out, identity, not_after)
+
+
+def sign_leaf(
+    issuer: Authority,
+    identity: Identity,
+    public_key: ec.EllipticCurvePublicKey,
+    hosts: Sequence[str],
+    not_after: datetime.datetime,
+    now: datetime.datetime,
+) -> x509.Certificate:
+    """A certificate for ``identity``'s key, signed by ``issuer`` (the cluster CA, or the RM's
+    job master CA for a job master)."""
     names: list[x509.GeneralName] = [x509.UniformResourceIdentifier(identity.uri)]
     for host in dict.fromkeys([*hosts, "localhost", "127.0.0.1"]):
         names.append(_host_name(host))
-    certificate = (
+    return (
         x509.CertificateBuilder()
         .subject_name(
             x509.Name(
                 [
-                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, authority.cluster or "sluice"),
+                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, issuer.cluster or "sluice"),
                     x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, identity.role.value),
                     x509.NameAttribute(NameOID.COMMON_NAME, identity.name),
                 ]
             )
         )
-        .issuer_name(authority.certificate.subject)
-        .public_key(key.public_key())
+        .issuer_name(issuer.certificate.subject)
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(not_after)
+        .not_valid_after(min(not_after, issuer.certificate.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(
@@ -246,16 +288,107 @@ def issue(
             critical=False,
         )
         .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()),
+            critical=False,
+        )
+        .sign(issuer.key, hashes.SHA256())
+    )
+
+
+def _sign_job_master_ca(
+    authority: Authority, rm: Identity, not_after: datetime.datetime, now: datetime.datetime
+) -> Authority:
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name(
+                [
+                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, authority.cluster or "sluice"),
+                    x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, JOB_MASTER_CA_UNIT),
+                    x509.NameAttribute(NameOID.COMMON_NAME, f"job masters of {rm.name}"),
+                ]
+            )
+        )
+        .issuer_name(authority.certificate.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(authority.key.public_key()),
             critical=False,
         )
         .sign(authority.key, hashes.SHA256())
     )
+    return Authority(certificate, key)
+
+
+JOB_MASTER_DAYS = 30
+"""How long a job master's certificate lasts: longer than any job should run; a new attempt
+gets a new one."""
+
+
+def issue_job_master(
+    job_master_ca: Authority, job_id: str, now: datetime.datetime | None = None
+) -> tuple[bytes, bytes]:
+    """A certificate for the job master of ``job_id`` (``sluice://jobmaster/JOB_ID``), signed
+    by the RM's job master CA: its chain (the certificate, then the job master CA's) and its
+    key, as PEM, for the RM to hand to the agent that launches it."""
+    check_name(job_id, "job_id")
+    now = now or _now()
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = sign_leaf(
+        job_master_ca,
+        Identity(Role.JOB_MASTER, job_id),
+        key.public_key(),
+        (),
+        now + datetime.timedelta(days=JOB_MASTER_DAYS),
+        now,
+    )
+    chain = b"".join(
+        c.public_bytes(serialization.Encoding.PEM) for c in (certificate, job_master_ca.certificate)
+    )
+    return chain, _key_pem(key)
+
+
+def write_tls_dir(out: Path, ca_pem: bytes, cert_chain_pem: bytes, key_pem: bytes) -> None:
+    """Write a TLS directory from PEM (an agent writes its job masters' this way); the key is
+    the holder's alone from the first byte.  Replaces what was there."""
     out.mkdir(parents=True, exist_ok=True)
-    _write_private(out / KEY, _key_pem(key))
-    (out / CERT).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    (out / CA_CERT).write_bytes(authority.certificate.public_bytes(serialization.Encoding.PEM))
-    return Issued(out, identity, not_after)
+    (out / KEY).unlink(missing_ok=True)
+    _write_private(out / KEY, key_pem)
+    (out / CERT).write_bytes(cert_chain_pem)
+    (out / CA_CERT).write_bytes(ca_pem)
+
+
+def load_job_master_ca(directory: Path) -> Authority:
+    """The RM's job master CA, from the RM's TLS directory."""
+    cert_path, key_path = directory / JOB_MASTER_CA_CERT, directory / JOB_MASTER_CA_KEY
+    certificate = _read_certificate(cert_path)
+    key_pem = _read(key_path)
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except ValueError as error:
+        raise TlsError(f"{key_path}: not a PEM private key ({error})") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not _same_public_key(key, certificate):
+        raise TlsError(f"{key_path}: does not match {cert_path}")
+    return Authority(certificate, key)
 
 
 # ------------------------------------------------------------------------------ TLS directories
@@ -280,7 +413,7 @@ def load_tls_dir(directory: Path, *, now: datetime.datetime | None = None) -> Tl
         raise TlsError(f"--tls-dir: {directory} is not a directory")
     ca = _read_certificate(directory / CA_CERT)
     cert_path = directory / CERT
-    certificate = _read_certificate(cert_path)
+    certificate, *intermediates = _read_certificates(cert_path)
     key_pem = _read(directory / KEY)
     try:
         key = serialization.load_pem_private_key(key_pem, password=None)
@@ -289,8 +422,11 @@ def load_tls_dir(directory: Path, *, now: datetime.datetime | None = None) -> Tl
     if not _same_public_key(key, certificate):
         raise TlsError(f"{directory / KEY}: does not match {cert_path}")
     try:
-        certificate.verify_directly_issued_by(ca)
-    except (ValueError, TypeError) as error:
+        for subject, issuer in zip(
+            [certificate, *intermediates], [*intermediates, ca], strict=True
+        ):
+            subject.verify_directly_issued_by(issuer)
+    except (ValueError, TypeError, InvalidSignature) as error:
         raise TlsError(f"{cert_path}: not issued by {directory / CA_CERT} ({error})") from None
     identity = identity_of(certificate)
     if identity is None:
@@ -309,7 +445,7 @@ def load_tls_dir(directory: Path, *, now: datetime.datetime | None = None) -> Tl
     return TlsFiles(
         directory,
         ca.public_bytes(serialization.Encoding.PEM),
-        certificate.public_bytes(serialization.Encoding.PEM),
+        b"".join(c.public_bytes(serialization.Encoding.PEM) for c in [certificate, *intermediates]),
         key_pem,
         identity,
         certificate.not_valid_after_utc,
@@ -327,7 +463,18 @@ def identity_of(certificate: x509.Certificate) -> Identity | None:
         for uri in names.value.get_values_for_type(x509.UniformResourceIdentifier)
         if (identity := parse_identity_uri(uri)) is not None
     }
-    return found.pop() if len(found) == 1 else None
+    if len(found) != 1:
+        return None
+    identity = found.pop()
+    # Only the RM's job master CA issues job masters, and it issues nothing else: an RM cannot
+    # mint an admin, nor anyone but the RM a job master.
+    by_job_master_ca = any(
+        a.value == JOB_MASTER_CA_UNIT
+        for a in certificate.issuer.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+    )
+    if by_job_master_ca != (identity.role is Role.JOB_MASTER):
+        return None
+    return identity
 
 
 @lru_cache(maxsize=4096)
@@ -437,6 +584,16 @@ def _read(path: Path) -> bytes:
         raise TlsError(f"{path}: missing") from None
     except OSError as error:
         raise TlsError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def _read_certificates(path: Path) -> list[x509.Certificate]:
+    """A certificate and the intermediates after it (a job master's chain)."""
+    data = _read(path)
+    try:
+        found = x509.load_pem_x509_certificates(data)
+    except ValueError as error:
+        raise TlsError(f"{path}: not a PEM certificate ({error})") from None
+    return found
 
 
 def _read_certificate(path: Path) -> x509.Certificate:

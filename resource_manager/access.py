@@ -1,8 +1,9 @@
 """Who may call the resource manager's RPCs (see :mod:`plumbing.authz`).
 
-Interim rules, until per-job identities and job ownership land (issue 10): a job master launched
-by an agent holds that agent's certificate, and a client-mode job master its user's, so
-``MasterService`` admits agents, clients and admins; any client may act on any job.
+A job master holds a certificate the RM issued for its job (``sluice://jobmaster/JOB``); the
+``MasterService`` handlers also check that it acts for that job only.  A client-mode job master
+(``sluice run``) holds its user's certificate.  Interim, until job ownership lands (issue 10):
+any client may act on any job.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from plumbing.tls import Role
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 PEOPLE = frozenset({Role.CLIENT, Role.ADMIN})
-JOB_MASTERS = frozenset({Role.AGENT, Role.CLIENT, Role.ADMIN})  # see the module docstring
+JOB_MASTERS = frozenset({Role.JOB_MASTER, Role.CLIENT, Role.ADMIN})  # client mode: people
 AGENTS = frozenset({Role.AGENT})
 ADMINS = frozenset({Role.ADMIN})
 

@@ -18,7 +18,7 @@ from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from plumbing.rpc import start_aio_server
-from plumbing.tls import Role, TlsFiles
+from plumbing.tls import Authority, Role, TlsError, TlsFiles, load_job_master_ca
 from policies.scheduling.identifiers import cluster_id_problem
 from resource_manager.access import ACCESS
 from resource_manager.core import CoreSettings, ResourceManagerCore
@@ -138,13 +138,20 @@ def run(args: argparse.Namespace) -> int:
         tls = transport.from_arguments(args, Role.RM)
     except ValueError as error:  # (TlsError is one)
         raise UserError(str(error)) from None
+    try:
+        job_master_ca = load_job_master_ca(tls.directory) if tls is not None else None
+    except TlsError as error:
+        raise UserError(
+            f"--tls-dir: {error} (the RM's directory holds the CA of its job masters: issue "
+            "the RM's certificate again with `sluice ca issue --role rm`)"
+        ) from None
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteStore(state_dir / "rm.sqlite3", Durability(args.durability))
     try:
         settings = _settings(args, store)
         store.save_setting("cluster_id", settings.cluster_id)
-        return event_loop.run(_serve(args, store, settings, plane, tls))
+        return event_loop.run(_serve(args, store, settings, plane, tls, job_master_ca))
     finally:
         store.close()
 
@@ -155,10 +162,13 @@ async def _serve(
     settings: CoreSettings,
     plane: data_plane.DataPlane,
     tls: TlsFiles | None,
+    job_master_ca: Authority | None,
 ) -> int:
     core = ResourceManagerCore(Tables(store), settings)
     tune_for_large_heaps()  # after the state is loaded: see plumbing/gc_tuning.py
-    state = RMState(core, system_now, advertise_address="", data_plane=plane)
+    state = RMState(
+        core, system_now, advertise_address="", data_plane=plane, job_master_ca=job_master_ca
+    )
     names = rm_pb.DESCRIPTOR.services_by_name
     listen = _listen_address(args.listen, store)
     try:

@@ -29,6 +29,7 @@ from plumbing.authz import caller
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import SCHEDULING_PASS_DELAY_S
 from plumbing.spec_text import load_job_document
+from plumbing.tls import Authority, Role, issue_job_master
 from plumbing.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.framework import PreemptionAction
@@ -117,7 +118,9 @@ class RMState:
         clock: Clock,
         advertise_address: str,
         data_plane: DataPlane | None = None,
+        job_master_ca: Authority | None = None,
     ) -> None:
+        """``job_master_ca`` (with TLS): the RM's CA of job master certificates."""
         self.core = core
         self.clock = clock
         self.advertise_address = advertise_address
@@ -125,6 +128,23 @@ class RMState:
         self.watchers = JobWatchers()
         self._unknown_states: set[tuple[str, int]] = set()
         self._pass_armed = False
+        self._job_master_ca = job_master_ca
+        # (job, attempt) -> (certificate chain, key): a launch command is re-sent with every
+        # heartbeat until its node shows it done, with the same certificate.
+        self._job_master_credentials: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+
+    def job_master_credentials(self, job_id: str, attempt: int) -> tuple[bytes, bytes]:
+        """The certificate chain and key of a job master attempt (empty without TLS)."""
+        if self._job_master_ca is None:
+            return b"", b""
+        key = (job_id, attempt)
+        found = self._job_master_credentials.get(key)
+        if found is None:
+            found = issue_job_master(self._job_master_ca, job_id)
+            self._job_master_credentials[key] = found
+            for old in [k for k in self._job_master_credentials if k[0] == job_id and k < key]:
+                del self._job_master_credentials[old]  # a superseded attempt's
+        return found
 
     def run(self, action: Callable[[ResourceManagerCore, Now], T]) -> T:
         """Apply ``action(core, now)`` whole or not at all, then wake who watches what changed,
@@ -415,6 +435,21 @@ async def _own_node(context: grpc.aio.ServicerContext, node_id: str) -> None:
         )
 
 
+async def _own_job(context: grpc.aio.ServicerContext, job_id: str) -> None:
+    """A job master acts only for the job its certificate names (with TLS; people in client
+    mode are judged by the access table)."""
+    identity = caller(context)
+    if identity is not None and identity.role is Role.JOB_MASTER and identity.name != job_id:
+        log.warning(
+            "refused the job master of %s acting for %s (%s)", identity.name, job_id, context.peer()
+        )
+        await context.abort(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"job_id: the job master of {identity.name} may act only for its own job, "
+            f"not {job_id!r}",
+        )
+
+
 class NodeServicer(rm_grpc.NodeServiceServicer):
     def __init__(self, state: RMState) -> None:
         self._state = state
@@ -502,6 +537,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
 
     def _add_command(self, response: rm_pb.HeartbeatResponse, command: NodeCommand) -> None:
         if isinstance(command, LaunchMaster):
+            chain, key = self._state.job_master_credentials(command.job_id, command.attempt)
             response.commands.add().launch_master.CopyFrom(
                 rm_pb.LaunchMaster(
                     job_id=command.job_id,
@@ -509,6 +545,8 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     resources=resources_to_pb(command.resources),
                     rm_address=self._state.advertise_address,
                     attempt=command.attempt,
+                    tls_cert_chain_pem=chain,
+                    tls_key_pem=key,
                 )
             )
         elif isinstance(command, StopAllocation):
@@ -560,6 +598,8 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     async def RegisterMaster(
         self, request: rm_pb.RegisterMasterRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.RegisterMasterResponse:
+        await _own_job(context, request.job_id)
+
         def register() -> rm_pb.RegisterMasterResponse:
             registration = self._state.run(
                 lambda core, now: core.register_master(
@@ -587,6 +627,8 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     async def Allocate(
         self, request: rm_pb.AllocateRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.AllocateResponse:
+        await _own_job(context, request.job_id)
+
         def allocate() -> rm_pb.AllocateResponse:
             asks = [
                 PhaseAsk(a.phase, a.count, resources_from_pb(a.resources)) for a in request.asks
@@ -622,6 +664,8 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     async def FinishJob(
         self, request: rm_pb.FinishJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.FinishJobResponse:
+        await _own_job(context, request.job_id)
+
         def finish() -> None:
             state = JOB_STATE_FROM_PB.get(request.state)
             if state is None:

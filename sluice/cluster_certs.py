@@ -57,7 +57,10 @@ def ensure_certificates(root: Path, cluster_id: str, node_ids: list[str]) -> Clu
         if directory.exists():
             try:
                 held = tls.load_tls_dir(directory)
-                if held.identity == identity and held.ca_pem == _pem(ca_dir):
+                complete = identity.role is not Role.RM or (
+                    (directory / tls.JOB_MASTER_CA_CERT).exists()
+                )
+                if held.identity == identity and held.ca_pem == _pem(ca_dir) and complete:
                     continue
             except TlsError:
                 pass  # expired or damaged: issue it again

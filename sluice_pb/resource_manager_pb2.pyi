@@ -309,18 +309,22 @@ class ResizeAllocation(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
 
 class LaunchMaster(_message.Message):
-    __slots__ = ("job_id", "allocation_id", "resources", "rm_address", "attempt")
+    __slots__ = ("job_id", "allocation_id", "resources", "rm_address", "attempt", "tls_cert_chain_pem", "tls_key_pem")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     RM_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TLS_CERT_CHAIN_PEM_FIELD_NUMBER: _ClassVar[int]
+    TLS_KEY_PEM_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     allocation_id: str
     resources: _common_pb2.Resources
     rm_address: str
     attempt: int
-    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., rm_address: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+    tls_cert_chain_pem: bytes
+    tls_key_pem: bytes
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., rm_address: _Optional[str] = ..., attempt: _Optional[int] = ..., tls_cert_chain_pem: _Optional[bytes] = ..., tls_key_pem: _Optional[bytes] = ...) -> None: ...
 
 class StopAllocation(_message.Message):
     __slots__ = ("job_id", "allocation_id", "reason")

@@ -37,6 +37,7 @@ CALLERS = {
     "aggregator": Identity(Role.AGGREGATOR, "aggregator"),
     "client": Identity(Role.CLIENT, "bob"),
     "admin": Identity(Role.ADMIN, "carol"),
+    "jobmaster": Identity(Role.JOB_MASTER, "job-999999"),  # issued by the RM, as to a job master
 }
 
 
@@ -57,9 +58,20 @@ def credentials(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> d
     out = tmp_path_factory.mktemp("callers")
     found = {}
     for name, identity in CALLERS.items():
-        tls.issue(authority, identity, out / name)
+        if identity.role is Role.JOB_MASTER:
+            _job_master_dir(cluster, identity.name, out / name)
+        else:
+            tls.issue(authority, identity, out / name)
         found[name] = ClientTls.of(tls.load_tls_dir(out / name))
     return found
+
+
+def _job_master_dir(cluster: Cluster, job_id: str, out: Path) -> Path:
+    """A TLS directory as an agent writes one for the job master of ``job_id``."""
+    tls_root = cluster.directory / "tls"
+    chain, key = tls.issue_job_master(tls.load_job_master_ca(tls_root / "rm"), job_id)
+    tls.write_tls_dir(out, (tls_root / "ca" / tls.CA_CERT).read_bytes(), chain, key)
+    return out
 
 
 # (server, method, request, kind): harmless requests, refused by the handler when allowed (unknown
@@ -102,18 +114,19 @@ RM_CALLS: list[tuple[str, str, Message, str]] = [
     ("rm", "MasterService/FinishJob", rm_pb.FinishJobRequest(job_id="job-999999"), "uu"),
 ]
 AGENT_CALLS: list[tuple[str, str, Message, str]] = [
-    ("agent", "AgentService/StartTask", agent_pb.StartTaskRequest(job_id="j"), "uu"),  # no command
+    # no command: refused by the handler when the caller may start tasks
+    ("agent", "AgentService/StartTask", agent_pb.StartTaskRequest(job_id="job-999999"), "uu"),
     (
         "agent",
         "AgentService/StopTask",
-        agent_pb.TaskRef(job_id="none", task_id="t", attempt=1),
+        agent_pb.TaskRef(job_id="job-999999", task_id="t", attempt=1),
         "uu",
     ),
-    ("agent", "AgentService/SuspendTask", agent_pb.TaskRef(job_id="none", task_id="t"), "uu"),
-    ("agent", "AgentService/ResumeTask", agent_pb.TaskRef(job_id="none", task_id="t"), "uu"),
+    ("agent", "AgentService/SuspendTask", agent_pb.TaskRef(job_id="job-999999", task_id="t"), "uu"),
+    ("agent", "AgentService/ResumeTask", agent_pb.TaskRef(job_id="job-999999", task_id="t"), "uu"),
     ("agent", "AgentService/ResizeTask", agent_pb.ResizeTaskRequest(), "uu"),
     ("agent", "AgentService/ListTasks", agent_pb.ListTasksRequest(), "uu"),
-    ("agent", "AgentService/GetTaskLogs", agent_pb.TaskRef(job_id="none", task_id="t"), "us"),
+    ("agent", "AgentService/GetTaskLogs", agent_pb.TaskRef(job_id="job-999999", task_id="t"), "us"),
     ("agent", "AgentService/Drain", agent_pb.DrainRequest(), "uu"),
 ]
 AGGREGATOR_CALLS: list[tuple[str, str, Message, str]] = [
@@ -233,6 +246,32 @@ def test_an_agent_speaks_only_for_its_own_node(cluster: Cluster, tmp_path: Path)
     )
 
 
+@pytest.mark.parametrize(
+    ("server", "method", "request_message"),
+    [
+        ("rm", "MasterService/RegisterMaster", rm_pb.RegisterMasterRequest(job_id="job-000002")),
+        ("rm", "MasterService/Allocate", rm_pb.AllocateRequest(job_id="job-000002")),
+        ("rm", "MasterService/FinishJob", rm_pb.FinishJobRequest(job_id="job-000002")),
+        (
+            "agent",
+            "AgentService/StartTask",
+            agent_pb.StartTaskRequest(job_id="job-000002", task_id="t", command=["true"]),
+        ),
+        ("agent", "AgentService/StopTask", agent_pb.TaskRef(job_id="job-000002", task_id="t")),
+    ],
+)
+def test_the_job_master_of_job_a_cannot_touch_job_b(
+    cluster: Cluster, tmp_path: Path, server: str, method: str, request_message: Message
+) -> None:
+    job_a = ClientTls.of(tls.load_tls_dir(_job_master_dir(cluster, "job-000001", tmp_path / "a")))
+    with pytest.raises(grpc.RpcError) as caught:
+        _call(_address(cluster, server), f"/sluice.v1.{method}", request_message, "uu", job_a)
+    assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    assert caught.value.details() == (
+        "job_id: the job master of job-000001 may act only for its own job, not 'job-000002'"
+    )
+
+
 def test_the_remote_code_execution_of_issue_10_runs_nothing(
     cluster: Cluster, credentials: dict[str, ClientTls], tmp_path: Path
 ) -> None:
@@ -250,7 +289,8 @@ def test_the_remote_code_execution_of_issue_10_runs_nothing(
     tls.issue(tls.load_ca(tmp_path / "other"), Identity(Role.ADMIN, "eve"), tmp_path / "eve")
     foreign = ClientTls.of(tls.load_tls_dir(tmp_path / "eve"))
     agent = str(cluster.info["nodes"][0]["address"])
-    for caller in (None, foreign, credentials["aggregator"], credentials["rm"]):
+    callers = (None, foreign, credentials["aggregator"], credentials["rm"], credentials["agent"])
+    for caller in callers:
         with pytest.raises(grpc.RpcError) as caught:
             _call(agent, "/sluice.v1.AgentService/StartTask", request, "uu", caller)
         assert caught.value.code() in {*REFUSALS, grpc.StatusCode.UNAVAILABLE}

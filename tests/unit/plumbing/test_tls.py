@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from plumbing import tls
 from plumbing.tls import Identity, Role, TlsError
@@ -238,3 +239,45 @@ def test_a_missing_ca_is_named_once(tmp_path: Path):
     with pytest.raises(TlsError) as caught:
         tls.load_ca(tmp_path)
     assert str(caught.value) == f"{tmp_path / tls.CA_CERT}: missing"
+
+
+# ------------------------------------------------------------------------------ job masters
+
+
+def test_the_rm_issues_each_job_master_a_certificate_of_its_own(ca_dir: Path, tmp_path: Path):
+    rm = tls.issue(tls.load_ca(ca_dir), Identity(Role.RM, "rm"), tmp_path / "rm").directory
+    assert stat.S_IMODE((rm / tls.JOB_MASTER_CA_KEY).stat().st_mode) == 0o600
+    chain, key = tls.issue_job_master(tls.load_job_master_ca(rm), "job-000007")
+    out = tmp_path / "jm"
+    tls.write_tls_dir(out, (ca_dir / tls.CA_CERT).read_bytes(), chain, key)
+    loaded = tls.load_tls_dir(out)  # the chain verifies up to the cluster CA
+    assert loaded.identity == Identity(Role.JOB_MASTER, "job-000007")
+    assert loaded.cert_pem == chain
+    assert stat.S_IMODE((out / tls.KEY).stat().st_mode) == 0o600
+
+
+def test_sluice_ca_issues_no_job_master(ca_dir: Path, tmp_path: Path):
+    with pytest.raises(TlsError, match=r"^role: job master certificates are issued by the RM"):
+        tls.issue(tls.load_ca(ca_dir), Identity(Role.JOB_MASTER, "job-1"), tmp_path / "x")
+
+
+def test_only_the_job_master_ca_issues_job_masters_and_nothing_else(ca_dir: Path, tmp_path: Path):
+    """An RM cannot mint an admin, nor the cluster CA's holders a job master."""
+    authority = tls.load_ca(ca_dir)
+    rm = tls.issue(authority, Identity(Role.RM, "rm"), tmp_path / "rm").directory
+    job_master_ca = tls.load_job_master_ca(rm)
+    key = ec.generate_private_key(ec.SECP256R1())
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)
+    now = datetime.datetime.now(datetime.UTC)
+    admin_by_rm = tls.sign_leaf(
+        job_master_ca, Identity(Role.ADMIN, "mallory"), key.public_key(), (), later, now
+    )
+    job_master_by_root = tls.sign_leaf(
+        authority, Identity(Role.JOB_MASTER, "job-1"), key.public_key(), (), later, now
+    )
+    genuine = tls.sign_leaf(
+        job_master_ca, Identity(Role.JOB_MASTER, "job-1"), key.public_key(), (), later, now
+    )
+    assert tls.identity_of(admin_by_rm) is None
+    assert tls.identity_of(job_master_by_root) is None
+    assert tls.identity_of(genuine) == Identity(Role.JOB_MASTER, "job-1")
