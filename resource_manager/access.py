@@ -2,8 +2,8 @@
 
 A job master holds a certificate the RM issued for its job (``sluice://jobmaster/JOB``); the
 ``MasterService`` handlers also check that it acts for that job only.  A client-mode job master
-(``sluice run``) holds its user's certificate.  Interim, until job ownership lands (issue 10):
-any client may act on any job.
+(``sluice run``) holds its user's certificate.  A client may kill, or drive in client mode, only
+the jobs they submitted (``check_owner`` in the service); an admin any.
 """
 
 from __future__ import annotations

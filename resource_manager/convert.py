@@ -38,6 +38,7 @@ def job_summary_to_pb(job: JobRecord) -> rm_pb.JobSummary:
         master_node=job.master_node,
         client_mode=job.client_mode,
         master_attempt=job.master_attempt,
+        owner=job.owner,
     )
 
 

@@ -243,14 +243,25 @@ class ResourceManagerCore:
     # ================================================================ clients
 
     def submit(
-        self, spec: JobSpec, *, client_mode: bool, now: Now, idempotency_key: str = ""
+        self,
+        spec: JobSpec,
+        *,
+        client_mode: bool,
+        now: Now,
+        idempotency_key: str = "",
+        owner: str = "",
     ) -> JobRecord:
-        """Accept a validated spec.  Raises SpecError when a phase fits on no node.  A repeated
-        ``idempotency_key`` answers the job it created (ConflictError if the spec differs)."""
+        """Accept a validated spec from ``owner``.  Raises SpecError when a phase fits on no
+        node.  A repeated ``idempotency_key`` answers the job it created (ConflictError if the
+        spec or the owner differs)."""
         if idempotency_key:
             earlier = self.tables.job_by_key(idempotency_key)
             if earlier is not None:
-                if earlier.spec != spec or earlier.client_mode != client_mode:
+                if (
+                    earlier.spec != spec
+                    or earlier.client_mode != client_mode
+                    or earlier.owner != owner
+                ):
                     raise ConflictError(
                         f"idempotency_key {idempotency_key!r} was used for {earlier.job_id}, "
                         "with another spec"
@@ -271,6 +282,7 @@ class ResourceManagerCore:
             progress=tuple(PhaseProgress(p.name, p.tasks, pending=p.tasks) for p in spec.phases),
             master_attempt=1 if client_mode else 0,
             idempotency_key=idempotency_key,
+            owner=owner,
         )
         self.tables.put_job(job)
         self._sync_master_ask(job)

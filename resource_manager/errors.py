@@ -27,3 +27,7 @@ class ConflictError(ValueError):
 class AlreadyExistsError(ValueError):
     """A name another live party holds (ALREADY_EXISTS): a node id another agent heartbeats
     for."""
+
+
+class PermissionDeniedError(ValueError):
+    """A caller acting on what is not theirs (PERMISSION_DENIED): another user's job."""

@@ -53,7 +53,8 @@ class Now:
 @dataclass(frozen=True)
 class JobRecord:
     """A job.  ``master_attempt`` counts the job masters launched for it (0 before the first;
-    client-mode jobs have 1, the submitter's).  ``master_allocation`` is the current one's."""
+    client-mode jobs have 1, the submitter's).  ``master_allocation`` is the current one's.
+    ``owner`` may kill it and drive it in client mode (an admin may too)."""
 
     job_id: str
     seq: int
@@ -70,6 +71,7 @@ class JobRecord:
     master_allocation: str = ""
     master_attempt: int = 0
     idempotency_key: str = ""
+    owner: str = ""  # who submitted it (the name in their certificate); empty without TLS
 
 
 @dataclass(frozen=True)

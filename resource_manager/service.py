@@ -29,7 +29,7 @@ from plumbing.authz import caller
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import SCHEDULING_PASS_DELAY_S
 from plumbing.spec_text import load_job_document
-from plumbing.tls import Authority, Role, issue_job_master
+from plumbing.tls import Authority, Identity, Role, issue_job_master
 from plumbing.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.framework import PreemptionAction
@@ -49,8 +49,9 @@ from resource_manager.errors import (
     ConflictError,
     InvalidRequestError,
     NotFoundError,
+    PermissionDeniedError,
 )
-from resource_manager.records import Now, TaskReport
+from resource_manager.records import JobRecord, Now, TaskReport
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -244,6 +245,9 @@ async def _answer_async(
         await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
     except AlreadyExistsError as error:
         await _abort(context, grpc.StatusCode.ALREADY_EXISTS, str(error))
+    except PermissionDeniedError as error:
+        log.warning("refused %s to %s (%s): %s", what, caller(context), context.peer(), error)
+        await _abort(context, grpc.StatusCode.PERMISSION_DENIED, str(error))
     except Exception as error:
         log.warning("%s failed: %s: %s (nothing was changed)", what, type(error).__name__, error)
         log.debug("%s failed", what, exc_info=True)
@@ -275,10 +279,17 @@ class JobServicer(rm_grpc.JobServiceServicer):
         spec = await _answer_async(context, "SubmitJob", lambda: asyncio.to_thread(parse))
         key = request.idempotency_key
 
+        identity = caller(context)
+        owner = identity.name if identity is not None else ""
+
         def submit() -> rm_pb.SubmitJobResponse:
             job = self._state.run(
                 lambda core, now: core.submit(
-                    spec, client_mode=request.client_mode, now=now, idempotency_key=key
+                    spec,
+                    client_mode=request.client_mode,
+                    now=now,
+                    idempotency_key=key,
+                    owner=owner,
                 )
             )
             return rm_pb.SubmitJobResponse(job=convert.job_summary_to_pb(job))
@@ -346,11 +357,13 @@ class JobServicer(rm_grpc.JobServiceServicer):
     async def KillJob(
         self, request: rm_pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.JobSummary:
-        job = await _answer(
-            context,
-            "KillJob",
-            lambda: self._state.run(lambda core, now: core.kill(request.job_id, now=now)),
-        )
+        identity = caller(context)
+
+        def kill() -> JobRecord:
+            check_owner(self._state.core.job(request.job_id), identity)
+            return self._state.run(lambda core, now: core.kill(request.job_id, now=now))
+
+        job = await _answer(context, "KillJob", kill)
         return convert.job_summary_to_pb(job)
 
     async def ChangeTask(
@@ -435,10 +448,26 @@ async def _own_node(context: grpc.aio.ServicerContext, node_id: str) -> None:
         )
 
 
-async def _own_job(context: grpc.aio.ServicerContext, job_id: str) -> None:
-    """A job master acts only for the job its certificate names (with TLS; people in client
-    mode are judged by the access table)."""
+def check_owner(job: JobRecord, identity: Identity | None) -> None:
+    """Only a job's owner, or an admin, may kill it or drive it in client mode (with TLS; a
+    job submitted without TLS has no owner, so only admins may)."""
+    if identity is None or identity.role is not Role.CLIENT or identity.name == job.owner:
+        return
+    whose = f"belongs to {job.owner}" if job.owner else "has no owner (submitted without TLS)"
+    raise PermissionDeniedError(
+        f"job_id: {job.job_id} {whose}; a client may act only on their own jobs"
+    )
+
+
+async def _own_job(context: grpc.aio.ServicerContext, job_id: str, state: RMState) -> None:
+    """A job master acts only for the job its certificate names, and a person's client-mode
+    job master only for a job of theirs (with TLS)."""
     identity = caller(context)
+    if identity is not None and identity.role is Role.CLIENT:
+        job = state.core.tables.find_job(job_id)
+        if job is not None:  # (an unknown job is the handler's NOT_FOUND)
+            await _answer(context, "MasterService", lambda: check_owner(job, identity))
+        return
     if identity is not None and identity.role is Role.JOB_MASTER and identity.name != job_id:
         log.warning(
             "refused the job master of %s acting for %s (%s)", identity.name, job_id, context.peer()
@@ -598,7 +627,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     async def RegisterMaster(
         self, request: rm_pb.RegisterMasterRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.RegisterMasterResponse:
-        await _own_job(context, request.job_id)
+        await _own_job(context, request.job_id, self._state)
 
         def register() -> rm_pb.RegisterMasterResponse:
             registration = self._state.run(
@@ -627,7 +656,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     async def Allocate(
         self, request: rm_pb.AllocateRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.AllocateResponse:
-        await _own_job(context, request.job_id)
+        await _own_job(context, request.job_id, self._state)
 
         def allocate() -> rm_pb.AllocateResponse:
             asks = [
@@ -664,7 +693,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     async def FinishJob(
         self, request: rm_pb.FinishJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.FinishJobResponse:
-        await _own_job(context, request.job_id)
+        await _own_job(context, request.job_id, self._state)
 
         def finish() -> None:
             state = JOB_STATE_FROM_PB.get(request.state)

@@ -43,7 +43,7 @@ from resource_manager.store import HotState, StoreError
 
 __all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StoreError"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     master_node TEXT NOT NULL,
     master_allocation TEXT NOT NULL,
     master_attempt INTEGER NOT NULL DEFAULT 0,
-    idempotency_key TEXT NOT NULL DEFAULT ''
+    idempotency_key TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS job_specs (
@@ -140,11 +141,13 @@ _MIGRATE_3_TO_4 = {
         "shown_memory_mb INTEGER",
     ],
 }
+# Version 4 -> 5: who submitted each job (jobs from before have no owner: admins only).
+_MIGRATE_4_TO_5 = {"jobs": ["owner TEXT NOT NULL DEFAULT ''"]}
 _FINAL_STATES = "('succeeded', 'failed', 'killed')"
 _JOB_COLUMNS = (
     "job_id, seq, state, submit_time, client_mode, kill_requested, start_time, "
     "finish_time, message, progress, master_node, master_allocation, master_attempt, "
-    "idempotency_key"
+    "idempotency_key, owner"
 )
 _TASK_COLUMNS = (
     "job_id, task_id, attempt, phase, state, node_id, allocation_id, seq, exit_code, "
@@ -176,7 +179,7 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.synchronous}")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, 4, SCHEMA_VERSION):
             raise StoreError(f"{path}: state schema version {version}, expected {SCHEMA_VERSION}")
         self._db.execute("BEGIN IMMEDIATE")
         if version == 1:
@@ -188,11 +191,9 @@ class SqliteStore:
             for statement in _MIGRATE_2_TO_3.strip().split(";\n"):
                 self._db.execute(statement)
         if version in (1, 2, 3):
-            for table, columns in _MIGRATE_3_TO_4.items():
-                have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-                for column in columns:
-                    if have and column.split()[0] not in have:
-                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+            self._add_columns(_MIGRATE_3_TO_4)
+        if version in (1, 2, 3, 4):
+            self._add_columns(_MIGRATE_4_TO_5)
         for statement in _SCHEMA.strip().split(";\n"):
             self._db.execute(statement)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -283,12 +284,21 @@ class SqliteStore:
             (job_id, json.dumps(job_spec_to_document(spec))),
         )
 
+    def _add_columns(self, columns_of: dict[str, list[str]]) -> None:
+        """A migration's new columns, added to the tables that exist (a table created afresh
+        by the schema has them already)."""
+        for table, columns in columns_of.items():
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for column in columns:
+                if have and column.split()[0] not in have:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+
     def save_job(self, job: JobRecord) -> None:
         self._write(
             "jobs",
             job.job_id,
             f"INSERT OR REPLACE INTO jobs ({_JOB_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 job.job_id,
                 job.seq,
@@ -304,6 +314,7 @@ class SqliteStore:
                 job.master_allocation,
                 job.master_attempt,
                 job.idempotency_key,
+                job.owner,
             ),
         )
 
@@ -327,7 +338,7 @@ class SqliteStore:
         self._flush()
         for row in self._db.execute(query, parameters).fetchall():
             try:
-                spec = parse_job_spec(json.loads(row[14]))
+                spec = parse_job_spec(json.loads(row[15]))
             except (SpecError, ValueError) as error:
                 if str(row[0]) not in self._unreadable:
                     self._unreadable.add(str(row[0]))
@@ -349,6 +360,7 @@ class SqliteStore:
                 master_allocation=row[11],
                 master_attempt=row[12],
                 idempotency_key=row[13],
+                owner=row[14],
             )
 
     def load_hot(self) -> HotState:

@@ -95,7 +95,7 @@ class PhaseProgress(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., dropped: _Optional[int] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "name", "priority", "state", "kill_requested", "submit_time", "start_time", "finish_time", "message", "phases", "master_node", "client_mode", "master_attempt")
+    __slots__ = ("job_id", "name", "priority", "state", "kill_requested", "submit_time", "start_time", "finish_time", "message", "phases", "master_node", "client_mode", "master_attempt", "owner")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,7 @@ class JobSummary(_message.Message):
     MASTER_NODE_FIELD_NUMBER: _ClassVar[int]
     CLIENT_MODE_FIELD_NUMBER: _ClassVar[int]
     MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     priority: int
@@ -122,7 +123,8 @@ class JobSummary(_message.Message):
     master_node: str
     client_mode: bool
     master_attempt: int
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ..., master_attempt: _Optional[int] = ...) -> None: ...
+    owner: str
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ..., master_attempt: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
     __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address")

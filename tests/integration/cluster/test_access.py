@@ -20,11 +20,12 @@ from plumbing.rpc import channel
 from plumbing.tls import ClientTls, Identity, Role
 from resource_manager.access import ACCESS as RM_ACCESS
 from sluice import local_cluster
+from sluice.client import RMClient
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
-from tests.integration.cluster.harness import Cluster, start_cluster
+from tests.integration.cluster.harness import Cluster, job_spec, phase, start_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -297,3 +298,42 @@ def test_the_remote_code_execution_of_issue_10_runs_nothing(
     live = cluster.agent_tasks(agent)
     assert not [t for t in live if t.task.job_id == "evil"]  # the agent started nothing
     assert not target.exists()
+
+
+def test_a_client_kills_only_their_own_jobs_and_an_admin_any(
+    cluster: Cluster, credentials: dict[str, ClientTls], tmp_path: Path
+) -> None:
+    authority = tls.load_ca(cluster.directory / "tls" / "ca")
+    tls.issue(authority, Identity(Role.CLIENT, "alice"), tmp_path / "alice")
+    alice = RMClient.connect(
+        str(cluster.info["rm"]), ClientTls.of(tls.load_tls_dir(tmp_path / "alice"))
+    )
+    bob = RMClient.connect(str(cluster.info["rm"]), credentials["client"])
+    carol = RMClient.connect(str(cluster.info["rm"]), credentials["admin"])
+    try:
+        spec = job_spec("alices", [phase("wait", 1, "sleep 600")])
+        mine, theirs = (str(alice.submit(spec).job_id) for _ in range(2))
+        assert (
+            alice.jobs.GetJob(rm_pb.GetJobRequest(job_id=mine), timeout=10).summary.owner == "alice"
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            bob.jobs.KillJob(rm_pb.GetJobRequest(job_id=mine), timeout=10)
+        assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert caught.value.details() == (
+            f"job_id: {mine} belongs to alice; a client may act only on their own jobs"
+        )
+        with pytest.raises(grpc.RpcError) as caught:  # nor drive it as its job master
+            bob_master = rm_pb.AllocateRequest(job_id=mine)
+            _call(
+                str(cluster.info["rm"]),
+                "/sluice.v1.MasterService/Allocate",
+                bob_master,
+                "uu",
+                credentials["client"],
+            )
+        assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert alice.jobs.KillJob(rm_pb.GetJobRequest(job_id=mine), timeout=10).kill_requested
+        assert carol.jobs.KillJob(rm_pb.GetJobRequest(job_id=theirs), timeout=10).kill_requested
+    finally:
+        for client in (alice, bob, carol):
+            client.close()

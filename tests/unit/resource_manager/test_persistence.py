@@ -165,6 +165,21 @@ def test_a_version_3_state_directory_is_migrated(tmp_path: Path):
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
+def test_a_version_4_state_directory_is_migrated(tmp_path: Path):
+    """Version 4 did not record who submitted a job: such jobs have no owner (admins only)."""
+    path = tmp_path / "rm.sqlite"
+    core = new_core(path)
+    job_id = running_job(core, spec_of(1))
+    core.core.tables._store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE jobs DROP COLUMN owner")
+        db.execute("PRAGMA user_version=4")
+    after = new_core(path)
+    assert after.job(job_id).owner == ""
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
 def test_counters_are_durable_and_independent(tmp_path: Path):
     """Numbers are handed out in memory and each counter that moved is written once, when the
     unit commits."""
