@@ -54,6 +54,20 @@ CA_DAYS = 3650
 DEFAULT_DAYS = 365
 
 
+_CA_KEY_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=True,
+    crl_sign=True,
+    encipher_only=False,
+    decipher_only=False,
+)
+"""What a CA's key is for: signing certificates (and revocation lists)."""
+
+
 class Role(Enum):
     """What a certificate's holder may be (see docs/security.md for what each may do)."""
 
@@ -159,17 +173,7 @@ def init_ca(directory: Path, cluster: str, *, now: datetime.datetime | None = No
         # One level below: the RM's job master CA (issues nothing but job master certificates).
         .add_extension(x509.BasicConstraints(ca=True, path_length=1), critical=True)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _CA_KEY_USAGE,
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -182,7 +186,10 @@ def init_ca(directory: Path, cluster: str, *, now: datetime.datetime | None = No
 
 
 def load_ca(directory: Path) -> Authority:
-    cert_path, key_path = directory / CA_CERT, directory / CA_KEY
+    return _load_authority(directory / CA_CERT, directory / CA_KEY)
+
+
+def _load_authority(cert_path: Path, key_path: Path) -> Authority:
     certificate = _read_certificate(cert_path)
     key_pem = _read(key_path)
     try:
@@ -317,17 +324,7 @@ def _sign_job_master_ca(
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _CA_KEY_USAGE,
             critical=True,
         )
         .add_extension(
@@ -379,16 +376,7 @@ def write_tls_dir(out: Path, ca_pem: bytes, cert_chain_pem: bytes, key_pem: byte
 
 def load_job_master_ca(directory: Path) -> Authority:
     """The RM's job master CA, from the RM's TLS directory."""
-    cert_path, key_path = directory / JOB_MASTER_CA_CERT, directory / JOB_MASTER_CA_KEY
-    certificate = _read_certificate(cert_path)
-    key_pem = _read(key_path)
-    try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
-    except ValueError as error:
-        raise TlsError(f"{key_path}: not a PEM private key ({error})") from None
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or not _same_public_key(key, certificate):
-        raise TlsError(f"{key_path}: does not match {cert_path}")
-    return Authority(certificate, key)
+    return _load_authority(directory / JOB_MASTER_CA_CERT, directory / JOB_MASTER_CA_KEY)
 
 
 # ------------------------------------------------------------------------------ TLS directories

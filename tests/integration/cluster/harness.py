@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -258,3 +258,20 @@ def start_cluster(directory: Path, runtime: str, nodes: int = 2, **spec: Any) ->
     )
     tls = local_cluster.cluster_client_tls(info)
     return Cluster(directory, runtime, dict(info), RMClient.connect(str(info["rm"]), tls))
+
+
+def running_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    runtime: str = "process",
+    nodes: int = 1,
+    **spec: Any,
+) -> Iterator[Cluster]:
+    """A cluster for a module's tests, stopped after them: ``yield from`` it in a fixture."""
+    directory = tmp_path_factory.mktemp(name)
+    cluster = start_cluster(directory, runtime, nodes, **spec)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        local_cluster.down(directory, lambda _: None)

@@ -19,13 +19,17 @@ from plumbing import tls
 from plumbing.rpc import channel
 from plumbing.tls import ClientTls, Identity, Role
 from resource_manager.access import ACCESS as RM_ACCESS
-from sluice import local_cluster
 from sluice.client import RMClient
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
-from tests.integration.cluster.harness import Cluster, job_spec, phase, start_cluster
+from tests.integration.cluster.harness import (
+    Cluster,
+    job_spec,
+    phase,
+    running_cluster,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -44,13 +48,7 @@ CALLERS = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    directory = tmp_path_factory.mktemp("cluster-access")
-    cluster = start_cluster(directory, "process", nodes=1)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-        local_cluster.down(directory, lambda _: None)
+    yield from running_cluster(tmp_path_factory, "cluster-access")
 
 
 @pytest.fixture(scope="module")

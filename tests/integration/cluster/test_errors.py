@@ -11,23 +11,21 @@ from pathlib import Path
 import grpc
 import pytest
 
-from sluice import local_cluster
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
-from tests.integration.cluster.harness import Cluster, job_spec, phase, start_cluster
+from tests.integration.cluster.harness import (
+    Cluster,
+    job_spec,
+    phase,
+    running_cluster,
+)
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    directory = tmp_path_factory.mktemp("cluster-errors")
-    cluster = start_cluster(directory, "process", nodes=1)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-        local_cluster.down(directory, lambda _: None)
+    yield from running_cluster(tmp_path_factory, "cluster-errors")
 
 
 BAD_SPECS = [

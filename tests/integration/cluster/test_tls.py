@@ -14,21 +14,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from plumbing import tls
 from plumbing.rpc import channel
 from plumbing.tls import ClientTls, Identity, Role
-from sluice import local_cluster
-from tests.integration.cluster.harness import Cluster, start_cluster
+from tests.integration.cluster.harness import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    directory = tmp_path_factory.mktemp("cluster-tls")
-    cluster = start_cluster(directory, "process", nodes=1)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-        local_cluster.down(directory, lambda _: None)
+    yield from running_cluster(tmp_path_factory, "cluster-tls")
 
 
 def _health(address: str, credentials: ClientTls | None) -> None:
