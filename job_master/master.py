@@ -31,7 +31,7 @@ from job_master.plan import AttemptRecord, Container, JobPlan, Launch
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import JOB_MASTER_ROUND_S
 from plumbing.rpc import channel
-from plumbing.tls import ClientTls, TlsError, load_tls_dir
+from plumbing.tls import ClientTls, TlsError
 from plumbing.wire import (
     JOB_STATE_TO_PB,
     TASK_STATE_FROM_PB,
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("kafka").setLevel(logging.ERROR)  # outages are reported by the outbox
     try:
-        tls = ClientTls.of(load_tls_dir(args.tls_dir)) if args.tls_dir is not None else None
+        tls = ClientTls.load(args.tls_dir) if args.tls_dir is not None else None
     except TlsError as error:
         log.error("%s", error)
         return 2

@@ -17,9 +17,8 @@ from node_agent.runtime.base import (
     TaskExistsError,
     UnknownTaskError,
 )
-from plumbing.authz import caller
+from plumbing.authz import caller, foreign_job
 from plumbing.errors import UserError
-from plumbing.tls import Role
 from plumbing.wire import TASK_STATE_TO_PB
 from policies.scheduling.resources import Resources
 from sluice_pb import common_pb2 as pb
@@ -33,14 +32,9 @@ LOG_CHUNK = 64 * 1024
 def _own_job(context: grpc.ServicerContext, job_id: str) -> None:
     """A job master starts and stops only its own job's tasks (with TLS; people in client mode
     are judged by the access table)."""
-    identity = caller(context)
-    if identity is not None and identity.role is Role.JOB_MASTER and identity.name != job_id:
-        _abort(
-            context,
-            grpc.StatusCode.PERMISSION_DENIED,
-            f"job_id: the job master of {identity.name} may act only for its own job, "
-            f"not {job_id!r}",
-        )
+    problem = foreign_job(caller(context), job_id)
+    if problem is not None:
+        _abort(context, grpc.StatusCode.PERMISSION_DENIED, problem)
 
 
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:

@@ -46,6 +46,26 @@ def caller(context: grpc.ServicerContext | grpc.aio.ServicerContext) -> Identity
     return peer_identity(context.auth_context())
 
 
+def foreign_node(identity: Identity | None, node_id: str) -> str | None:
+    """Why an agent may not speak for ``node_id`` (not the node its certificate names), or
+    None (it may, or there is no TLS)."""
+    if identity is None or identity.name == node_id:
+        return None
+    return f"node_id: agent {identity.name!r} may speak only for its own node, not {node_id!r}"
+
+
+def foreign_job(identity: Identity | None, job_id: str) -> str | None:
+    """Why a job master may not act for ``job_id`` (not the job its certificate names), or
+    None (it may, it is no job master, or there is no TLS)."""
+    if identity is None or identity.role is not Role.JOB_MASTER or identity.name == job_id:
+        return None
+    return f"job_id: the job master of {identity.name} may act only for its own job, not {job_id!r}"
+
+
+def with_article(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
+
+
 def refusal(
     access: AccessTable, method: str, identity: Identity | None
 ) -> tuple[grpc.StatusCode, str] | None:
@@ -67,13 +87,9 @@ def refusal(
         roles = ", ".join(sorted(r.value for r in allowed)) or "no one: the RM acts on its own"
         return (
             grpc.StatusCode.PERMISSION_DENIED,
-            f"{name}: {_a(identity.role.value)} may not call it (allowed: {roles})",
+            f"{name}: {with_article(identity.role.value)} may not call it (allowed: {roles})",
         )
     return None
-
-
-def _a(noun: str) -> str:
-    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
 
 
 class Authorizer(grpc.ServerInterceptor):  # type: ignore[misc]

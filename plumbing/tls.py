@@ -513,6 +513,11 @@ class ClientTls:
     def of(cls, tls: TlsFiles) -> ClientTls:
         return cls(tls.ca_pem, tls.cert_pem, tls.key_pem)
 
+    @classmethod
+    def load(cls, directory: Path) -> ClientTls:
+        """A TLS directory's, checked as :func:`load_tls_dir` checks it."""
+        return cls.of(load_tls_dir(directory))
+
 
 def channel_credentials(tls: ClientTls | TlsFiles) -> grpc.ChannelCredentials:
     """Credentials for a client: trust only the cluster CA, and present our certificate if we

@@ -13,6 +13,7 @@ import logging
 import os
 from pathlib import Path
 
+from plumbing.authz import with_article
 from plumbing.tls import Role, TlsError, TlsFiles, load_tls_dir
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,7 @@ def from_arguments(args: argparse.Namespace, role: Role) -> TlsFiles | None:
     if tls.identity.role is not role:
         raise TlsError(
             f"--tls-dir: {directory / 'tls.crt'} is issued to {tls.identity}, not to "
-            f"{'an' if role.value[0] in 'aeiou' else 'a'} {role.value} (issue one with "
-            f"`sluice ca issue --role {role.value}`)"
+            f"{with_article(role.value)} (issue one with `sluice ca issue --role {role.value}`)"
         )
     log.info(
         "TLS on: this %s is %s, certificate valid until %s",

@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import NoReturn, TypeVar
 
 import grpc
 
 from plumbing import wire
-from plumbing.authz import caller
+from plumbing.authz import caller, foreign_job, foreign_node
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import SCHEDULING_PASS_DELAY_S
 from plumbing.spec_text import load_job_document
@@ -57,6 +58,10 @@ from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 
 log = logging.getLogger(__name__)
+
+MAX_PENDING_LAUNCH_CREDENTIALS = 1024
+"""Job master certificates kept for launch commands being re-sent (a launch is done within a
+few heartbeats; far fewer are ever in flight)."""
 
 Clock = Callable[[], Now]
 T = TypeVar("T")
@@ -131,8 +136,12 @@ class RMState:
         self._pass_armed = False
         self._job_master_ca = job_master_ca
         # (job, attempt) -> (certificate chain, key): a launch command is re-sent with every
-        # heartbeat until its node shows it done, with the same certificate.
-        self._job_master_credentials: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+        # heartbeat until its node shows it done, with the same certificate.  Bounded, oldest
+        # out: a launch re-sent after its entry left gets a new certificate, which the agent,
+        # having launched the job master already, ignores.
+        self._job_master_credentials: OrderedDict[tuple[str, int], tuple[bytes, bytes]] = (
+            OrderedDict()
+        )
 
     def job_master_credentials(self, job_id: str, attempt: int) -> tuple[bytes, bytes]:
         """The certificate chain and key of a job master attempt (empty without TLS)."""
@@ -143,8 +152,8 @@ class RMState:
         if found is None:
             found = issue_job_master(self._job_master_ca, job_id)
             self._job_master_credentials[key] = found
-            for old in [k for k in self._job_master_credentials if k[0] == job_id and k < key]:
-                del self._job_master_credentials[old]  # a superseded attempt's
+            if len(self._job_master_credentials) > MAX_PENDING_LAUNCH_CREDENTIALS:
+                self._job_master_credentials.popitem(last=False)
         return found
 
     def run(self, action: Callable[[ResourceManagerCore, Now], T]) -> T:
@@ -434,18 +443,15 @@ def _document(request: rm_pb.SubmitJobRequest) -> object:
     raise SpecError("spec", "is required (give spec or spec_yaml)")
 
 
-async def _own_node(context: grpc.aio.ServicerContext, node_id: str) -> None:
+async def _own_node(
+    context: grpc.aio.ServicerContext, node_id: str, identity: Identity | None
+) -> None:
     """An agent speaks only for the node its certificate names (with TLS; the access table has
     already let only agents through)."""
-    identity = caller(context)
-    if identity is not None and identity.name != node_id:
-        log.warning(
-            "refused agent %r speaking for node %r (%s)", identity.name, node_id, context.peer()
-        )
-        await context.abort(
-            grpc.StatusCode.PERMISSION_DENIED,
-            f"node_id: agent {identity.name!r} may speak only for its own node, not {node_id!r}",
-        )
+    problem = foreign_node(identity, node_id)
+    if problem is not None:
+        log.warning("refused %s (%s): %s", identity, context.peer(), problem)
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, problem)
 
 
 def check_owner(job: JobRecord, identity: Identity | None) -> None:
@@ -468,15 +474,10 @@ async def _own_job(context: grpc.aio.ServicerContext, job_id: str, state: RMStat
         if job is not None:  # (an unknown job is the handler's NOT_FOUND)
             await _answer(context, "MasterService", lambda: check_owner(job, identity))
         return
-    if identity is not None and identity.role is Role.JOB_MASTER and identity.name != job_id:
-        log.warning(
-            "refused the job master of %s acting for %s (%s)", identity.name, job_id, context.peer()
-        )
-        await context.abort(
-            grpc.StatusCode.PERMISSION_DENIED,
-            f"job_id: the job master of {identity.name} may act only for its own job, "
-            f"not {job_id!r}",
-        )
+    problem = foreign_job(identity, job_id)
+    if problem is not None:
+        log.warning("refused %s (%s): %s", identity, context.peer(), problem)
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, problem)
 
 
 class NodeServicer(rm_grpc.NodeServiceServicer):
@@ -486,7 +487,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
     async def RegisterNode(
         self, request: rm_pb.RegisterNodeRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.RegisterNodeResponse:
-        await _own_node(context, request.node_id)
+        await _own_node(context, request.node_id, caller(context))
 
         def register() -> None:
             live = self._state.reports(request.node_id, list(request.live_tasks))
@@ -513,7 +514,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
     async def Heartbeat(
         self, request: rm_pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.HeartbeatResponse:
-        return await self._beat(request, context, "Heartbeat")
+        return await self._beat(request, context, "Heartbeat", caller(context))
 
     async def HeartbeatStream(
         self,
@@ -526,6 +527,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
         state between requests, so the agent opens another and goes on.  (Read and written with
         ``context.read``/``write``: cheaper per message than an async generator.)"""
         node_id = "?"  # known from the first request
+        identity = caller(context)  # one connection, one certificate: read once per stream
         log.debug("a heartbeat stream opened from %s", context.peer())
         try:
             while True:
@@ -534,17 +536,22 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     return
                 assert isinstance(request, rm_pb.HeartbeatRequest)
                 node_id = request.node_id
-                await context.write(await self._beat(request, context, "HeartbeatStream"))
+                answer = await self._beat(request, context, "HeartbeatStream", identity)
+                await context.write(answer)
         finally:
             # Debug only: thousands of agents each hold a stream, and reconnect together.
             log.debug("the heartbeat stream of node %s closed", node_id)
 
     async def _beat(
-        self, request: rm_pb.HeartbeatRequest, context: grpc.aio.ServicerContext, what: str
+        self,
+        request: rm_pb.HeartbeatRequest,
+        context: grpc.aio.ServicerContext,
+        what: str,
+        identity: Identity | None,
     ) -> rm_pb.HeartbeatResponse:
         """Apply one heartbeat as one unit of work and answer what the node should do now; a
         refusal aborts the call (``context``) with its status, as :func:`_answer` maps it."""
-        await _own_node(context, request.node_id)
+        await _own_node(context, request.node_id, identity)
 
         def beat() -> tuple[bool, list[NodeCommand]]:
             live = self._state.reports(request.node_id, list(request.live_tasks))
@@ -610,7 +617,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
     async def ReportTaskEvents(
         self, request: rm_pb.ReportTaskEventsRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ReportTaskEventsResponse:
-        await _own_node(context, request.node_id)
+        await _own_node(context, request.node_id, caller(context))
 
         def report() -> None:
             events = self._state.reports(request.node_id, list(request.events))

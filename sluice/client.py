@@ -20,7 +20,7 @@ import grpc
 
 from plumbing.errors import UserError
 from plumbing.rpc import channel
-from plumbing.tls import ClientTls, TlsError, load_tls_dir
+from plumbing.tls import ClientTls, TlsError
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -70,13 +70,25 @@ def resolve_tls(flag: Path | None, directory: Path) -> ClientTls | None:
     chosen = flag or (
         Path(os.environ["SLUICE_TLS_DIR"]) if os.environ.get("SLUICE_TLS_DIR") else None
     )
-    if chosen is None and cluster_file(directory).exists():
-        recorded = read_cluster(directory).get("client_tls")
-        chosen = Path(recorded) if isinstance(recorded, str) and recorded else None
     if chosen is None:
+        return (
+            cluster_client_tls(read_cluster(directory))
+            if cluster_file(directory).exists()
+            else None
+        )
+    try:
+        return ClientTls.load(chosen)
+    except TlsError as error:
+        raise UserError(str(error)) from None
+
+
+def cluster_client_tls(cluster: dict[str, object]) -> ClientTls | None:
+    """The client TLS a local cluster made (None for an --insecure one)."""
+    path = cluster.get("client_tls")
+    if not isinstance(path, str) or not path:
         return None
     try:
-        return ClientTls.of(load_tls_dir(chosen))
+        return ClientTls.load(Path(path))
     except TlsError as error:
         raise UserError(str(error)) from None
 

@@ -45,6 +45,7 @@ def ensure_certificates(root: Path, cluster_id: str, node_ids: list[str]) -> Clu
     authority = tls.load_ca(ca_dir) if (ca_dir / tls.CA_CERT).exists() else None
     if authority is None:
         authority = tls.init_ca(ca_dir, cluster_id)
+    ca_pem = (ca_dir / tls.CA_CERT).read_bytes()
     user = local_user()
     wanted = {
         "rm": Identity(Role.RM, "rm"),
@@ -60,7 +61,7 @@ def ensure_certificates(root: Path, cluster_id: str, node_ids: list[str]) -> Clu
                 complete = identity.role is not Role.RM or (
                     (directory / tls.JOB_MASTER_CA_CERT).exists()
                 )
-                if held.identity == identity and held.ca_pem == _pem(ca_dir) and complete:
+                if held.identity == identity and held.ca_pem == ca_pem and complete:
                     continue
             except TlsError:
                 pass  # expired or damaged: issue it again
@@ -73,7 +74,3 @@ def ensure_certificates(root: Path, cluster_id: str, node_ids: list[str]) -> Clu
         agents={node: root / f"agent-{node}" for node in node_ids},
         client=root / f"admin-{user}",
     )
-
-
-def _pem(ca_dir: Path) -> bytes:
-    return (ca_dir / tls.CA_CERT).read_bytes()

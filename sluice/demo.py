@@ -20,7 +20,7 @@ from job_master.candidate_feed import AggregatorResync, CandidateFeed
 from plumbing.tls import ClientTls
 from plumbing.wire import JOB_STATE_FROM_PB
 from sluice import local_cluster, machines
-from sluice.client import RMClient
+from sluice.client import RMClient, cluster_client_tls
 from sluice.render import progress_line
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb.common_pb2 import JOB_SUCCEEDED
@@ -58,7 +58,7 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         plane = cluster["data_plane"]
         assert isinstance(plane, dict)
-        tls = local_cluster.cluster_client_tls(cluster)
+        tls = cluster_client_tls(cluster)
         # A job master's view of the candidate list, kept up to date over MQTT.
         resync = AggregatorResync(plane["aggregator"], tls=tls)
         feed = CandidateFeed(plane["mqtt"], resync=resync)

@@ -30,9 +30,9 @@ from pathlib import Path
 import grpc
 
 from plumbing.errors import UserError
-from plumbing.tls import ClientTls, TlsError, load_tls_dir
+from plumbing.tls import ClientTls, TlsError
 from sluice import brokers
-from sluice.client import RMClient, agent_stub, cluster_file, read_cluster
+from sluice.client import RMClient, agent_stub, cluster_client_tls, cluster_file, read_cluster
 from sluice.cluster_certs import ClusterCerts, ensure_certificates
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -127,7 +127,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     cluster_id = cluster_id_for(directory)
     node_ids = [f"node-{index}" for index in range(1, spec.nodes + 1)]
     certs = _certificates(spec, directory, cluster_id, node_ids, say)
-    client_tls = ClientTls.of(load_tls_dir(certs.client)) if certs is not None else None
+    client_tls = ClientTls.load(certs.client) if certs is not None else None
     services: list[dict[str, object]] = []
     try:
         plane = _start_data_plane(spec, directory, logs, services, say, certs)
@@ -387,17 +387,6 @@ def down(directory: Path, say: Say) -> None:
     _terminate([int(s["pid"]) for s in reversed(services)])
     cluster_file(directory).unlink(missing_ok=True)
     say(f"local cluster in {directory} stopped")
-
-
-def cluster_client_tls(cluster: dict[str, object]) -> ClientTls | None:
-    """The client TLS a local cluster made (None for an --insecure one)."""
-    path = cluster.get("client_tls")
-    if not isinstance(path, str) or not path:
-        return None
-    try:
-        return ClientTls.of(load_tls_dir(Path(path)))
-    except TlsError as error:
-        raise UserError(str(error)) from None
 
 
 def _drain(node: dict[str, object], directory: Path, tls: ClientTls | None) -> str:

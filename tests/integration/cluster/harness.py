@@ -21,7 +21,7 @@ import grpc
 import pytest
 
 from sluice import local_cluster
-from sluice.client import RMClient, agent_stub
+from sluice.client import RMClient, agent_stub, cluster_client_tls
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
@@ -256,7 +256,7 @@ def start_cluster(directory: Path, runtime: str, nodes: int = 2, **spec: Any) ->
         ),
         lambda _: None,
     )
-    tls = local_cluster.cluster_client_tls(info)
+    tls = cluster_client_tls(info)
     return Cluster(directory, runtime, dict(info), RMClient.connect(str(info["rm"]), tls))
 
 

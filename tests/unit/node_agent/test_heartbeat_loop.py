@@ -17,6 +17,7 @@ import pytest
 from node_agent import daemon as daemon_module
 from node_agent.agent import AgentConfig, NodeAgent
 from node_agent.daemon import AgentDaemon, AgentIdentity
+from plumbing.tls import Identity
 from policies.scheduling.resources import Resources
 from resource_manager.service import NodeServicer, RMState
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -97,9 +98,13 @@ class CountingNodeServicer(NodeServicer):
             self.counts.add(open=-1)
 
     async def _beat(
-        self, request: rm_pb.HeartbeatRequest, context: grpc.aio.ServicerContext, what: str
+        self,
+        request: rm_pb.HeartbeatRequest,
+        context: grpc.aio.ServicerContext,
+        what: str,
+        identity: Identity | None,
     ) -> rm_pb.HeartbeatResponse:
-        response = await super()._beat(request, context, what)
+        response = await super()._beat(request, context, what, identity)
         if what == "HeartbeatStream":
             self.counts.add(streamed=1)
         return response
