@@ -214,7 +214,11 @@ class JobMaster:
                 for stop in decisions.stops:  # attempts that lost to another, or were dropped
                     if stop.node_address:
                         self._launcher.submit(
-                            self._stop_task, stop.node_address, stop.task_id, stop.attempt
+                            self._stop_task,
+                            stop.node_address,
+                            stop.task_id,
+                            stop.attempt,
+                            stop.grant_token,
                         )
                 if outcome is not None:
                     return self._finish(plan, outcome, progress)
@@ -289,7 +293,9 @@ class JobMaster:
             live = list(plan.live_attempts())
         for attempt, container in live:  # a failed or killed job leaves nothing behind
             if container is not None:
-                self._stop_task(container.node_address, attempt.task_id, attempt.number)
+                self._stop_task(
+                    container.node_address, attempt.task_id, attempt.number, container.grant_token
+                )
         # Our own teardown comes before the report: once the RM has the final state, this
         # process is expected to end (the RM's grace, `sluice local down`'s drain), so it must
         # not be found still flushing Kafka or closing MQTT then.  Each step is bounded.
@@ -332,6 +338,7 @@ class JobMaster:
             allocation_id=container.allocation_id,
             command=list(launch.phase.command),
             resources=resources_to_pb(container.resources),
+            grant_token=container.grant_token,
             image=launch.phase.image or "",
             env={
                 "SLUICE_JOB_ID": self.job_id,
@@ -350,10 +357,14 @@ class JobMaster:
             with self._lock:
                 plan.on_launch_failed(launch.task_id, launch.attempt, str(problem))
 
-    def _stop_task(self, node_address: str, task_id: str, attempt: int) -> None:
+    def _stop_task(
+        self, node_address: str, task_id: str, attempt: int, grant_token: bytes = b""
+    ) -> None:
         try:
             self._agent(node_address).StopTask(
-                agent_pb.TaskRef(job_id=self.job_id, task_id=task_id, attempt=attempt),
+                agent_pb.TaskRef(
+                    job_id=self.job_id, task_id=task_id, attempt=attempt, grant_token=grant_token
+                ),
                 timeout=RPC_TIMEOUT,
             )
         except grpc.RpcError as error:
@@ -379,6 +390,7 @@ def _container(allocation: rm_pb.Allocation) -> Container:
         node_id=allocation.node_id,
         node_address=allocation.node_address,
         resources=resources_from_pb(allocation.resources),
+        grant_token=allocation.grant_token,
     )
 
 

@@ -116,6 +116,7 @@ class Container:
     node_address: str
     resources: Resources
     task_id: str | None = None  # the task an attempt of which runs in it, if any
+    grant_token: bytes = b""  # the RM's proof of the grant, for the node's agent (with TLS)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class StopAttempt:
     allocation_id: str
     node_address: str
     reason: str
+    grant_token: bytes = b""  # the container's, for a client-mode job master (with TLS)
 
 
 @dataclass(frozen=True)
@@ -457,8 +459,9 @@ class JobPlan:
     def _stop_attempt(self, task: Task, attempt: Attempt, reason: str) -> None:
         container = self.containers.get(attempt.allocation_id)
         address = container.node_address if container is not None else ""
+        token = container.grant_token if container is not None else b""
         self._stops.append(
-            StopAttempt(task.task_id, attempt.number, attempt.allocation_id, address, reason)
+            StopAttempt(task.task_id, attempt.number, attempt.allocation_id, address, reason, token)
         )
         self._end_attempt(task, attempt)
 

@@ -35,6 +35,7 @@ import grpc
 
 from node_agent.access import ACCESS
 from node_agent.agent import AgentConfig, NodeAgent, TaskEvent
+from node_agent.grant_gate import GrantGate
 from node_agent.metrics.counters import CounterSampler, detect_counters
 from node_agent.metrics.host import HostSampler
 from node_agent.metrics.reporter import MetricsReporter
@@ -226,8 +227,11 @@ class AgentDaemon:
         on_data_plane: Callable[[DataPlane], None] | None = None,
         identity: AgentIdentity | None = None,
         tls: ClientTls | None = None,
+        gate: GrantGate | None = None,
     ) -> None:
+        """``gate`` (with TLS) learns the node's grant key from each registration."""
         self.agent = agent
+        self._gate = gate
         self.identity = identity or AgentIdentity(agent.config.node_id, "", "")
         self.refused: str | None = None  # why the RM refused this agent at its first registration
         self._in_flight: set[tuple[str, str]] = set()
@@ -274,6 +278,8 @@ class AgentDaemon:
             cluster_id=self.identity.cluster_id,
         )
         response = self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
+        if self._gate is not None:
+            self._gate.set_key(response.grant_key)
         self._registered = True
         self._ever_registered = True
         if self._on_data_plane is not None and response.HasField("data_plane"):
@@ -515,7 +521,8 @@ def run(args: argparse.Namespace) -> int:
     reporter = _metrics_reporter(agent, args, state_dir)
 
     stop = threading.Event()
-    servicer = AgentServicer(agent, on_drained=stop.set)
+    gate = GrantGate(enforced=tls is not None)
+    servicer = AgentServicer(agent, on_drained=stop.set, gate=gate)
     server, port, health = start_server(
         [
             (
@@ -539,6 +546,7 @@ def run(args: argparse.Namespace) -> int:
         on_data_plane=lambda plane: reporter.use(_override(plane, args)),
         identity=identity,
         tls=ClientTls.of(tls) if tls is not None else None,
+        gate=gate,
     )
     if args.kafka:
         reporter.use(_override(DataPlane(), args))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -10,6 +11,7 @@ from typing import NoReturn, TypeVar
 import grpc
 
 from node_agent.agent import AllocationBusyError, NodeAgent, task_key
+from node_agent.grant_gate import GrantGate
 from node_agent.runtime.base import (
     ResourceLimits,
     RunObservation,
@@ -25,6 +27,7 @@ from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOG_CHUNK = 64 * 1024
 
@@ -34,7 +37,13 @@ def _own_job(context: grpc.ServicerContext, job_id: str) -> None:
     are judged by the access table)."""
     problem = foreign_job(caller(context), job_id)
     if problem is not None:
-        _abort(context, grpc.StatusCode.PERMISSION_DENIED, problem)
+        _refuse(context, "a task call", problem)
+
+
+def _refuse(context: grpc.ServicerContext, method: str, problem: str) -> NoReturn:
+    """PERMISSION_DENIED for ``problem``, logged with who asked."""
+    log.warning("refused %s to %s (%s): %s", method, caller(context), context.peer(), problem)
+    _abort(context, grpc.StatusCode.PERMISSION_DENIED, problem)
 
 
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
@@ -114,9 +123,13 @@ def _limits_to_status(status: agent_pb.TaskStatus, limits: ResourceLimits) -> ag
 
 
 class AgentServicer(agent_grpc.AgentServiceServicer):
-    def __init__(self, agent: NodeAgent, on_drained: Callable[[], None]) -> None:
+    def __init__(
+        self, agent: NodeAgent, on_drained: Callable[[], None], gate: GrantGate | None = None
+    ) -> None:
+        """``gate``: the check of grant tokens (with TLS); none without."""
         self._agent = agent
         self._on_drained = on_drained
+        self._gate = gate or GrantGate(enforced=False)
 
     def StartTask(
         self, request: agent_pb.StartTaskRequest, context: grpc.ServicerContext
@@ -131,6 +144,12 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 "resources: cpu and memory_mb must be positive",
             )
+        resources = Resources(request.resources.cpu, int(request.resources.memory_mb))
+        refused = self._gate.start_problem(
+            request.job_id, request.allocation_id, resources, request.grant_token
+        )
+        if refused is not None:
+            _refuse(context, "StartTask", refused)
         observation = _guard(
             context,
             lambda: self._agent.start_task(
@@ -139,7 +158,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
                 request.attempt or 1,
                 request.allocation_id,
                 list(request.command),
-                Resources(request.resources.cpu, int(request.resources.memory_mb)),
+                resources,
                 request.image or None,
                 dict(request.env),
             ),
@@ -151,6 +170,12 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     ) -> agent_pb.TaskStatus:
         _own_job(context, request.job_id)
         key = _key(request)
+        status = _guard(context, lambda: _status(self._agent, key))
+        refused = self._gate.stop_problem(
+            caller(context), request.job_id, status.allocation_id, request.grant_token
+        )
+        if refused is not None:
+            _refuse(context, "StopTask", refused)
         _guard(context, lambda: self._agent.stop(key))
         self._agent.monitor_once(time.time())
         return _guard(context, lambda: _status(self._agent, key))

@@ -13,7 +13,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from plumbing import data_plane, event_loop, transport
+from plumbing import data_plane, event_loop, grants, transport
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
@@ -167,7 +167,12 @@ async def _serve(
     core = ResourceManagerCore(Tables(store), settings)
     tune_for_large_heaps()  # after the state is loaded: see plumbing/gc_tuning.py
     state = RMState(
-        core, system_now, advertise_address="", data_plane=plane, job_master_ca=job_master_ca
+        core,
+        system_now,
+        advertise_address="",
+        data_plane=plane,
+        job_master_ca=job_master_ca,
+        grant_secret=grants.grant_secret(tls.key_pem) if tls is not None else None,
     )
     names = rm_pb.DESCRIPTOR.services_by_name
     listen = _listen_address(args.listen, store)

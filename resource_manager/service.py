@@ -25,7 +25,7 @@ from typing import NoReturn, TypeVar
 
 import grpc
 
-from plumbing import wire
+from plumbing import grants, wire
 from plumbing.authz import caller, foreign_job, foreign_node
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import SCHEDULING_PASS_DELAY_S
@@ -52,7 +52,7 @@ from resource_manager.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
-from resource_manager.records import JobRecord, Now, TaskReport
+from resource_manager.records import AllocationRecord, JobRecord, Now, TaskReport
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -125,8 +125,11 @@ class RMState:
         advertise_address: str,
         data_plane: DataPlane | None = None,
         job_master_ca: Authority | None = None,
+        grant_secret: bytes | None = None,
     ) -> None:
-        """``job_master_ca`` (with TLS): the RM's CA of job master certificates."""
+        """``job_master_ca`` (with TLS): the RM's CA of job master certificates;
+        ``grant_secret`` (with TLS): the secret its grant tokens are derived from
+        (:mod:`plumbing.grants`)."""
         self.core = core
         self.clock = clock
         self.advertise_address = advertise_address
@@ -142,6 +145,29 @@ class RMState:
         self._job_master_credentials: OrderedDict[tuple[str, int], tuple[bytes, bytes]] = (
             OrderedDict()
         )
+        self._grant_secret = grant_secret
+        self._node_keys: dict[str, bytes] = {}  # one HMAC saved per grant; a key per node
+
+    def node_grant_key(self, node_id: str) -> bytes:
+        """The key of a node's grant tokens (empty without TLS)."""
+        if self._grant_secret is None:
+            return b""
+        key = self._node_keys.get(node_id)
+        if key is None:
+            key = self._node_keys[node_id] = grants.node_key(self._grant_secret, node_id)
+        return key
+
+    def allocation_to_pb(self, allocation: AllocationRecord) -> rm_pb.Allocation:
+        """A grant as sent to its job master: with TLS, with its token for the node's agent."""
+        message = convert.allocation_to_pb(allocation, self.core.node_address(allocation.node_id))
+        if self._grant_secret is not None:
+            message.grant_token = grants.sign(
+                self.node_grant_key(allocation.node_id),
+                allocation.job_id,
+                allocation.allocation_id,
+                allocation.resources,
+            )
+        return message
 
     def job_master_credentials(self, job_id: str, attempt: int) -> tuple[bytes, bytes]:
         """The certificate chain and key of a job master attempt (empty without TLS)."""
@@ -509,6 +535,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
             heartbeat_interval_s=0,
             data_plane=self._state.data_plane.to_pb(),
             cluster_id=self._state.core.settings.cluster_id,
+            grant_key=self._state.node_grant_key(request.node_id),
         )
 
     async def Heartbeat(
@@ -643,14 +670,10 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 )
             )
             job = registration.job
-            core = self._state.core
             return rm_pb.RegisterMasterResponse(
                 spec=wire.spec_to_pb(job.spec),
                 kill_requested=job.kill_requested or job.state.is_final,
-                allocations=[
-                    convert.allocation_to_pb(a, core.node_address(a.node_id))
-                    for a in registration.held
-                ],
+                allocations=[self._state.allocation_to_pb(a) for a in registration.held],
                 data_plane=self._state.data_plane.to_pb(),
                 history=[
                     rm_pb.SequencedTaskEvent(seq=t.seq, event=convert.task_event_to_pb(t))
@@ -681,12 +704,8 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                     attempt=request.master_attempt or 1,
                 )
             )
-            core = self._state.core
             return rm_pb.AllocateResponse(
-                granted=[
-                    convert.allocation_to_pb(a, core.node_address(a.node_id))
-                    for a in result.granted
-                ],
+                granted=[self._state.allocation_to_pb(a) for a in result.granted],
                 events=[
                     rm_pb.SequencedTaskEvent(seq=t.seq, event=convert.task_event_to_pb(t))
                     for t in result.events

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StartTaskRequest(_message.Message):
-    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "command", "resources", "image", "env")
+    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "command", "resources", "image", "env", "grant_token")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class StartTaskRequest(_message.Message):
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
+    GRANT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_id: str
     attempt: int
@@ -32,7 +33,8 @@ class StartTaskRequest(_message.Message):
     resources: _common_pb2.Resources
     image: str
     env: _containers.ScalarMap[str, str]
-    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., image: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    grant_token: bytes
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., image: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
 
 class StartTaskResponse(_message.Message):
     __slots__ = ("status",)
@@ -41,14 +43,16 @@ class StartTaskResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[TaskStatus, _Mapping]] = ...) -> None: ...
 
 class TaskRef(_message.Message):
-    __slots__ = ("job_id", "task_id", "attempt")
+    __slots__ = ("job_id", "task_id", "attempt", "grant_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    GRANT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_id: str
     attempt: int
-    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+    grant_token: bytes
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
 
 class ResizeTaskRequest(_message.Message):
     __slots__ = ("task", "resources", "cpuset")

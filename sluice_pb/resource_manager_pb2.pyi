@@ -239,14 +239,16 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("heartbeat_interval_s", "data_plane", "cluster_id")
+    __slots__ = ("heartbeat_interval_s", "data_plane", "cluster_id", "grant_key")
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    GRANT_KEY_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_s: float
     data_plane: _common_pb2.DataPlane
     cluster_id: str
-    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    grant_key: bytes
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., cluster_id: _Optional[str] = ..., grant_key: _Optional[bytes] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("node_id", "used", "live_tasks", "instance_id")
@@ -383,20 +385,22 @@ class Ask(_message.Message):
     def __init__(self, phase: _Optional[str] = ..., count: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
 
 class Allocation(_message.Message):
-    __slots__ = ("allocation_id", "job_id", "phase", "node_id", "node_address", "resources")
+    __slots__ = ("allocation_id", "job_id", "phase", "node_id", "node_address", "resources", "grant_token")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    GRANT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     job_id: str
     phase: str
     node_id: str
     node_address: str
     resources: _common_pb2.Resources
-    def __init__(self, allocation_id: _Optional[str] = ..., job_id: _Optional[str] = ..., phase: _Optional[str] = ..., node_id: _Optional[str] = ..., node_address: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+    grant_token: bytes
+    def __init__(self, allocation_id: _Optional[str] = ..., job_id: _Optional[str] = ..., phase: _Optional[str] = ..., node_id: _Optional[str] = ..., node_address: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
     __slots__ = ("job_id", "asks", "releases", "progress", "events_after", "master_attempt")

@@ -15,9 +15,10 @@ from google.protobuf.message import Message
 
 from aggregator.access import ACCESS as AGGREGATOR_ACCESS
 from node_agent.access import ACCESS as AGENT_ACCESS
-from plumbing import tls
+from plumbing import grants, tls
 from plumbing.rpc import channel
 from plumbing.tls import ClientTls, Identity, Role
+from policies.scheduling.resources import Resources
 from resource_manager.access import ACCESS as RM_ACCESS
 from sluice.client import RMClient
 from sluice_pb import aggregator_pb2 as apb
@@ -29,6 +30,7 @@ from tests.integration.cluster.harness import (
     job_spec,
     phase,
     running_cluster,
+    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -335,3 +337,94 @@ def test_a_client_kills_only_their_own_jobs_and_an_admin_any(
     finally:
         for client in (alice, bob, carol):
             client.close()
+
+
+def _grant(cluster: Cluster, node_id: str, job_id: str, allocation_id: str, cpu: float) -> bytes:
+    """A grant token exactly as the cluster's RM signs one (its key is in the cluster's files)."""
+    rm_key = (cluster.directory / "tls" / "rm" / tls.KEY).read_bytes()
+    key = grants.node_key(grants.grant_secret(rm_key), node_id)
+    return grants.sign(key, job_id, allocation_id, Resources(cpu, 16))
+
+
+def _start(job_id: str, target: Path, token: bytes, cpu: float = 0.1) -> agent_pb.StartTaskRequest:
+    return agent_pb.StartTaskRequest(
+        job_id=job_id,
+        task_id="work-0",
+        attempt=1,
+        allocation_id="granted-1",
+        command=["/bin/sh", "-c", f"id > {target}; sleep 600"],
+        resources=pb.Resources(cpu=cpu, memory_mb=16),
+        grant_token=token,
+    )
+
+
+# (what is wrong, token's node, token's job, token's cpu, request's cpu, the refusal's start)
+FORGED_GRANTS = [
+    ("no token", None, "", 0.1, 0.1, "grant_token: missing"),
+    ("another node's", "node-2", "job-000777", 0.1, 0.1, "grant_token: not the resource manager's"),
+    ("another job's", "node-1", "job-000778", 0.1, 0.1, "grant_token: not the resource manager's"),
+    (
+        "a smaller grant",
+        "node-1",
+        "job-000777",
+        0.1,
+        2.0,
+        "grant_token: not the resource manager's",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("node", "token_job", "token_cpu", "cpu", "refusal"),
+    [pytest.param(*case[1:], id=case[0]) for case in FORGED_GRANTS],
+)
+def test_a_task_starts_only_in_a_container_granted_to_its_job(
+    cluster: Cluster,
+    tmp_path: Path,
+    node: str | None,
+    token_job: str,
+    token_cpu: float,
+    cpu: float,
+    refusal: str,
+) -> None:
+    """The job master of job-000777 may start its own job's tasks, but only with the RM's grant
+    of that very container, on this node, at that size."""
+    master = ClientTls.of(tls.load_tls_dir(_job_master_dir(cluster, "job-000777", tmp_path / "m")))
+    agent = str(cluster.info["nodes"][0]["address"])
+    token = b"" if node is None else _grant(cluster, node, token_job, "granted-1", token_cpu)
+    target = Path(f"/tmp/sluice-grant-{uuid.uuid4().hex[:12]}")
+    with pytest.raises(grpc.RpcError) as caught:
+        request = _start("job-000777", target, token, cpu)
+        _call(agent, "/sluice.v1.AgentService/StartTask", request, "uu", master)
+    assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    assert caught.value.details().startswith(refusal)
+    assert not target.exists()
+
+
+def test_a_granted_task_starts_and_only_its_grant_holder_stops_it(
+    cluster: Cluster, credentials: dict[str, ClientTls]
+) -> None:
+    """A person's client-mode job master starts a task with a real grant; another person cannot
+    stop it without the container's token."""
+    agent = str(cluster.info["nodes"][0]["address"])
+    node_id = str(cluster.info["nodes"][0]["node_id"])
+    token = _grant(cluster, node_id, "job-000779", "granted-1", 0.1)
+    target = Path(f"/tmp/sluice-grant-{uuid.uuid4().hex[:12]}")
+    bob = credentials["client"]
+    _call(
+        agent, "/sluice.v1.AgentService/StartTask", _start("job-000779", target, token), "uu", bob
+    )
+    try:
+        wait_until(target.exists, what="the granted task to run")
+        ref = agent_pb.TaskRef(job_id="job-000779", task_id="work-0", attempt=1)
+        with pytest.raises(grpc.RpcError) as caught:
+            _call(agent, "/sluice.v1.AgentService/StopTask", ref, "uu", bob)
+        assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert caught.value.details() == (
+            "grant_token: a person stops a task of job job-000779 only with the grant token of "
+            "its container granted-1"
+        )
+    finally:
+        ref = agent_pb.TaskRef(job_id="job-000779", task_id="work-0", attempt=1, grant_token=token)
+        _call(agent, "/sluice.v1.AgentService/StopTask", ref, "uu", bob)
+        target.unlink(missing_ok=True)
