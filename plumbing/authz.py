@@ -21,10 +21,12 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import grpc
 
+from plumbing.bearer import TokenVerifier, bearer_of
 from plumbing.tls import Identity, Role, peer_identity
 
 log = logging.getLogger(__name__)
@@ -41,8 +43,20 @@ def table(service: str, rules: Mapping[str, frozenset[Role]]) -> dict[str, froze
     return {f"/{service}/{method}": roles for method, roles in rules.items()}
 
 
+# The identity the authorizer found for the call being served, with that call's context: a
+# bearer token is checked once per call, and a value left in a reused thread by an earlier
+# call is never mistaken for this one's.
+_RESOLVED: ContextVar[tuple[object, Identity | None] | None] = ContextVar(
+    "sluice_caller", default=None
+)
+
+
 def caller(context: grpc.ServicerContext | grpc.aio.ServicerContext) -> Identity | None:
-    """The identity of the caller of a call, or None without TLS."""
+    """The identity of the caller of a call (its certificate's, or its bearer token's), or
+    None without TLS."""
+    resolved = _RESOLVED.get()
+    if resolved is not None and resolved[0] is context:
+        return resolved[1]
     return peer_identity(context.auth_context())
 
 
@@ -78,8 +92,8 @@ def refusal(
     if identity is None:
         return (
             grpc.StatusCode.UNAUTHENTICATED,
-            f"{name}: your certificate names no sluice:// identity (issue one with `sluice ca "
-            "issue`)",
+            f"{name}: no sluice:// identity: present a certificate of the cluster (`sluice ca "
+            "issue`) or, on a token port, a bearer token (`sluice ca token`)",
         )
     if allowed is None:
         return grpc.StatusCode.UNAUTHENTICATED, f"{name}: no access rule; refused to everyone"
@@ -128,10 +142,13 @@ class Authorizer(grpc.ServerInterceptor):  # type: ignore[misc]
 
 
 class AioAuthorizer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Checks the access table before an asyncio server's handlers run."""
+    """Checks the access table before an asyncio server's handlers run.  With ``tokens``, a
+    caller without a certificate (on a port that asks for none) may name a person with a bearer
+    token (:mod:`plumbing.bearer`)."""
 
-    def __init__(self, access: AccessTable) -> None:
+    def __init__(self, access: AccessTable, tokens: TokenVerifier | None = None) -> None:
         self._access = access
+        self._tokens = tokens
 
     async def intercept_service(
         self,
@@ -143,19 +160,20 @@ class AioAuthorizer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return handler
         method = handler_call_details.method
         access = self._access
+        tokens = self._tokens
 
         def guard(behavior: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
             if inspect.isasyncgenfunction(behavior):
 
                 async def checked_gen(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                    await _check_aio(access, method, context)
+                    await _check_aio(access, method, context, tokens)
                     async for item in behavior(request, context):
                         yield item
 
                 return checked_gen
 
             async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                await _check_aio(access, method, context)
+                await _check_aio(access, method, context, tokens)
                 return await behavior(request, context)
 
             return checked
@@ -193,12 +211,30 @@ def _refused(access: AccessTable, method: str, identity: Identity | None, peer: 
 
 
 def _check_sync(access: AccessTable, method: str, context: grpc.ServicerContext) -> None:
-    found = _refused(access, method, caller(context), context.peer())
+    identity = peer_identity(context.auth_context())
+    _RESOLVED.set((context, identity))
+    found = _refused(access, method, identity, context.peer())
     if found is not None:
         context.abort(*found)
 
 
-async def _check_aio(access: AccessTable, method: str, context: grpc.aio.ServicerContext) -> None:
-    found = _refused(access, method, caller(context), context.peer())
+async def _check_aio(
+    access: AccessTable,
+    method: str,
+    context: grpc.aio.ServicerContext,
+    tokens: TokenVerifier | None,
+) -> None:
+    identity = peer_identity(context.auth_context())
+    if identity is None and tokens is not None:
+        token = bearer_of(context.invocation_metadata())
+        if token is not None:
+            checked = tokens.check(token)
+            if isinstance(checked, str):
+                log.warning("refused %s at %s: %s", method, context.peer(), checked)
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, checked)
+            else:
+                identity = checked
+    _RESOLVED.set((context, identity))
+    found = _refused(access, method, identity, context.peer())
     if found is not None:
         await context.abort(*found)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -24,6 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from plumbing.authz import AccessTable, AioAuthorizer, Authorizer
+from plumbing.bearer import TokenVerifier
 from plumbing.tls import ClientTls, TlsFiles, channel_credentials, server_credentials
 
 log = logging.getLogger(__name__)
@@ -138,18 +140,45 @@ async def start_aio_server(
     *,
     tls: TlsFiles | None = None,
     access: AccessTable | None = None,
+    tokens: TokenPort | None = None,
 ) -> tuple[grpc.aio.Server, int, health_aio.HealthServicer]:
     """Like :func:`start_server`, for servicers written with ``async def``: one event loop
     serves every call, so a stream that waits (a watcher) holds no thread and no number of them
-    can starve the others.  Call from inside the loop that will run the server."""
+    can starve the others.  Call from inside the loop that will run the server.
+
+    ``tokens`` (with TLS) also serves the same services on a second port that asks for no
+    client certificate, where people name themselves with bearer tokens
+    (:mod:`plumbing.bearer`); its bound port is set on ``tokens.port``."""
+    if tokens is not None and tls is None:
+        raise ValueError("bearer tokens need TLS")
     server = grpc.aio.server(
         options=CHANNEL_OPTIONS,
-        interceptors=[AioAuthorizer(_access(tls, access))] if tls is not None else None,
+        interceptors=(
+            [AioAuthorizer(_access(tls, access), tokens.verifier if tokens else None)]
+            if tls is not None
+            else None
+        ),
     )
     health_servicer = health_aio.HealthServicer()
     names = _register(server, registrations, health_servicer)
     for name in [*names, ""]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     port = _bind(server, address, tls)
+    if tokens is not None and tls is not None:
+        bound = server.add_secure_port(
+            tokens.address, server_credentials(tls, require_client_cert=False)
+        )
+        if bound == 0:
+            raise OSError(f"cannot listen on {tokens.address}")
+        tokens.port = int(bound)
     await server.start()
     return server, port, health_servicer
+
+
+@dataclass
+class TokenPort:
+    """Where a server takes bearer tokens, and how it checks them."""
+
+    address: str
+    verifier: TokenVerifier
+    port: int = 0  # bound, once the server started

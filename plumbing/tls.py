@@ -508,6 +508,7 @@ class ClientTls:
     ca_pem: bytes
     cert_pem: bytes | None = None
     key_pem: bytes | None = None
+    token: str | None = None  # a person's bearer token instead (plumbing/bearer.py)
 
     @classmethod
     def of(cls, tls: TlsFiles) -> ClientTls:
@@ -521,10 +522,14 @@ class ClientTls:
 
 def channel_credentials(tls: ClientTls | TlsFiles) -> grpc.ChannelCredentials:
     """Credentials for a client: trust only the cluster CA, and present our certificate if we
-    have one."""
-    return grpc.ssl_channel_credentials(
+    have one, or else our bearer token with every call."""
+    secure = grpc.ssl_channel_credentials(
         root_certificates=tls.ca_pem, private_key=tls.key_pem, certificate_chain=tls.cert_pem
     )
+    token = getattr(tls, "token", None)
+    if token is None:
+        return secure
+    return grpc.composite_channel_credentials(secure, grpc.access_token_call_credentials(token))
 
 
 # ------------------------------------------------------------------------------ internals

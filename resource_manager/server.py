@@ -14,10 +14,11 @@ import logging
 from pathlib import Path
 
 from plumbing import data_plane, event_loop, grants, transport
+from plumbing.bearer import TokenVerifier
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
-from plumbing.rpc import start_aio_server
+from plumbing.rpc import TokenPort, start_aio_server
 from plumbing.tls import Authority, Role, TlsError, TlsFiles, load_job_master_ca
 from policies.scheduling.identifiers import cluster_id_problem
 from resource_manager.access import ACCESS
@@ -91,7 +92,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "least allocated first (default %(default)s)",
     )
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
+    parser.add_argument(
+        "--token-listen",
+        help="host:port of a second port, TLS without client certificates, where people "
+        "authenticate with bearer tokens (`sluice ca token`); off by default",
+    )
+    parser.add_argument(
+        "--revoked-tokens",
+        type=Path,
+        help="a file of revoked token ids, one per line; re-read when it changes",
+    )
     data_plane.add_arguments(parser)
+
+
+def _token_port(args: argparse.Namespace, tls: TlsFiles | None) -> TokenPort | None:
+    """The bearer-token port ``--token-listen`` asks for, checked (UserError names the flag)."""
+    if args.token_listen is None:
+        if args.revoked_tokens is not None:
+            raise UserError("--revoked-tokens: needs --token-listen")
+        return None
+    if tls is None:
+        raise UserError("--token-listen: bearer tokens need TLS (give --tls-dir)")
+    host, _, port = args.token_listen.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise UserError(f"--token-listen: expected host:port, got {args.token_listen!r}")
+    if args.revoked_tokens is not None and not args.revoked_tokens.is_file():
+        raise UserError(f"--revoked-tokens: {args.revoked_tokens} is not a file")
+    return TokenPort(args.token_listen, TokenVerifier(tls.ca_pem, args.revoked_tokens))
 
 
 def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
@@ -151,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args, store)
         store.save_setting("cluster_id", settings.cluster_id)
-        return event_loop.run(_serve(args, store, settings, plane, tls, job_master_ca))
+        tokens = _token_port(args, tls)
+        return event_loop.run(_serve(args, store, settings, plane, tls, job_master_ca, tokens))
     finally:
         store.close()
 
@@ -163,6 +191,7 @@ async def _serve(
     plane: data_plane.DataPlane,
     tls: TlsFiles | None,
     job_master_ca: Authority | None,
+    tokens: TokenPort | None = None,
 ) -> int:
     core = ResourceManagerCore(Tables(store), settings)
     tune_for_large_heaps()  # after the state is loaded: see plumbing/gc_tuning.py
@@ -198,6 +227,7 @@ async def _serve(
             listen,
             tls=tls,
             access=ACCESS,
+            tokens=tokens,
         )
     except (OSError, RuntimeError) as error:
         hint = " (the port this RM bound before; is another process on it?)"
@@ -232,6 +262,13 @@ async def _serve(
             problem,
             args.state_dir,
         )
+    if tokens is not None:
+        token_address = f"{tokens.address.rpartition(':')[0]}:{tokens.port}"
+        log.info("bearer tokens accepted on %s (TLS, no client certificate)", token_address)
+        if args.address_file is not None:
+            publish_address(
+                args.address_file.with_name(args.address_file.name + ".tokens"), token_address
+            )
     publish_address(args.address_file, address)
     ticks = asyncio.create_task(housekeeping(state))
     try:

@@ -1,18 +1,20 @@
 """``sluice ca``: the cluster's certificate authority.
 
 ``sluice ca init`` creates the CA; ``sluice ca issue`` gives a daemon or a person a TLS
-directory (``--tls-dir``) whose certificate names its role and identity; ``sluice ca show``
-says what a TLS directory holds and until when.  See docs/security.md.
+directory (``--tls-dir``) whose certificate names its role and identity; ``sluice ca token``
+gives a person a bearer token instead, for the RM's ``--token-listen`` port; ``sluice ca show``
+says what a TLS or token directory holds and until when.  See docs/security.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 from pathlib import Path
 from typing import Any
 
-from plumbing import tls
+from plumbing import bearer, tls
 from plumbing.errors import UserError
 
 CA_DIR_HELP = "the CA's directory (default: $SLUICE_CA_DIR, then ~/.sluice/ca)"
@@ -53,6 +55,20 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(handler=cmd_issue)
 
+    p = actions.add_parser(
+        "token", help="give a person a bearer token (for the RM's --token-listen port)"
+    )
+    p.add_argument("--ca-dir", type=Path, default=None, help=CA_DIR_HELP)
+    p.add_argument("--role", choices=["client", "admin"], default="client")
+    p.add_argument("--name", required=True, help="the user's name")
+    p.add_argument(
+        "--days", type=int, default=bearer.DEFAULT_DAYS, help="validity (default: %(default)s)"
+    )
+    p.add_argument(
+        "--out", type=Path, help="the directory to write (default: CA_DIR/token-ROLE-NAME)"
+    )
+    p.set_defaults(handler=cmd_token)
+
     p = actions.add_parser("show", help="check a TLS directory and say whose it is")
     p.add_argument("tls_dir", type=Path)
     p.set_defaults(handler=cmd_show)
@@ -89,10 +105,42 @@ def cmd_issue(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    directory = args.ca_dir or default_ca_dir()
+    identity = tls.Identity(tls.Role(args.role), args.name)
+    out = args.out or directory / f"token-{args.role}-{args.name}"
+    try:
+        tls.check_name(args.name)
+        authority = tls.load_ca(directory)
+        token, claims = bearer.issue_token(authority, identity, days=args.days)
+        ca_pem = (directory / tls.CA_CERT).read_bytes()
+        bearer.write_token_dir(out, ca_pem, token)
+    except tls.TlsError as error:
+        raise UserError(str(error)) from None
+    except OSError as error:
+        raise UserError(f"{out}: {error.strerror}") from None
+    until = datetime.datetime.fromtimestamp(claims.expires_at, datetime.UTC)
+    print(
+        f"issued a bearer token for {identity} until {until:%Y-%m-%d} into {out} "
+        f"(token id {claims.token_id}: list it in the RM's --revoked-tokens file to revoke it)"
+    )
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     try:
+        if bearer.is_token_dir(args.tls_dir):
+            claims = bearer.read_claims((args.tls_dir / bearer.TOKEN_FILE).read_text())
+            until = datetime.datetime.fromtimestamp(claims.expires_at, datetime.UTC)
+            print(
+                f"{claims.identity} ({claims.identity.uri}), bearer token {claims.token_id}, "
+                f"valid until {until:%Y-%m-%d}"
+            )
+            return 0
         loaded = tls.load_tls_dir(args.tls_dir)
     except tls.TlsError as error:
         raise UserError(str(error)) from None
+    except OSError as error:
+        raise UserError(f"{args.tls_dir}: {error.strerror}") from None
     print(f"{loaded.identity} ({loaded.identity.uri}), valid until {loaded.not_after:%Y-%m-%d}")
     return 0

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import grpc
 
+from plumbing import bearer
 from plumbing.errors import UserError
 from plumbing.rpc import channel
 from plumbing.tls import ClientTls, TlsError
@@ -77,6 +78,8 @@ def resolve_tls(flag: Path | None, directory: Path) -> ClientTls | None:
             else None
         )
     try:
+        if bearer.is_token_dir(chosen):
+            return bearer.load_token_dir(chosen)
         return ClientTls.load(chosen)
     except TlsError as error:
         raise UserError(str(error)) from None

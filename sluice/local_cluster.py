@@ -161,11 +161,15 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     ]
     if spec.max_master_share is not None:
         rm_argv += ["--max-master-share", str(spec.max_master_share)]
+    if certs is not None:  # people without a certificate come with bearer tokens
+        rm_argv += ["--token-listen", "127.0.0.1:0"]
     rm = _spawn(rm_argv, logs / "rm.log")
     started: list[subprocess.Popen[bytes]] = [rm]
     try:
         rm_address = _wait_for_file(rm_addr_file, rm, "the resource manager", logs / "rm.log")
         say(f"resource manager at {rm_address}")
+        tokens_file = rm_addr_file.with_name(rm_addr_file.name + ".tokens")
+        rm_tokens = tokens_file.read_text().strip() if tokens_file.exists() else ""
         nodes = []
         for node_id in node_ids:
             addr_file = directory / f"{node_id}.addr"
@@ -190,6 +194,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     cluster: dict[str, object] = {
         "cluster_id": cluster_id,
         "rm": rm_address,
+        "rm_tokens": rm_tokens,  # the bearer-token port ("" without TLS)
         "rm_pid": rm.pid,
         "rm_argv": rm_argv,
         "runtime": spec.runtime,

@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 
 from aggregator.access import ACCESS as AGGREGATOR_ACCESS
 from node_agent.access import ACCESS as AGENT_ACCESS
-from plumbing import grants, tls
+from plumbing import bearer, grants, tls
 from plumbing.rpc import channel
 from plumbing.tls import ClientTls, Identity, Role
 from policies.scheduling.resources import Resources
@@ -428,3 +428,50 @@ def test_a_granted_task_starts_and_only_its_grant_holder_stops_it(
         ref = agent_pb.TaskRef(job_id="job-000779", task_id="work-0", attempt=1, grant_token=token)
         _call(agent, "/sluice.v1.AgentService/StopTask", ref, "uu", bob)
         target.unlink(missing_ok=True)
+
+
+def _token_dir(authority: tls.Authority, ca_pem: bytes, name: str, out: Path) -> Path:
+    token, _ = bearer.issue_token(authority, Identity(Role.CLIENT, name))
+    bearer.write_token_dir(out, ca_pem, token)
+    return out
+
+
+def test_a_person_with_a_bearer_token_acts_as_themselves_on_the_token_port(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ca_dir = cluster.directory / "tls" / "ca"
+    ca_pem = (ca_dir / tls.CA_CERT).read_bytes()
+    dana = bearer.load_token_dir(_token_dir(tls.load_ca(ca_dir), ca_pem, "dana", tmp_path / "d"))
+    address = str(cluster.info["rm_tokens"])
+    client = RMClient.connect(address, dana)
+    try:
+        job_id = str(client.submit(job_spec("danas", [phase("wait", 1, "sleep 600")])).job_id)
+        assert client.jobs.GetJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10).summary.owner == (
+            "dana"
+        )
+        client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
+    finally:
+        client.close()
+    # A token names a person: nothing a node or a job master does.
+    with pytest.raises(grpc.RpcError) as caught:
+        request = rm_pb.HeartbeatRequest(node_id="node-1", instance_id="x")
+        _call(address, "/sluice.v1.NodeService/Heartbeat", request, "uu", dana)
+    assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_the_token_port_refuses_no_token_and_a_foreign_one(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ca_pem = (cluster.directory / "tls" / "ca" / tls.CA_CERT).read_bytes()
+    other = tls.init_ca(tmp_path / "other", "elsewhere")
+    forged = bearer.load_token_dir(_token_dir(other, ca_pem, "mallory", tmp_path / "m"))
+    address = str(cluster.info["rm_tokens"])
+    request = rm_pb.ListJobsRequest()
+    for credentials, refusal in [
+        (ClientTls(ca_pem), "ListJobs: no sluice:// identity"),
+        (forged, "authorization: bearer token: not signed by this cluster's CA"),
+    ]:
+        with pytest.raises(grpc.RpcError) as caught:
+            _call(address, "/sluice.v1.JobService/ListJobs", request, "uu", credentials)
+        assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert caught.value.details().startswith(refusal)

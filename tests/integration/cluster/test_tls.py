@@ -107,3 +107,24 @@ def test_an_agent_refuses_a_certificate_of_another_role_or_node(
     (line,) = [x for x in result.stderr.strip().splitlines() if "error" in x]
     assert line.startswith("sluice: error: --tls-dir: ") and message in line
     assert "Traceback" not in result.stderr
+
+
+def test_a_person_with_a_token_from_sluice_ca_token_uses_the_cli(cluster: Cluster, tmp_path: Path):
+    ca_dir = cluster.directory / "tls" / "ca"
+    issued = _sluice(
+        "ca", "token", "--ca-dir", str(ca_dir), "--name", "erin", "--out", str(tmp_path / "erin")
+    )
+    assert issued.returncode == 0, issued.stderr
+    assert "issued a bearer token for client 'erin' until" in issued.stdout
+    shown = _sluice("ca", "show", str(tmp_path / "erin"))
+    assert shown.returncode == 0 and "bearer token" in shown.stdout
+    listed = _sluice(
+        "--rm",
+        str(cluster.info["rm_tokens"]),
+        "--tls-dir",
+        str(tmp_path / "erin"),
+        "--dir",
+        str(tmp_path),
+        "jobs",
+    )
+    assert listed.returncode == 0, listed.stderr

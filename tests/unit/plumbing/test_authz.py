@@ -42,8 +42,8 @@ ALICE = Identity(Role.CLIENT, "alice")
             None,
             (
                 grpc.StatusCode.UNAUTHENTICATED,
-                "Read: your certificate names no sluice:// identity (issue one with `sluice ca "
-                "issue`)",
+                "Read: no sluice:// identity: present a certificate of the cluster (`sluice ca "
+                "issue`) or, on a token port, a bearer token (`sluice ca token`)",
             ),
         ),
         ("/grpc.health.v1.Health/Check", ALICE, None),  # probes work for every holder
