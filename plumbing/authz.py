@@ -144,11 +144,16 @@ class Authorizer(grpc.ServerInterceptor):  # type: ignore[misc]
 class AioAuthorizer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Checks the access table before an asyncio server's handlers run.  With ``tokens``, a
     caller without a certificate (on a port that asks for none) may name a person with a bearer
-    token (:mod:`plumbing.bearer`)."""
+    token (:mod:`plumbing.bearer`).  With ``max_streams``, one identity holds at most that many
+    open streams (server- or bidirectional-streaming calls) at once; another is refused with
+    ``RESOURCE_EXHAUSTED``."""
 
-    def __init__(self, access: AccessTable, tokens: TokenVerifier | None = None) -> None:
+    def __init__(
+        self, access: AccessTable, tokens: TokenVerifier | None = None, max_streams: int = 0
+    ) -> None:
         self._access = access
         self._tokens = tokens
+        self._streams = StreamCount(max_streams)
 
     async def intercept_service(
         self,
@@ -161,24 +166,78 @@ class AioAuthorizer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method = handler_call_details.method
         access = self._access
         tokens = self._tokens
+        streams = self._streams
 
         def guard(behavior: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
+            counted = streaming and streams.limit > 0
             if inspect.isasyncgenfunction(behavior):
 
                 async def checked_gen(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                    await _check_aio(access, method, context, tokens)
-                    async for item in behavior(request, context):
-                        yield item
+                    identity = await _check_aio(access, method, context, tokens)
+                    if counted:
+                        await _open_stream(streams, identity, method, context)
+                    try:
+                        async for item in behavior(request, context):
+                            yield item
+                    finally:
+                        if counted:
+                            streams.close(identity)
 
                 return checked_gen
 
             async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                await _check_aio(access, method, context, tokens)
-                return await behavior(request, context)
+                identity = await _check_aio(access, method, context, tokens)
+                if counted:
+                    await _open_stream(streams, identity, method, context)
+                try:
+                    return await behavior(request, context)
+                finally:
+                    if counted:
+                        streams.close(identity)
 
             return checked
 
         return _rewrap(handler, guard)
+
+
+class StreamCount:
+    """Open streams per identity, against a limit (0: none).  Callers without an identity (no
+    TLS) are not counted."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[Identity, int] = {}
+
+    def open(self, identity: Identity | None) -> str | None:
+        """Count one more stream of ``identity``, or say why not (one line)."""
+        if identity is None or not self.limit:
+            return None
+        held = self._open.get(identity, 0)
+        if held >= self.limit:
+            return (
+                f"streams: {identity} already holds {held} open streams, the limit per caller "
+                "(--max-streams-per-caller); close some first"
+            )
+        self._open[identity] = held + 1
+        return None
+
+    def close(self, identity: Identity | None) -> None:
+        if identity is None or not self.limit:
+            return
+        held = self._open.get(identity, 0) - 1
+        if held > 0:
+            self._open[identity] = held
+        else:
+            self._open.pop(identity, None)
+
+
+async def _open_stream(
+    streams: StreamCount, identity: Identity | None, method: str, context: grpc.aio.ServicerContext
+) -> None:
+    problem = streams.open(identity)
+    if problem is not None:
+        log.warning("refused %s to %s at %s: %s", method, identity, context.peer(), problem)
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, problem)
 
 
 def _rewrap(
@@ -223,7 +282,8 @@ async def _check_aio(
     method: str,
     context: grpc.aio.ServicerContext,
     tokens: TokenVerifier | None,
-) -> None:
+) -> Identity | None:
+    """The caller's identity, once the call is allowed (else the call is aborted)."""
     identity = peer_identity(context.auth_context())
     if identity is None and tokens is not None:
         token = bearer_of(context.invocation_metadata())
@@ -238,3 +298,4 @@ async def _check_aio(
     found = _refused(access, method, identity, context.peer())
     if found is not None:
         await context.abort(*found)
+    return identity

@@ -141,6 +141,7 @@ async def start_aio_server(
     tls: TlsFiles | None = None,
     access: AccessTable | None = None,
     tokens: TokenPort | None = None,
+    max_streams_per_caller: int = 0,
 ) -> tuple[grpc.aio.Server, int, health_aio.HealthServicer]:
     """Like :func:`start_server`, for servicers written with ``async def``: one event loop
     serves every call, so a stream that waits (a watcher) holds no thread and no number of them
@@ -148,13 +149,20 @@ async def start_aio_server(
 
     ``tokens`` (with TLS) also serves the same services on a second port that asks for no
     client certificate, where people name themselves with bearer tokens
-    (:mod:`plumbing.bearer`); its bound port is set on ``tokens.port``."""
+    (:mod:`plumbing.bearer`); its bound port is set on ``tokens.port``.
+    ``max_streams_per_caller`` (with TLS) bounds the open streams of one identity."""
     if tokens is not None and tls is None:
         raise ValueError("bearer tokens need TLS")
     server = grpc.aio.server(
         options=CHANNEL_OPTIONS,
         interceptors=(
-            [AioAuthorizer(_access(tls, access), tokens.verifier if tokens else None)]
+            [
+                AioAuthorizer(
+                    _access(tls, access),
+                    tokens.verifier if tokens else None,
+                    max_streams_per_caller,
+                )
+            ]
             if tls is not None
             else None
         ),

@@ -78,6 +78,7 @@ from resource_manager.errors import (
     AlreadyExistsError,
     ConflictError,
     InvalidRequestError,
+    LimitExceededError,
     NotFoundError,
 )
 from resource_manager.records import (
@@ -127,7 +128,9 @@ class CoreSettings:
     container's placement compares (:mod:`policies.scheduling.framework`).
     ``max_placements_per_pass``: the containers one pass places at most (0: no limit); a pass
     that reaches it is followed at once by another, after the requests waiting meanwhile, so a
-    burst of grants never holds heartbeats up for long."""
+    burst of grants never holds heartbeats up for long.  ``max_open_tasks_per_user``: the tasks
+    of one owner's unfinished jobs not yet done, beyond which their submissions are refused (0:
+    no limit; jobs without an owner, submitted without TLS, are not counted)."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -137,6 +140,7 @@ class CoreSettings:
     master_exit_grace: float = 30.0
     nodes_to_score: int = 8
     max_placements_per_pass: int = 64
+    max_open_tasks_per_user: int = 0
 
 
 @dataclass(frozen=True)
@@ -267,6 +271,15 @@ class ResourceManagerCore:
                         "with another spec"
                     )
                 return earlier
+        limit = self.settings.max_open_tasks_per_user
+        if limit and owner:
+            held = self.tables.open_tasks_by_owner.get(owner, 0)
+            wanted = sum(p.tasks for p in spec.phases)
+            if held + wanted > limit:
+                raise LimitExceededError(
+                    f"tasks: {owner} has {held} tasks of unfinished jobs; {wanted} more would "
+                    f"pass the limit of {limit} per user (--max-open-tasks-per-user)"
+                )
         capacities = self.tables.capacity.capacity_shapes()
         check_fits_cluster(spec, capacities)
         if not client_mode:

@@ -31,3 +31,7 @@ class AlreadyExistsError(ValueError):
 
 class PermissionDeniedError(ValueError):
     """A caller acting on what is not theirs (PERMISSION_DENIED): another user's job."""
+
+
+class LimitExceededError(ValueError):
+    """A caller over one of their limits (RESOURCE_EXHAUSTED); the message names the limit."""

@@ -39,6 +39,11 @@ from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 log = logging.getLogger("sluice.rm")
 
 DEFAULT_CLUSTER_ID = "sluice"
+# Limits per identity: far above what a person or an agent does by hand or by script, low
+# enough that one runaway loop cannot fill the RM's memory or crowd out everyone else.
+DEFAULT_MAX_STREAMS = 64
+DEFAULT_SUBMISSIONS_PER_MINUTE = 600
+DEFAULT_MAX_OPEN_TASKS = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,6 +98,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
     parser.add_argument(
+        "--max-streams-per-caller",
+        type=int,
+        default=DEFAULT_MAX_STREAMS,
+        help="open streams (job watchers, heartbeat streams) one identity may hold (with TLS; "
+        "0: no limit; default %(default)s)",
+    )
+    parser.add_argument(
+        "--submissions-per-minute",
+        type=int,
+        default=DEFAULT_SUBMISSIONS_PER_MINUTE,
+        help="jobs one user may submit a minute, in bursts of as many (with TLS; 0: no limit; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-open-tasks-per-user",
+        type=int,
+        default=DEFAULT_MAX_OPEN_TASKS,
+        help="tasks of one user's unfinished jobs not yet done, beyond which their submissions "
+        "are refused (with TLS; 0: no limit; default %(default)s)",
+    )
+    parser.add_argument(
         "--token-listen",
         help="host:port of a second port, TLS without client certificates, where people "
         "authenticate with bearer tokens (`sluice ca token`); off by default",
@@ -139,12 +165,16 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         raise UserError("--max-master-attempts: must be at least 1")
     if args.nodes_to_score < 1:
         raise UserError("--nodes-to-score: must be at least 1")
+    for flag in ("max_streams_per_caller", "submissions_per_minute", "max_open_tasks_per_user"):
+        if getattr(args, flag) < 0:
+            raise UserError(f"--{flag.replace('_', '-')}: must be 0 (no limit) or more")
     return CoreSettings(
         cluster_id=cluster_id,
         node_timeout=args.node_timeout,
         max_master_share=args.max_master_share,
         max_master_attempts=args.max_master_attempts,
         nodes_to_score=args.nodes_to_score,
+        max_open_tasks_per_user=args.max_open_tasks_per_user,
     )
 
 
@@ -202,6 +232,7 @@ async def _serve(
         data_plane=plane,
         job_master_ca=job_master_ca,
         grant_secret=grants.grant_secret(tls.key_pem) if tls is not None else None,
+        submissions_per_minute=args.submissions_per_minute,
     )
     names = rm_pb.DESCRIPTOR.services_by_name
     listen = _listen_address(args.listen, store)
@@ -228,6 +259,7 @@ async def _serve(
             tls=tls,
             access=ACCESS,
             tokens=tokens,
+            max_streams_per_caller=args.max_streams_per_caller,
         )
     except (OSError, RuntimeError) as error:
         hint = " (the port this RM bound before; is another process on it?)"

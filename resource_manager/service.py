@@ -49,9 +49,11 @@ from resource_manager.errors import (
     AlreadyExistsError,
     ConflictError,
     InvalidRequestError,
+    LimitExceededError,
     NotFoundError,
     PermissionDeniedError,
 )
+from resource_manager.limits import SubmissionRate
 from resource_manager.records import AllocationRecord, JobRecord, Now, TaskReport
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -126,10 +128,11 @@ class RMState:
         data_plane: DataPlane | None = None,
         job_master_ca: Authority | None = None,
         grant_secret: bytes | None = None,
+        submissions_per_minute: int = 0,
     ) -> None:
         """``job_master_ca`` (with TLS): the RM's CA of job master certificates;
         ``grant_secret`` (with TLS): the secret its grant tokens are derived from
-        (:mod:`plumbing.grants`)."""
+        (:mod:`plumbing.grants`); ``submissions_per_minute``: each user's (0: no limit)."""
         self.core = core
         self.clock = clock
         self.advertise_address = advertise_address
@@ -146,6 +149,7 @@ class RMState:
             OrderedDict()
         )
         self._grant_secret = grant_secret
+        self.submissions = SubmissionRate(submissions_per_minute)
         self._node_keys: dict[str, bytes] = {}  # one HMAC saved per grant; a key per node
 
     def node_grant_key(self, node_id: str) -> bytes:
@@ -280,6 +284,9 @@ async def _answer_async(
         await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(error))
     except AlreadyExistsError as error:
         await _abort(context, grpc.StatusCode.ALREADY_EXISTS, str(error))
+    except LimitExceededError as error:
+        log.warning("refused %s to %s (%s): %s", what, caller(context), context.peer(), error)
+        await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))
     except PermissionDeniedError as error:
         log.warning("refused %s to %s (%s): %s", what, caller(context), context.peer(), error)
         await _abort(context, grpc.StatusCode.PERMISSION_DENIED, str(error))
@@ -318,6 +325,10 @@ class JobServicer(rm_grpc.JobServiceServicer):
         owner = identity.name if identity is not None else ""
 
         def submit() -> rm_pb.SubmitJobResponse:
+            if not (key and self._state.core.tables.job_by_key(key)):  # (a retry is free)
+                problem = self._state.submissions.take(owner, self._state.clock().monotonic)
+                if problem is not None:
+                    raise LimitExceededError(problem)
             job = self._state.run(
                 lambda core, now: core.submit(
                     spec,

@@ -68,6 +68,11 @@ class _Index(Generic[K]):
         return tuple(self.groups.get(group, ()))
 
 
+def open_tasks(job: JobRecord) -> int:
+    """A job's tasks neither succeeded nor given up on."""
+    return sum(p.tasks - p.succeeded - p.dropped for p in job.progress)
+
+
 class Tables:
     """Jobs, task attempts, allocations and nodes.  Not thread-safe: one request at a time."""
 
@@ -78,6 +83,8 @@ class Tables:
         self.allocations: dict[str, AllocationRecord] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.active_jobs: dict[str, None] = {}  # not final, in submission order
+        # owner -> tasks of their unfinished jobs not yet done (the per-user limit)
+        self.open_tasks_by_owner: dict[str, int] = {}
         self.capacity = CapacityIndex()  # ready nodes, for placement
         self.liveness: list[tuple[float, str]] = []  # (last_seen, node): a heap, lazily
         self._job_by_key: dict[str, str] = {}
@@ -195,6 +202,15 @@ class Tables:
         self.changed_jobs.add(job.job_id)
         self._touched_jobs.add(job.job_id)
 
+    def _count_open_tasks(self, job: JobRecord, sign: int) -> None:
+        if job.state.is_final or not job.owner:
+            return
+        count = self.open_tasks_by_owner.get(job.owner, 0) + sign * open_tasks(job)
+        if count:
+            self.open_tasks_by_owner[job.owner] = count
+        else:
+            self.open_tasks_by_owner.pop(job.owner, None)
+
     def find_job(self, job_id: str) -> JobRecord | None:
         """A job, hot or from the store."""
         job = self.jobs.get(job_id)
@@ -215,10 +231,12 @@ class Tables:
         if old is not None:
             del self.jobs[old.job_id]
             self.active_jobs.pop(old.job_id, None)
+            self._count_open_tasks(old, -1)
         if new is not None:
             self.jobs[new.job_id] = new
             if not new.state.is_final:
                 self.active_jobs[new.job_id] = None
+            self._count_open_tasks(new, +1)
             if new.idempotency_key:
                 self._job_by_key[new.idempotency_key] = new.job_id
         elif old is not None and old.idempotency_key:
