@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import sys
 import threading
 import time
@@ -112,9 +113,11 @@ class NodeAgent:
         self._usage_prev: dict[str, tuple[float, float]] = {}
         self.used = Resources()
         self.task_usage: dict[str, TaskUsageRate] = {}
+        self._master_tls_removed: set[str] = set()  # exited job masters already cleaned up
         for runtime in self._runtimes():
             for observation in runtime.observe():
                 self._observed[observation.task_key] = observation
+        self._sweep_master_tls()
 
     def _runtimes(self) -> list[TaskRuntime]:
         return [self.tasks] if self.masters is self.tasks else [self.tasks, self.masters]
@@ -460,14 +463,40 @@ class NodeAgent:
         self._usage_prev = current
         return Resources(cpu=cpu, memory_mb=memory // (1024 * 1024)), per_task
 
+    def _master_tls_dir(self, job_id: str, attempt: int) -> Path | None:
+        root = self.config.masters_tls_root
+        return None if root is None else root / f"{job_id}-{attempt}"
+
+    def _sweep_master_tls(self) -> None:
+        """Remove the TLS directories (private keys) of job masters that no longer run here:
+        left by an agent that stopped while they ended."""
+        root = self.config.masters_tls_root
+        if root is None or not root.is_dir():
+            return
+        running = {
+            f"{o.job_id}-{o.attempt}"
+            for o in self._observed.values()
+            if o.task_id == MASTER_TASK_ID and o.state is not RunState.EXITED
+        }
+        for directory in root.iterdir():
+            if directory.name not in running:
+                shutil.rmtree(directory, ignore_errors=True)
+
     def _prune(self, observed: dict[str, RunObservation], now: float) -> None:
-        """Forget tasks that ended longer ago than the retention period (logs included)."""
+        """Forget tasks that ended longer ago than the retention period (logs included); a job
+        master's TLS directory (its private key) goes as soon as it has exited."""
         for key, observation in observed.items():
+            if observation.task_id == MASTER_TASK_ID and observation.state is RunState.EXITED:
+                directory = self._master_tls_dir(observation.job_id, observation.attempt)
+                if directory is not None and key not in self._master_tls_removed:
+                    shutil.rmtree(directory, ignore_errors=True)
+                    self._master_tls_removed.add(key)
             finished = observation.finished_at
             expired = finished is not None and now - finished > self.config.exited_retention_s
             if observation.state is RunState.EXITED and expired:
                 runtime = self.masters if observation.task_id == MASTER_TASK_ID else self.tasks
                 runtime.forget(key)
+                self._master_tls_removed.discard(key)
                 with self._lock:
                     self._reported.pop(key, None)
                     self._stop_requested.discard(key)
