@@ -77,6 +77,10 @@ class Role(Enum):
     CLIENT = "client"  # a person (or a script) submitting and watching their own jobs
     ADMIN = "admin"  # a person who may act on every job and node
     JOB_MASTER = "jobmaster"  # one job's job master; issued by the RM, never by `sluice ca`
+    # A Kafka or MQTT broker's certificate (--host names where clients dial it): it proves the
+    # broker to the daemons, which trust only the cluster's CA, and gives no right on any gRPC
+    # service (docs/security.md, "The data plane's links").
+    BROKER = "broker"
 
 
 JOB_MASTER_CA_UNIT = "jobmaster-ca"

@@ -41,7 +41,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ca-dir", type=Path, default=None, help=CA_DIR_HELP)
     p.add_argument("--role", required=True, choices=[r.value for r in tls.Role])
     p.add_argument(
-        "--name", required=True, help="who: the node id of an agent, a user's name, 'rm'"
+        "--name",
+        required=True,
+        help="who: the node id of an agent, a user's name, 'rm', a broker's name",
     )
     p.add_argument(
         "--host",
