@@ -9,10 +9,14 @@ says what a TLS or token directory holds and until when.  See docs/security.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from cryptography.hazmat.primitives import serialization
 
 from plumbing import bearer, tls
 from plumbing.errors import UserError
@@ -91,36 +95,40 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_issue(args: argparse.Namespace) -> int:
-    directory = args.ca_dir or default_ca_dir()
-    identity = tls.Identity(tls.Role(args.role), args.name)
-    out = args.out or directory / f"{args.role}-{args.name}"
+@contextlib.contextmanager
+def _user_errors(out: Path) -> Iterator[None]:
+    """A CA's or a directory's problem as one line."""
     try:
-        tls.check_name(args.name)
-        authority = tls.load_ca(directory)
-        issued = tls.issue(authority, identity, out, hosts=args.host, days=args.days)
+        yield
     except tls.TlsError as error:
         raise UserError(str(error)) from None
     except OSError as error:
         raise UserError(f"{out}: {error.strerror}") from None
+
+
+def _for_whom(args: argparse.Namespace, prefix: str) -> tuple[tls.Authority, tls.Identity, Path]:
+    """The CA, the identity and the output directory an ``issue`` or ``token`` asks for."""
+    directory = args.ca_dir or default_ca_dir()
+    out = args.out or directory / f"{prefix}{args.role}-{args.name}"
+    with _user_errors(directory):
+        tls.check_name(args.name)
+        return tls.load_ca(directory), tls.Identity(tls.Role(args.role), args.name), out
+
+
+def cmd_issue(args: argparse.Namespace) -> int:
+    authority, identity, out = _for_whom(args, "")
+    with _user_errors(out):
+        issued = tls.issue(authority, identity, out, hosts=args.host, days=args.days)
     print(f"issued {identity} until {issued.not_after:%Y-%m-%d} into {out}")
     return 0
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    directory = args.ca_dir or default_ca_dir()
-    identity = tls.Identity(tls.Role(args.role), args.name)
-    out = args.out or directory / f"token-{args.role}-{args.name}"
-    try:
-        tls.check_name(args.name)
-        authority = tls.load_ca(directory)
+    authority, identity, out = _for_whom(args, "token-")
+    with _user_errors(out):
         token, claims = bearer.issue_token(authority, identity, days=args.days)
-        ca_pem = (directory / tls.CA_CERT).read_bytes()
+        ca_pem = authority.certificate.public_bytes(serialization.Encoding.PEM)
         bearer.write_token_dir(out, ca_pem, token)
-    except tls.TlsError as error:
-        raise UserError(str(error)) from None
-    except OSError as error:
-        raise UserError(f"{out}: {error.strerror}") from None
     until = datetime.datetime.fromtimestamp(claims.expires_at, datetime.UTC)
     print(
         f"issued a bearer token for {identity} until {until:%Y-%m-%d} into {out} "

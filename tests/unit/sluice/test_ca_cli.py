@@ -42,6 +42,9 @@ def test_the_ca_dir_defaults_to_the_environment(tmp_path: Path, monkeypatch: pyt
         (["ca", "issue", "--role", "client", "--name", "x", "--days", "0"], "days: must be"),
         (["ca", "issue", "--role", "rm", "--name", "rm", "--host", "a b"], "host: 'a b'"),
         (["ca", "show", "."], "ca.crt: missing"),
+        (["ca", "token", "--name", "a/b"], "name: 'a/b' must be"),
+        (["ca", "token", "--name", "x", "--days", "0"], "--days: must be positive"),
+        (["ca", "token", "--name", "x", "--ca-dir", "nowhere"], "nowhere"),
     ],
 )
 def test_mistakes_are_one_line(
@@ -65,3 +68,14 @@ def test_an_unknown_role_is_refused(capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit):
         sluice("ca", "issue", "--role", "root", "--name", "x")
     assert "invalid choice: 'root'" in capsys.readouterr().err
+
+
+def test_token_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    ca = tmp_path / "ca"
+    assert sluice("ca", "init", "--ca-dir", str(ca)) == 0
+    assert sluice("ca", "token", "--ca-dir", str(ca), "--name", "dana", "--role", "admin") == 0
+    out = ca / "token-admin-dana"
+    assert (out / "token").read_text().startswith("sluice1.")
+    assert (out / "ca.crt").read_bytes() == (ca / "ca.crt").read_bytes()
+    assert sluice("ca", "show", str(out)) == 0
+    assert "admin 'dana' (sluice://admin/dana), bearer token" in capsys.readouterr().out
