@@ -399,9 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rm", required=True)
     parser.add_argument("--job", required=True)
     parser.add_argument("--attempt", type=int, default=1, help="the job master attempt (1, 2...)")
-    parser.add_argument(
+    # The agent that launches it says which: a TLS directory of its own, or none at all.
+    transport = parser.add_mutually_exclusive_group(required=True)
+    transport.add_argument(
         "--tls-dir", type=Path, help="TLS directory for every link (to the RM, agents, aggregator)"
     )
+    transport.add_argument("--insecure", action="store_true", help="no TLS (an insecure cluster)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
