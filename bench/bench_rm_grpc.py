@@ -221,6 +221,7 @@ def start_rm(state: Path, core: int | None) -> tuple[subprocess.Popen[bytes], st
         sys.executable, "-m", "sluice", "rm", "--listen", "127.0.0.1:0",
         "--state-dir", str(state / "rm"), "--address-file", str(address_file),
         "--node-timeout", "60", "--log-level", "warning",
+        "--insecure",  # the simulated agents and job masters connect without TLS
     ]  # fmt: skip
     if core is not None:
         command = ["taskset", "-c", str(core), *command]

@@ -228,6 +228,8 @@ class NodeAgent:
             directory = root / f"{job_id}-{attempt}"
             write_tls_dir(directory, ca_pem, tls_cert_chain_pem, tls_key_pem)
             argv += ["--tls-dir", str(directory)]
+        else:
+            argv.append("--insecure")  # this agent runs without TLS: so does its cluster
         try:
             self.start_task(job_id, MASTER_TASK_ID, attempt, allocation_id, argv, resources, None)
         except (TaskExistsError, AllocationBusyError):

@@ -3,7 +3,8 @@
 ``--tls-dir DIR`` (or ``$SLUICE_TLS_DIR``) names the daemon's TLS directory, whose certificate
 must be issued for the daemon's role (:mod:`plumbing.tls`).  ``--insecure`` runs without TLS:
 every link in plaintext, and no caller authenticated.  The log says so loudly at start, because
-anyone who can reach a port then owns the cluster.
+anyone who can reach a port then owns the cluster.  A daemon given neither refuses to start:
+running without TLS is a decision, never a default.
 """
 
 from __future__ import annotations
@@ -32,28 +33,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tls-dir",
         type=Path,
         default=None,
-        help=f"this daemon's TLS directory: ca.crt, tls.crt, tls.key (default: ${TLS_DIR_ENV})",
+        help=f"this daemon's TLS directory: ca.crt, tls.crt, tls.key (default: ${TLS_DIR_ENV}); "
+        "this or --insecure is required",
     )
     group.add_argument(
         "--insecure",
         action="store_true",
-        help="no TLS and no authentication (for a machine of your own only)",
+        help="no TLS and no authentication (for a machine of your own only); this or --tls-dir "
+        "is required",
+    )
+
+
+def no_decision(role: Role) -> str:
+    """The refusal of a daemon given neither ``--tls-dir`` (nor ``$SLUICE_TLS_DIR``) nor
+    ``--insecure``: one line naming both flags."""
+    return (
+        f"--tls-dir or --insecure: one is required (--tls-dir DIR or ${TLS_DIR_ENV}: a TLS "
+        f"directory from `sluice ca issue --role {role.value}`; --insecure: no TLS and no "
+        "authentication)"
     )
 
 
 def from_arguments(args: argparse.Namespace, role: Role) -> TlsFiles | None:
-    """The daemon's TLS, or None when it runs insecure.  Raises :class:`TlsError` (one line,
-    naming the flag or the file) for a directory that cannot be used, or whose certificate is
-    for another role."""
+    """The daemon's TLS, or None when it runs insecure (``--insecure``, logged as a warning).
+    Raises :class:`TlsError` (one line, naming the flag or the file) when neither flag nor
+    ``$SLUICE_TLS_DIR`` is given, for a directory that cannot be used, and for a certificate
+    issued to another role."""
+    if args.insecure:
+        log.warning("%s (--insecure)", INSECURE_WARNING)
+        return None
     directory: Path | None = args.tls_dir
-    if directory is None and not args.insecure and os.environ.get(TLS_DIR_ENV):
+    if directory is None and os.environ.get(TLS_DIR_ENV):
         directory = Path(os.environ[TLS_DIR_ENV])
     if directory is None:
-        # Until every deployment path issues certificates, no flag means insecure too; it is
-        # logged as loudly as --insecure.
-        why = "--insecure" if args.insecure else f"no --tls-dir and no ${TLS_DIR_ENV}"
-        log.warning("%s (%s)", INSECURE_WARNING, why)
-        return None
+        raise TlsError(no_decision(role))
     tls = load_tls_dir(directory)
     if tls.identity.role is not role:
         raise TlsError(

@@ -213,6 +213,7 @@ def test_the_cli_never_shows_a_traceback_for_a_refused_agent(tmp_path: Path) -> 
             "a\x07b",
             "--state-dir",
             str(tmp_path),
+            "--insecure",
         ],
         capture_output=True,
         text=True,

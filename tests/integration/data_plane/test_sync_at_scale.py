@@ -118,6 +118,7 @@ def aggregator(
             "10",
             "--window",
             "10",
+            "--insecure",  # the simulated job masters below connect without TLS
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -174,9 +174,41 @@ def test_job_master_attempts_have_names_of_their_own_and_are_flagged() -> None:
     agent.launch_master("j", "a1", Resources(0.1, 256), "rm:1", attempt=1)  # repeated: once
     agent.launch_master("j", "a2", Resources(0.1, 256), "rm:1", attempt=2)
     assert list(runtime.started) == ["j.master.1", "j.master.2"]
-    assert runtime.started["j.master.2"].argv[-2:] == ("--attempt", "2")
+    assert runtime.started["j.master.2"].argv[-3:-1] == ("--attempt", "2")
     agent.monitor_once(1.0)
     assert {e.task_id: e.job_master for e in agent.live_events()} == {"master": True}
+
+
+# (case, the agent runs with TLS, the RM sent a certificate, the job master's TLS flags or None:
+# not started)
+MASTER_TLS = [
+    ("insecure agent", False, False, ("--insecure",)),
+    ("TLS agent, certificate sent", True, True, ("--tls-dir", "TLS_ROOT/j-1")),
+    ("TLS agent, no certificate", True, False, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("with_tls", "sent", "flags"), [c[1:] for c in MASTER_TLS], ids=[c[0] for c in MASTER_TLS]
+)
+def test_a_job_master_is_launched_with_an_explicit_tls_decision(
+    tmp_path: Path, with_tls: bool, sent: bool, flags: tuple[str, ...] | None
+) -> None:
+    runtime = RecordingRuntime()
+    config = AgentConfig(node_id="n1", cpu_ids=(0,), capacity=Resources(1.0, 1024))
+    if with_tls:
+        config = replace(config, ca_pem=b"CA", masters_tls_root=tmp_path)
+    agent = NodeAgent(config, cast(TaskRuntime, runtime))
+    credentials = (b"CHAIN", b"KEY") if sent else (b"", b"")
+    agent.launch_master("j", "a1", Resources(0.1, 256), "rm:1", 1, *credentials)
+    if flags is None:
+        assert not runtime.started
+        return
+    (started,) = runtime.started.values()
+    argv = started.argv
+    assert argv[argv.index("--attempt") + 2 :] == tuple(
+        f.replace("TLS_ROOT", str(tmp_path)) for f in flags
+    )
 
 
 # --------------------------------------------------------------------------- repeated commands

@@ -1,4 +1,4 @@
-"""The daemons' --tls-dir / --insecure flags."""
+"""The daemons' --tls-dir / --insecure flags: every daemon starts with a decision."""
 
 from __future__ import annotations
 
@@ -25,35 +25,72 @@ def agent_dir(tmp_path: Path) -> Path:
     return tmp_path / "agent"
 
 
-def test_a_tls_dir_of_the_right_role_is_used(agent_dir: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv(transport.TLS_DIR_ENV, raising=False)
-    loaded = transport.from_arguments(parse("--tls-dir", str(agent_dir)), Role.AGENT)
-    assert loaded is not None and loaded.identity == Identity(Role.AGENT, "node-1")
-    monkeypatch.setenv(transport.TLS_DIR_ENV, str(agent_dir))
-    from_env = transport.from_arguments(parse(), Role.AGENT)
-    assert from_env is not None and from_env.directory == agent_dir
-
-
-def test_a_certificate_of_another_role_is_refused(agent_dir: Path):
-    with pytest.raises(TlsError, match=r"^--tls-dir: .* is issued to agent 'node-1', not to a rm"):
-        transport.from_arguments(parse("--tls-dir", str(agent_dir)), Role.RM)
+# (case, argv, $SLUICE_TLS_DIR, role, outcome): "tls" the agent's directory is used, "insecure"
+# None and one warning, else the start of the one-line refusal.  "DIR" stands for the agent's
+# TLS directory.
+DECISIONS = [
+    ("--tls-dir", ["--tls-dir", "DIR"], None, Role.AGENT, "tls"),
+    ("the environment", [], "DIR", Role.AGENT, "tls"),
+    ("--tls-dir over the environment", ["--tls-dir", "DIR"], "/nowhere", Role.AGENT, "tls"),
+    ("--insecure", ["--insecure"], None, Role.AGENT, "insecure"),
+    ("--insecure over the environment", ["--insecure"], "DIR", Role.AGENT, "insecure"),
+    ("neither", [], None, Role.AGENT, "--tls-dir or --insecure: one is required"),
+    ("an empty environment", [], "", Role.RM, "--tls-dir or --insecure: one is required"),
+    ("another role", ["--tls-dir", "DIR"], None, Role.RM, "--tls-dir: "),
+    ("another role by environment", [], "DIR", Role.AGGREGATOR, "--tls-dir: "),
+    ("no such directory", ["--tls-dir", "/nowhere"], None, Role.AGENT, "--tls-dir: /nowhere"),
+]
 
 
 @pytest.mark.parametrize(
-    ("argv", "why"), [(["--insecure"], "--insecure"), ([], "no --tls-dir and no $SLUICE_TLS_DIR")]
+    ("argv", "env", "role", "outcome"),
+    [case[1:] for case in DECISIONS],
+    ids=[case[0] for case in DECISIONS],
 )
-def test_without_tls_the_log_says_so_loudly(
-    argv: list[str], why: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_a_daemon_starts_only_with_a_decision(
+    agent_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    argv: list[str],
+    env: str | None,
+    role: Role,
+    outcome: str,
 ):
-    monkeypatch.delenv(transport.TLS_DIR_ENV, raising=False)
+    def resolve(text: str) -> str:
+        return str(agent_dir) if text == "DIR" else text
+
+    if env is None:
+        monkeypatch.delenv(transport.TLS_DIR_ENV, raising=False)
+    else:
+        monkeypatch.setenv(transport.TLS_DIR_ENV, resolve(env))
+    args = parse(*map(resolve, argv))
     with caplog.at_level(logging.WARNING, logger="plumbing.transport"):
-        assert transport.from_arguments(parse(*argv), Role.RM) is None
-    assert [r.getMessage() for r in caplog.records] == [f"{transport.INSECURE_WARNING} ({why})"]
+        if outcome == "tls":
+            loaded = transport.from_arguments(args, role)
+            assert loaded is not None
+            assert (loaded.directory, loaded.identity) == (agent_dir, Identity(role, "node-1"))
+        elif outcome == "insecure":
+            assert transport.from_arguments(args, role) is None
+        else:
+            with pytest.raises(TlsError) as refused:
+                transport.from_arguments(args, role)
+            assert str(refused.value).startswith(outcome)
+            assert "\n" not in str(refused.value)
+    warnings = [r.getMessage() for r in caplog.records]
+    expected = f"{transport.INSECURE_WARNING} (--insecure)"
+    assert warnings == ([expected] if outcome == "insecure" else [])
 
 
-def test_insecure_wins_over_the_environment(agent_dir: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv(transport.TLS_DIR_ENV, str(agent_dir))
-    assert transport.from_arguments(parse("--insecure"), Role.AGENT) is None
+@pytest.mark.parametrize("role", list(Role), ids=lambda r: r.value)
+def test_the_refusal_names_both_flags_and_how_to_get_a_certificate(role: Role):
+    line = transport.no_decision(role)
+    assert "--tls-dir" in line and "--insecure" in line and "$SLUICE_TLS_DIR" in line
+    assert f"sluice ca issue --role {role.value}" in line
+
+
+def test_a_certificate_of_another_role_is_refused_naming_it(agent_dir: Path):
+    with pytest.raises(TlsError, match=r"^--tls-dir: .* is issued to agent 'node-1', not to a rm"):
+        transport.from_arguments(parse("--tls-dir", str(agent_dir)), Role.RM)
 
 
 def test_both_flags_are_refused(agent_dir: Path, capsys: pytest.CaptureFixture[str]):
