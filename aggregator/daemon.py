@@ -24,10 +24,11 @@ from aggregator.mqtt_publisher import CandidatePublisher
 from aggregator.service import AggregatorServicer
 from aggregator.state import AggregatorState, Settings
 from plumbing import data_plane, transport
+from plumbing.broker_tls import BrokerTls
 from plumbing.daemon import publish_address, serve_until_signalled
 from plumbing.errors import UserError
 from plumbing.rpc import start_server
-from plumbing.tls import Role, TlsError
+from plumbing.tls import Role
 from policies.oversubscription.candidate_sync import MachineList
 from policies.oversubscription.candidates import compute_candidates
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
@@ -121,7 +122,12 @@ def run(args: argparse.Namespace) -> int:
     settings, plane = _settings(args)
     try:
         tls = transport.from_arguments(args, Role.AGGREGATOR)
-    except TlsError as error:
+        data_plane.require_tls_dir(plane, tls is not None)
+        # The brokers' links (--kafka-tls, mqtts://) take the daemon's own certificate.
+        broker_tls = BrokerTls.of(tls) if tls is not None else None
+        if broker_tls is not None and (plane.kafka_tls or plane.mqtt_tls):
+            broker_tls.ssl_context()  # a file that cannot be used fails now, in one line
+    except ValueError as error:  # (TlsError is one)
         raise UserError(str(error)) from None
     started = time.time()
     state = AggregatorState(settings, start_time=started)
@@ -138,7 +144,11 @@ def run(args: argparse.Namespace) -> int:
             "last %g s of Kafka",
             args.replay,
         )
-    publisher = CandidatePublisher(args.mqtt, plane.mqtt_topic_prefix) if args.mqtt else None
+    publisher = (
+        CandidatePublisher(args.mqtt, plane.mqtt_topic_prefix, tls=broker_tls)
+        if args.mqtt
+        else None
+    )
     if publisher is not None:
         publisher.start()
     else:
@@ -160,9 +170,10 @@ def run(args: argparse.Namespace) -> int:
     )
     address = args.advertise or f"{args.listen.rsplit(':', 1)[0]}:{port}"
     log.info(
-        "aggregator listening on %s: kafka %s (%s, %s), ranking %s every %g s, window %d samples",
+        "aggregator listening on %s: kafka %s%s (%s, %s), ranking %s every %g s, window %d samples",
         address,
         plane.kafka_bootstrap,
+        " over TLS" if plane.kafka_tls else "",
         plane.metrics_topic,
         plane.outcomes_topic,
         args.ranking,
@@ -176,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         plane.kafka_bootstrap,
         [plane.metrics_topic, plane.outcomes_topic],
         replay_from=replay_from,
+        tls=broker_tls if plane.kafka_tls else None,
     )
     threads = [
         threading.Thread(

@@ -11,10 +11,15 @@ and builds a new one with backoff; once back it resumes each partition at the me
 since the outage began (``offsets_for_times``), so an outage loses nothing the broker kept.
 Topics that do not exist yet (no agent has published) are looked up again every few seconds, as
 are new partitions.
+
+With ``tls`` (``--kafka-tls``) the consumer speaks TLS with the aggregator's certificate; an
+outage whose cause is TLS (an untrusted broker, a refused certificate) is logged as such
+(:func:`~plumbing.kafka_outbox.tls_diagnosis`) and retried like any other.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +28,9 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
+
+from plumbing.broker_tls import BrokerTls
+from plumbing.kafka_outbox import tls_diagnosis
 
 REFRESH_S = 3.0  # how often partitions are looked up again
 MAX_BACKOFF_S = 10.0
@@ -35,7 +43,8 @@ class Record:
     value: bytes
 
 
-def kafka_consumer(bootstrap: str) -> Any:
+def kafka_consumer(bootstrap: str, tls: BrokerTls | None = None) -> Any:
+    """A consumer without a group; over TLS with ``tls`` (the broker's host checked)."""
     return KafkaConsumer(
         bootstrap_servers=bootstrap.split(","),
         client_id="sluice-aggregator",
@@ -45,6 +54,7 @@ def kafka_consumer(bootstrap: str) -> Any:
         request_timeout_ms=10_000,
         reconnect_backoff_max_ms=int(MAX_BACKOFF_S * 1000),
         max_partition_fetch_bytes=4 * 1024 * 1024,
+        **(tls.kafka_options() if tls is not None else {}),
     )
 
 
@@ -57,18 +67,21 @@ class TopicReader:
         topics: Sequence[str],
         *,
         replay_from: float | None = None,
-        consumer_factory: Callable[[str], Any] = kafka_consumer,
+        consumer_factory: Callable[[str], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         log: logging.Logger | None = None,
+        tls: BrokerTls | None = None,
     ) -> None:
         """``replay_from``: wall-clock seconds to start reading at (None: only messages produced
-        from now on)."""
+        from now on).  ``tls``: the aggregator's, for ``--kafka-tls`` (the default consumer
+        uses it; a given ``consumer_factory`` must apply it itself)."""
         self.bootstrap = bootstrap
         self.topics = tuple(topics)
         self._resume_from = replay_from
         self._wall_clock = wall_clock
-        self._factory = consumer_factory
+        self._factory = consumer_factory or functools.partial(kafka_consumer, tls=tls)
+        self.tls = tls
         self._clock = clock
         self._log = log or logging.getLogger("sluice.aggregator.kafka")
         self._consumer: Any = None
@@ -164,7 +177,9 @@ class TopicReader:
             if self._assigned:  # we were reading: resume where the outage began
                 self._resume_from = self._wall_clock()
             self._log.warning(
-                "cannot read from Kafka at %s (%s); retrying with backoff", self.bootstrap, error
+                "cannot read from Kafka at %s (%s); retrying with backoff",
+                self.bootstrap,
+                tls_diagnosis(self.bootstrap, self.tls) or error,
             )
         self.close()
         self._assigned = set()

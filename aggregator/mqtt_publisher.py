@@ -7,7 +7,8 @@ Two topics under a prefix (default ``sluice/v1``):
 * ``<prefix>/candidates``: each round's ``C`` bit vector or ``D`` delta, QoS 1, not retained.
 
 The messages themselves come from :mod:`policies.oversubscription.candidate_sync`; this module
-only moves bytes.  :class:`CandidatePublisher` runs an ``aiomqtt`` client on a private event loop
+only moves bytes, in plaintext (``mqtt://``) or over TLS (``mqtts://``, with the aggregator's
+certificate).  :class:`CandidatePublisher` runs an ``aiomqtt`` client on a private event loop
 in a daemon thread; the aggregator's round loop hands messages over without blocking.  The
 plumbing it shares with the job master's feed is in :mod:`plumbing.mqtt`.
 """
@@ -21,13 +22,14 @@ import threading
 
 import aiomqtt
 
+from plumbing.broker_tls import BrokerTls
 from plumbing.mqtt import (
     DEFAULT_PREFIX,
     LoopThread,
     Reconnector,
     first_completed,
     make_client,
-    parse_mqtt_url,
+    parse_mqtt_broker,
     topics,
     until_disconnected,
 )
@@ -46,7 +48,11 @@ class CandidatePublisher:
     connected, every candidate message is published in order.  While disconnected only the
     latest machine list and the latest candidate message are kept; on (re)connecting the
     machine list is published first (re-retaining it on a broker that lost it), then the
-    candidate message.  Broker outages are retried with backoff up to ~10 s."""
+    candidate message.  Broker outages, TLS failures among them, are retried with backoff up to
+    ~10 s.
+
+    ``tls``: the aggregator's certificate, for an ``mqtts://`` URL (ValueError without one;
+    TlsError if its files cannot be used); ignored for ``mqtt://``."""
 
     def __init__(
         self,
@@ -54,9 +60,15 @@ class CandidatePublisher:
         topic_prefix: str = DEFAULT_PREFIX,
         *,
         client_id: str | None = None,
+        tls: BrokerTls | None = None,
         log: logging.Logger = _log,
     ) -> None:
-        self._host, self._port = parse_mqtt_url(url)
+        broker = parse_mqtt_broker(url)
+        if broker.tls and tls is None:
+            raise ValueError(f"--mqtt: {url} is MQTT over TLS: a certificate is needed")
+        self._broker = broker
+        self._host, self._port = broker.host, broker.port
+        self._ssl = tls.ssl_context() if broker.tls and tls is not None else None
         self.machines_topic, self.candidates_topic = topics(topic_prefix)
         self._client_id = client_id
         self._log = log
@@ -110,10 +122,12 @@ class CandidatePublisher:
             self._thread.cancel()
 
     async def _main(self) -> None:
-        reconnector = Reconnector(f"MQTT broker {self._host}:{self._port}", self._log)
+        reconnector = Reconnector(f"MQTT broker {self._broker}", self._log)
         while not self._stopping:
             try:
-                async with make_client(self._host, self._port, self._client_id) as client:
+                async with make_client(
+                    self._host, self._port, self._client_id, tls=self._ssl
+                ) as client:
                     with self._lock:
                         self._connected = True
                         self._list_sent = -1  # the broker may have lost the retained list

@@ -24,13 +24,14 @@ from typing import Protocol
 
 import aiomqtt
 
+from plumbing.broker_tls import BrokerTls
 from plumbing.mqtt import (
     DEFAULT_PREFIX,
     LoopThread,
     Reconnector,
     first_completed,
     make_client,
-    parse_mqtt_url,
+    parse_mqtt_broker,
     topics,
 )
 from plumbing.rpc import channel
@@ -145,7 +146,11 @@ class CandidateFeed:
     ``wait_for_version``).  Malformed messages are logged and counted, resync failures logged
     and retried on the next message, MQTT outages retried with backoff; nothing here raises
     into the caller after ``start()``.  ``on_change`` runs on the feed's thread after each
-    change of the replica."""
+    change of the replica.
+
+    ``tls``: the job master's certificate, for an ``mqtts://`` URL (ValueError without one;
+    TlsError if its files cannot be used); ignored for ``mqtt://``.  TLS failures are logged
+    as such and retried like any lost connection."""
 
     def __init__(
         self,
@@ -154,9 +159,15 @@ class CandidateFeed:
         resync: Resync | None = None,
         *,
         on_change: Callable[[LocalReplica], None] | None = None,
+        tls: BrokerTls | None = None,
         log: logging.Logger = _log,
     ) -> None:
-        self._host, self._port = parse_mqtt_url(url)
+        broker = parse_mqtt_broker(url)
+        if broker.tls and tls is None:
+            raise ValueError(f"--mqtt: {url} is MQTT over TLS: a certificate is needed")
+        self._broker = broker
+        self._host, self._port = broker.host, broker.port
+        self._ssl = tls.ssl_context() if broker.tls and tls is not None else None
         self.machines_topic, self.candidates_topic = topics(topic_prefix)
         self._resync = resync
         self._on_change = on_change
@@ -216,12 +227,12 @@ class CandidateFeed:
     # ------------------------------------------------------------------ the loop thread
 
     async def _main(self) -> None:
-        reconnector = Reconnector(f"MQTT broker {self._host}:{self._port}", self._log)
+        reconnector = Reconnector(f"MQTT broker {self._broker}", self._log)
         ever_connected = False
         while not self._stop.is_set():
             delay = 0.0
             try:
-                async with make_client(self._host, self._port) as client:
+                async with make_client(self._host, self._port, tls=self._ssl) as client:
                     await client.subscribe([(self.machines_topic, 1), (self.candidates_topic, 1)])
                     self._connected = True
                     reconnector.connected()

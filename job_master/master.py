@@ -28,6 +28,7 @@ import grpc
 from job_master.candidate_feed import AggregatorResync, CandidateFeed
 from job_master.outcomes import OutcomeReporter
 from job_master.plan import AttemptRecord, Container, JobPlan, Launch
+from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import JOB_MASTER_ROUND_S
 from plumbing.rpc import channel
@@ -86,13 +87,17 @@ class JobMaster:
         on_progress: ProgressCallback | None = None,
         stop: threading.Event | None = None,
         tls: ClientTls | None = None,
+        broker_tls: BrokerTls | None = None,
     ) -> None:
         """``tls``: the cluster CA (and a certificate, for a person's client-mode job master)
-        for every link it opens: to the RM, the agents and the aggregator."""
+        for every link it opens: to the RM, the agents and the aggregator.  ``broker_tls``: the
+        same certificate's files, for the brokers' links when the data plane asks for TLS
+        (without it, a TLS link is left out, and the log says so)."""
         self.job_id = job_id
         self.attempt = attempt
         self._rm_address = rm_address
         self._tls = tls
+        self._broker_tls = broker_tls
         self._channel = channel(rm_address, tls)
         self._rm = rm_grpc.MasterServiceStub(self._channel)
         self._agents: dict[str, agent_grpc.AgentServiceStub] = {}
@@ -114,12 +119,25 @@ class JobMaster:
         return self._feed.candidates() if self._feed is not None else ()
 
     def _join_data_plane(self, plane: DataPlane) -> None:
-        self._outcomes = OutcomeReporter(self.job_id, plane)
-        if plane.mqtt_url:
+        self._outcomes = OutcomeReporter(self.job_id, plane, self._broker_tls)
+        if plane.mqtt_url and plane.mqtt_tls and self._broker_tls is None:
+            # Never in plaintext to a broker that wants TLS: without candidates the job runs
+            # as before, placing no speculative work.
+            log.warning(
+                "MQTT broker %s is TLS but this job master has no certificate: no candidate list",
+                plane.mqtt_url,
+            )
+        elif plane.mqtt_url:
             if plane.aggregator_address:
                 self._resync = AggregatorResync(plane.aggregator_address, tls=self._tls)
-            self._feed = CandidateFeed(plane.mqtt_url, plane.mqtt_topic_prefix, self._resync)
-            self._feed.start()
+            try:
+                self._feed = CandidateFeed(
+                    plane.mqtt_url, plane.mqtt_topic_prefix, self._resync, tls=self._broker_tls
+                )
+            except ValueError as error:  # TlsError: its certificate's files cannot be used
+                log.warning("no candidate list: %s", error)
+            else:
+                self._feed.start()
 
     def _leave_data_plane(self, final_state: JobState | None = None) -> None:
         """Close the data-plane clients, each within a few seconds whatever the brokers do; with
@@ -409,14 +427,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    logging.getLogger("kafka").setLevel(logging.ERROR)  # outages are reported by the outbox
+    # kafka-python logs each failed connection attempt at ERROR; the outbox tells each outage.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     try:
         tls = ClientTls.load(args.tls_dir) if args.tls_dir is not None else None
+        broker_tls = BrokerTls.of_dir(args.tls_dir) if args.tls_dir is not None else None
     except TlsError as error:
         log.error("%s", error)
         return 2
     try:
-        state = JobMaster(args.rm, args.job, attempt=args.attempt, tls=tls).run()
+        master = JobMaster(args.rm, args.job, attempt=args.attempt, tls=tls, broker_tls=broker_tls)
+        state = master.run()
     except RMUnreachableError as error:
         log.error("%s", error)
         return 3

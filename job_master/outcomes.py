@@ -5,6 +5,9 @@ final ``job_ended`` event, all keyed by job id so they stay in order on one part
 Publishing never holds up the job: messages go through a bounded ``KafkaOutbox``, and at the end
 the job master waits a couple of seconds at most for the last ones to leave (not at all while
 Kafka is known to be unreachable), before it reports the job's final state to the RM.
+
+A Kafka over TLS (``--kafka-tls``) is published to with the job master's own certificate; a job
+master without one says so and publishes nothing, rather than in plaintext.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 
+from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
 from plumbing.kafka_outbox import KafkaOutbox, kafka_producer
 from policies.scheduling.lifecycle import TaskState
@@ -55,19 +59,30 @@ def job_ended_event(job_id: str, final_state: str, now: float) -> mpb.OutcomeEve
 
 
 class OutcomeReporter:
-    """Publishes a job's task outcomes; a no-op without Kafka in the data plane."""
+    """Publishes a job's task outcomes; a no-op without Kafka in the data plane, and without a
+    certificate (``tls``) when its Kafka is TLS."""
 
-    def __init__(self, job_id: str, plane: DataPlane) -> None:
+    def __init__(self, job_id: str, plane: DataPlane, tls: BrokerTls | None = None) -> None:
         self.job_id = job_id
         self._outbox: KafkaOutbox | None = None
-        if plane.has_kafka:
+        if plane.has_kafka and plane.kafka_tls and tls is None:
+            log.warning(
+                "Kafka at %s is TLS (--kafka-tls) but this job master has no certificate: its "
+                "task outcomes are not published",
+                plane.kafka_bootstrap,
+            )
+        elif plane.has_kafka:
+            broker_tls = tls if plane.kafka_tls else None
             self._outbox = KafkaOutbox(
                 plane.kafka_bootstrap,
                 plane.outcomes_topic,
                 capacity=10_000,
-                producer_factory=lambda bootstrap: kafka_producer(bootstrap, "sluice-jm"),
+                producer_factory=lambda bootstrap: kafka_producer(
+                    bootstrap, "sluice-jm", broker_tls
+                ),
                 log=log,
                 what="task outcomes",
+                tls=broker_tls,
             )
             self._outbox.start()
 

@@ -42,14 +42,15 @@ from node_agent.metrics.reporter import MetricsReporter
 from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
 from node_agent.service import AgentServicer
-from plumbing import transport
+from plumbing import data_plane, transport
+from plumbing.broker_tls import BrokerTls
 from plumbing.daemon import publish_address, serve_until_signalled
 from plumbing.data_plane import DataPlane
 from plumbing.errors import UserError
 from plumbing.intervals import HEARTBEAT_INTERVAL_S, MONITOR_INTERVAL_S
 from plumbing.kafka_outbox import DEFAULT_BUFFER
 from plumbing.rpc import channel, start_server
-from plumbing.tls import ClientTls, Role, TlsError
+from plumbing.tls import ClientTls, Role, TlsError, TlsFiles
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.identifiers import cluster_id_problem, node_id_problem
 from policies.scheduling.resources import Resources
@@ -88,6 +89,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
     parser.add_argument(
         "--kafka", default="", help="publish metrics here (default: where the RM says)"
+    )
+    parser.add_argument(
+        "--kafka-tls",
+        action="store_true",
+        help="--kafka speaks TLS, with this agent's --tls-dir (default: as the RM says)",
     )
     parser.add_argument(
         "--metrics-topic", default="", help="default: the RM's, else sluice.metrics"
@@ -518,7 +524,7 @@ def run(args: argparse.Namespace) -> int:
             "adopted %d running tasks: %s", len(adopted), ", ".join(o.task_key for o in adopted)
         )
 
-    reporter = _metrics_reporter(agent, args, state_dir)
+    reporter = _metrics_reporter(agent, args, state_dir, tls)
 
     stop = threading.Event()
     gate = GrantGate(enforced=tls is not None)
@@ -586,13 +592,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _metrics_reporter(
-    agent: NodeAgent, args: argparse.Namespace, state_dir: Path
+    agent: NodeAgent, args: argparse.Namespace, state_dir: Path, tls: TlsFiles | None
 ) -> MetricsReporter:
     if args.metrics_interval <= 0:
         raise UserError("--metrics-interval: must be positive")
     if args.metrics_buffer < 1:
         raise UserError("--metrics-buffer: must be at least 1")
-    _override(DataPlane(), args)  # a bad --kafka or --metrics-topic fails start-up, not later
+    # A bad --kafka or --metrics-topic fails start-up, not later; so does --kafka-tls without
+    # a certificate to speak it with.
+    if args.kafka_tls and not args.kafka:
+        raise UserError("--kafka-tls: needs --kafka (without it, the RM says whether it is TLS)")
+    try:
+        data_plane.require_tls_dir(_override(DataPlane(), args), tls is not None)
+        broker_tls = BrokerTls.of(tls) if tls is not None else None
+    except ValueError as error:  # (TlsError is one)
+        raise UserError(str(error)) from None
     support = detect_counters()
     if support.available:
         log.info("hardware counters available: CPI and MPKI are reported")
@@ -605,15 +619,18 @@ def _metrics_reporter(
         support,
         interval=args.metrics_interval,
         buffer=args.metrics_buffer,
+        tls=broker_tls,
     )
 
 
 def _override(plane: DataPlane, args: argparse.Namespace) -> DataPlane:
-    """The RM's data plane with this agent's --kafka / --metrics-topic taking precedence."""
+    """The RM's data plane with this agent's --kafka / --metrics-topic taking precedence; with
+    its own --kafka, its own --kafka-tls says whether that broker is TLS."""
     try:
         return DataPlane(
             kafka_bootstrap=args.kafka or plane.kafka_bootstrap,
             metrics_topic=args.metrics_topic or plane.metrics_topic,
+            kafka_tls=args.kafka_tls if args.kafka else plane.kafka_tls,
         )
     except ValueError as error:
         raise UserError(str(error)) from None

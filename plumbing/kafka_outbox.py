@@ -9,6 +9,12 @@ backoff and logs each outage once, when it starts and when it ends.
 
 Delivery is at least once: a batch that failed part-way is sent again whole, and the aggregator
 ignores a sample that is not newer than the one it already holds.
+
+With a :class:`~plumbing.broker_tls.BrokerTls` the producer speaks TLS (``--kafka-tls``) with the
+holder's certificate.  kafka-python keeps the reason of a failed handshake to its own log, so
+when an outage starts the outbox asks the broker itself (:func:`~plumbing.broker_tls.probe`)
+and says in its one warning line whether it is TLS (an untrusted broker, a refused
+certificate) rather than a broker that is down.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Any, Protocol
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
+
+from plumbing.broker_tls import BrokerTls, probe
 
 DEFAULT_BUFFER = 300  # five minutes of 1 s samples
 MAX_BACKOFF_S = 10.0
@@ -38,8 +46,11 @@ class Producer(Protocol):
     def close(self, timeout: float | None = None) -> None: ...
 
 
-def kafka_producer(bootstrap: str, client_id: str = "sluice") -> Producer:
-    """A producer that fails fast instead of blocking when the broker is away."""
+def kafka_producer(
+    bootstrap: str, client_id: str = "sluice", tls: BrokerTls | None = None
+) -> Producer:
+    """A producer that fails fast instead of blocking when the broker is away; over TLS with
+    ``tls`` (the holder's CA, certificate and key; the broker's host checked)."""
     producer: Producer = KafkaProducer(
         bootstrap_servers=bootstrap.split(","),
         client_id=client_id,
@@ -50,8 +61,21 @@ def kafka_producer(bootstrap: str, client_id: str = "sluice") -> Producer:
         max_block_ms=int(SEND_TIMEOUT_S * 1000),
         request_timeout_ms=int(SEND_TIMEOUT_S * 1000),
         reconnect_backoff_max_ms=int(MAX_BACKOFF_S * 1000),
+        **(tls.kafka_options() if tls is not None else {}),
     )
     return producer
+
+
+def tls_diagnosis(bootstrap: str, tls: BrokerTls | None) -> str | None:
+    """Why TLS to the first bootstrap broker fails (``"TLS: <reason>"``), or None: without TLS,
+    when the handshake works, or when the broker cannot be reached at all."""
+    if tls is None:
+        return None
+    try:
+        context = tls.ssl_context()
+    except ValueError as error:  # TlsError: a file of the TLS directory cannot be used
+        return f"TLS: {error}"
+    return probe(bootstrap.split(",", maxsplit=1)[0], context)
 
 
 class KafkaOutbox:
@@ -66,7 +90,10 @@ class KafkaOutbox:
         producer_factory: Callable[[str], Producer] = kafka_producer,
         log: logging.Logger | None = None,
         what: str = "messages",
+        tls: BrokerTls | None = None,
     ) -> None:
+        """``tls``: the TLS the producer factory uses, for saying why a connection fails (the
+        factory itself must apply it)."""
         if capacity < 1:
             raise ValueError("capacity: must be at least 1")
         self._what = what
@@ -74,6 +101,7 @@ class KafkaOutbox:
         self.topic = topic
         self._capacity = capacity
         self._factory = producer_factory
+        self.tls = tls
         self._log = log or logging.getLogger("sluice.kafka")
         self._buffer: collections.deque[tuple[bytes, bytes]] = collections.deque()
         self._wakeup = threading.Condition()
@@ -208,7 +236,7 @@ class KafkaOutbox:
                 "cannot publish to Kafka at %s (%s); buffering up to %d %s, "
                 "dropping the oldest beyond that, and reconnecting with backoff",
                 self.bootstrap,
-                error,
+                tls_diagnosis(self.bootstrap, self.tls) or error,
                 self._capacity,
                 self._what,
             )

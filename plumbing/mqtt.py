@@ -12,6 +12,13 @@ callback schedules onto the closed loop ("RuntimeError: Event loop is closed"). 
 CONNACK, and :class:`LoopThread` ends its loop as ``asyncio.run`` does: executor work first
 (an attempt cancelled while paho was still connecting), then every task left, then the loop.
 Callers that can, stop between attempts rather than cancel one (``CandidateFeed.close``).
+
+TLS: ``mqtts://host[:port]`` (port 8883 by default) is MQTT over TLS, ``mqtt://`` plaintext;
+over TLS the client checks the broker's certificate against the cluster CA and the host dialled,
+and presents its own (:mod:`plumbing.broker_tls`).  A broker that refuses our certificate (TLS
+1.3) says so only after the handshake, in an alert that paho logs and aiomqtt then reports as a
+timeout waiting for CONNACK; :class:`Client` keeps that alert and raises it instead, so the log
+says TLS rather than "timed out".
 """
 
 from __future__ import annotations
@@ -19,17 +26,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Self
 from urllib.parse import urlsplit
 
 import aiomqtt
+from aiomqtt.exceptions import MqttConnectError
+from paho.mqtt.client import MQTT_LOG_ERR
+
+from plumbing.broker_tls import probe, tls_problem
 
 _log = logging.getLogger("sluice.mqtt")
 
 DEFAULT_PORT = 1883
+DEFAULT_TLS_PORT = 8883
+SCHEMES = {"mqtt": False, "mqtts": True}  # scheme -> TLS
 DEFAULT_PREFIX = "sluice/v1"
 # Seconds between PINGREQs: a broker that vanished without closing the socket is noticed
 # within about two of these.
@@ -40,8 +55,22 @@ BACKOFF_INITIAL = 0.2
 BACKOFF_MAX = 10.0
 
 
-def parse_mqtt_url(url: str) -> tuple[str, int]:
-    """``mqtt://host[:port]`` → ``(host, port)``, port 1883 by default.
+@dataclass(frozen=True)
+class MqttBroker:
+    """Where an MQTT broker is, and whether its link is TLS."""
+
+    host: str
+    port: int
+    tls: bool = False
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}{' (TLS)' if self.tls else ''}"
+
+
+def parse_mqtt_broker(url: str) -> MqttBroker:
+    """``mqtt://host[:port]`` (port 1883 by default) or ``mqtts://host[:port]`` (TLS, port 8883
+    by default) → :class:`MqttBroker`.
 
     Anything else (another scheme, credentials, a path, a bad port) raises
     ``ValueError("--mqtt: <problem>")``, worded for the command-line flag."""
@@ -50,8 +79,10 @@ def parse_mqtt_url(url: str) -> tuple[str, int]:
         port = parts.port
     except ValueError as error:
         raise ValueError(f"--mqtt: {error} in {url!r}") from None
-    if parts.scheme != "mqtt":
-        raise ValueError(f"--mqtt: expected mqtt://HOST[:PORT], got {url!r}")
+    if parts.scheme not in SCHEMES:
+        raise ValueError(
+            f"--mqtt: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT] (TLS), got {url!r}"
+        )
     if not parts.hostname:
         raise ValueError(f"--mqtt: no host in {url!r}")
     if parts.username is not None or parts.password is not None:
@@ -62,7 +93,17 @@ def parse_mqtt_url(url: str) -> tuple[str, int]:
         raise ValueError(f"--mqtt: empty port in {url!r}")
     if port == 0:
         raise ValueError(f"--mqtt: port 0 in {url!r}")
-    return parts.hostname, DEFAULT_PORT if port is None else port
+    tls = SCHEMES[parts.scheme]
+    if port is None:
+        port = DEFAULT_TLS_PORT if tls else DEFAULT_PORT
+    return MqttBroker(parts.hostname, port, tls)
+
+
+def parse_mqtt_url(url: str) -> tuple[str, int]:
+    """``(host, port)`` of an ``mqtt://`` or ``mqtts://`` URL (see :func:`parse_mqtt_broker`,
+    which also says whether it is TLS)."""
+    broker = parse_mqtt_broker(url)
+    return broker.host, broker.port
 
 
 def topics(prefix: str) -> tuple[str, str]:
@@ -76,9 +117,29 @@ def topics(prefix: str) -> tuple[str, str]:
 
 class Client(aiomqtt.Client):
     """``aiomqtt.Client`` whose failed or cancelled connection attempt closes the socket it
-    opened (see the module docstring)."""
+    opened, and whose failed attempt says why when the broker refused it over TLS (see the
+    module docstring).  paho's own log lines go to ``sluice.mqtt.paho`` at debug level: the
+    callers report every lost connection themselves, once per outage."""
+
+    def __init__(
+        self, hostname: str, port: int, *, tls_context: ssl.SSLContext | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(hostname, port, tls_context=tls_context, **kwargs)
+        self._address = f"{hostname}:{port}"
+        self._tls_context = tls_context
+        self._socket_error: str | None = None
+        # Neither aiomqtt nor paho hand a socket error of the CONNACK wait to the caller; paho
+        # tells its log callback (public API), so listen there instead of in its logger.
+        self._client.disable_logger()
+        self._client.on_log = self._on_paho_log
+
+    def _on_paho_log(self, _client: object, _userdata: object, level: int, line: str) -> None:
+        if level == MQTT_LOG_ERR:
+            self._socket_error = line
+        _paho_log.debug("%s", line)
 
     async def __aenter__(self) -> Self:
+        self._socket_error = None
         try:
             return await super().__aenter__()
         except asyncio.CancelledError:
@@ -90,9 +151,26 @@ class Client(aiomqtt.Client):
             raise
         except aiomqtt.MqttReentrantError:
             raise  # entered twice: the connection is the first entry's
-        except aiomqtt.MqttError:
+        except aiomqtt.MqttError as error:
             self._close_socket()  # e.g. no CONNACK within MQTT_TIMEOUT
+            refused = await self._refused_over_tls(error)
+            if refused is not None:
+                raise aiomqtt.MqttError(refused) from error
             raise
+
+    async def _refused_over_tls(self, error: aiomqtt.MqttError) -> str | None:
+        """Why a TLS broker refused us, when ``error`` does not say: the TLS alert paho saw, or
+        else the broker's answer to a fresh handshake (a broker that drops a client certificate
+        it does not accept may send no alert at all).  None for a broker that answered CONNECT
+        (it refused the session, not TLS) and for one that cannot be reached at all."""
+        if self._tls_context is None or isinstance(error, MqttConnectError):
+            return None
+        if tls_problem(error) is not None:
+            return None
+        seen = tls_problem(Exception(self._socket_error)) if self._socket_error else None
+        if seen is not None:
+            return seen
+        return await asyncio.to_thread(probe, self._address, self._tls_context)
 
     def _close_socket(self) -> None:
         """Close paho's socket now, if open; paho's socket-close callback removes aiomqtt's
@@ -102,9 +180,22 @@ class Client(aiomqtt.Client):
         self._client._sock_close()
 
 
-def make_client(host: str, port: int, client_id: str | None = None) -> Client:
-    """An MQTT 3.1.1 client with Sluice's keepalive and timeouts (call on the loop)."""
-    return Client(host, port, identifier=client_id, keepalive=KEEPALIVE, timeout=MQTT_TIMEOUT)
+_paho_log = logging.getLogger("sluice.mqtt.paho")
+
+
+def make_client(
+    host: str, port: int, client_id: str | None = None, *, tls: ssl.SSLContext | None = None
+) -> Client:
+    """An MQTT 3.1.1 client with Sluice's keepalive and timeouts (call on the loop); over TLS
+    with ``tls`` (:meth:`plumbing.broker_tls.BrokerTls.ssl_context`), plaintext without."""
+    return Client(
+        host,
+        port,
+        identifier=client_id,
+        keepalive=KEEPALIVE,
+        timeout=MQTT_TIMEOUT,
+        tls_context=tls,
+    )
 
 
 async def until_disconnected(client: aiomqtt.Client) -> None:
@@ -130,7 +221,11 @@ async def first_completed(*coroutines: Coroutine[Any, Any, object]) -> None:
 
 
 def describe(error: BaseException) -> str:
-    """One line for a log: aiomqtt's error and, if it wraps one, the underlying cause."""
+    """One line for a log: a TLS failure as such (``TLS: <reason>``), else aiomqtt's error
+    and, if it wraps one, the underlying cause."""
+    problem = tls_problem(error)
+    if problem is not None:
+        return problem
     cause = error.__cause__
     return f"{error}: {cause}" if cause is not None else str(error) or type(error).__name__
 

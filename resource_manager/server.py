@@ -193,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         plane = data_plane.from_arguments(args)
         tls = transport.from_arguments(args, Role.RM)
+        # Agents and job masters join a TLS link with certificates of this cluster's CA.
+        data_plane.require_tls_dir(plane, tls is not None)
     except ValueError as error:  # (TlsError is one)
         raise UserError(str(error)) from None
     try:
@@ -279,8 +281,9 @@ async def _serve(
     )
     if plane.has_kafka:
         log.info(
-            "data plane: kafka %s, mqtt %s, aggregator %s",
+            "data plane: kafka %s%s, mqtt %s, aggregator %s",
             plane.kafka_bootstrap,
+            " (TLS)" if plane.kafka_tls else "",
             plane.mqtt_url or "-",
             plane.aggregator_address or "-",
         )

@@ -112,17 +112,19 @@ class TaskEvent(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., timestamp: _Optional[float] = ..., node_id: _Optional[str] = ..., start_time: _Optional[float] = ..., job_master: _Optional[bool] = ..., limits: _Optional[_Union[Resources, _Mapping]] = ..., preempted: _Optional[bool] = ...) -> None: ...
 
 class DataPlane(_message.Message):
-    __slots__ = ("kafka_bootstrap", "metrics_topic", "outcomes_topic", "mqtt_url", "mqtt_topic_prefix", "aggregator_address")
+    __slots__ = ("kafka_bootstrap", "metrics_topic", "outcomes_topic", "mqtt_url", "mqtt_topic_prefix", "aggregator_address", "kafka_tls")
     KAFKA_BOOTSTRAP_FIELD_NUMBER: _ClassVar[int]
     METRICS_TOPIC_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_TOPIC_FIELD_NUMBER: _ClassVar[int]
     MQTT_URL_FIELD_NUMBER: _ClassVar[int]
     MQTT_TOPIC_PREFIX_FIELD_NUMBER: _ClassVar[int]
     AGGREGATOR_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_TLS_FIELD_NUMBER: _ClassVar[int]
     kafka_bootstrap: str
     metrics_topic: str
     outcomes_topic: str
     mqtt_url: str
     mqtt_topic_prefix: str
     aggregator_address: str
-    def __init__(self, kafka_bootstrap: _Optional[str] = ..., metrics_topic: _Optional[str] = ..., outcomes_topic: _Optional[str] = ..., mqtt_url: _Optional[str] = ..., mqtt_topic_prefix: _Optional[str] = ..., aggregator_address: _Optional[str] = ...) -> None: ...
+    kafka_tls: bool
+    def __init__(self, kafka_bootstrap: _Optional[str] = ..., metrics_topic: _Optional[str] = ..., outcomes_topic: _Optional[str] = ..., mqtt_url: _Optional[str] = ..., mqtt_topic_prefix: _Optional[str] = ..., aggregator_address: _Optional[str] = ..., kafka_tls: _Optional[bool] = ...) -> None: ...

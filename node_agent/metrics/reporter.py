@@ -5,6 +5,10 @@ Where to publish comes from the resource manager when the agent registers (or fr
 until it is known, nothing is sampled.  Hardware counters are probed once at start-up: on a
 machine without a PMU (most VMs) CPI and MPKI are left unset, never reported as 0, and the
 message says why.
+
+A data plane whose Kafka is TLS (``--kafka-tls``) is published to with the agent's own
+certificate; an agent without one (``--insecure``) says so once and publishes nothing rather
+than in plaintext.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from node_agent.metrics.host import HostSampler
 from node_agent.metrics.pressure import read_cgroup_pressure
 from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
 from node_agent.runtime.base import RunObservation, RunState
+from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
 from plumbing.kafka_outbox import KafkaOutbox, kafka_producer
 
@@ -43,35 +48,49 @@ class MetricsReporter:
         interval: float,
         buffer: int,
         publisher_factory: Callable[[DataPlane, int], KafkaOutbox] | None = None,
+        tls: BrokerTls | None = None,
     ) -> None:
+        """``tls``: the agent's certificate, for a Kafka over TLS (the default publisher uses
+        it; a given ``publisher_factory`` must apply it itself)."""
         self.agent = agent
         self.interval = interval
         self._host = host
         self._counters = counters
         self._support = counter_support
         self._buffer = buffer
-        self._factory = publisher_factory or _default_publisher
+        self._tls = tls
+        self._factory = publisher_factory or (
+            lambda plane, buffer: _default_publisher(plane, buffer, tls)
+        )
         self.publisher: KafkaOutbox | None = None
+        self._in_use: tuple[str, str, bool] | None = None  # (bootstrap, topic, TLS)
         self._sequence = 0
 
     def use(self, plane: DataPlane) -> None:
         """Publish to ``plane``'s Kafka from now on (a no-op when it is already in use)."""
         if not plane.has_kafka:
             return
-        current = self.publisher
-        if current is not None and (current.bootstrap, current.topic) == (
-            plane.kafka_bootstrap,
-            plane.metrics_topic,
-        ):
+        wanted = (plane.kafka_bootstrap, plane.metrics_topic, plane.kafka_tls)
+        if wanted == self._in_use:
             return
+        current, self.publisher = self.publisher, None
+        self._in_use = wanted
         if current is not None:
             current.close(timeout=1)
+        if plane.kafka_tls and self._tls is None:
+            log.warning(
+                "Kafka at %s is TLS (--kafka-tls) but this agent has no certificate (it runs "
+                "--insecure): no metrics are published",
+                plane.kafka_bootstrap,
+            )
+            return
         self.publisher = self._factory(plane, self._buffer)
         self.publisher.start()
         log.info(
-            "publishing metrics every %g s to Kafka %s, topic %s (buffer %d samples)",
+            "publishing metrics every %g s to Kafka %s%s, topic %s (buffer %d samples)",
             self.interval,
             plane.kafka_bootstrap,
+            " over TLS" if plane.kafka_tls else "",
             plane.metrics_topic,
             self._buffer,
         )
@@ -205,12 +224,14 @@ def cgroup2_name(directory: Path, mounts: Path = Path("/proc/mounts")) -> str | 
     return relative_to_roots(directory, cgroup2_roots(mounts))
 
 
-def _default_publisher(plane: DataPlane, buffer: int) -> KafkaOutbox:
+def _default_publisher(plane: DataPlane, buffer: int, tls: BrokerTls | None) -> KafkaOutbox:
+    tls = tls if plane.kafka_tls else None
     return KafkaOutbox(
         plane.kafka_bootstrap,
         plane.metrics_topic,
         capacity=buffer,
-        producer_factory=lambda bootstrap: kafka_producer(bootstrap, "sluice-agent"),
+        producer_factory=lambda bootstrap: kafka_producer(bootstrap, "sluice-agent", tls),
         log=log,
         what="metric samples",
+        tls=tls,
     )

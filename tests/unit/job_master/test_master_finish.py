@@ -147,7 +147,7 @@ def test_brokers_that_hang_delay_the_report_by_seconds_only(
     """Kafka hangs (the producer never comes up) and MQTT never answers a CONNECT."""
     hung = threading.Event()
 
-    def hanging_producer(bootstrap: str, client_id: str) -> Any:
+    def hanging_producer(bootstrap: str, client_id: str, tls: object = None) -> Any:
         hung.wait(60)
         raise KafkaError("the test's broker is gone")
 

@@ -1,10 +1,14 @@
 """The job master's outcome events: which task states are reported and how, the job-ended
-marker, and the reporter (a no-op without Kafka; keyed by job id through the outbox with it)."""
+marker, and the reporter (a no-op without Kafka; keyed by job id through the outbox with it;
+over TLS with the job master's certificate when the data plane says so, and never in plaintext
+then)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ from job_master.outcomes import (
     job_ended_event,
     task_outcome_event,
 )
+from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
 from policies.scheduling.lifecycle import TaskState
 from sluice_pb import metrics_pb2 as mpb
@@ -114,8 +119,8 @@ def test_with_kafka_outcomes_and_the_end_go_to_the_outcomes_topic_keyed_by_job(
 ) -> None:
     producers: list[RecordingProducer] = []
 
-    def factory(bootstrap: str, client_id: str) -> Any:
-        assert (bootstrap, client_id) == ("k:9092", "sluice-jm")
+    def factory(bootstrap: str, client_id: str, tls: BrokerTls | None = None) -> Any:
+        assert (bootstrap, client_id, tls) == ("k:9092", "sluice-jm", None)
         producers.append(RecordingProducer())
         return producers[-1]
 
@@ -140,3 +145,51 @@ def test_with_kafka_outcomes_and_the_end_go_to_the_outcomes_topic_keyed_by_job(
     assert len(events) == 3
     reporter.task_ended("t5", 1, "node-1", TaskState.FAILED)  # after the end: dropped quietly
     assert len(producer.sent) == 3
+
+
+TLS = BrokerTls(Path("/tls/ca.crt"), Path("/tls/tls.crt"), Path("/tls/tls.key"))
+
+
+@pytest.mark.parametrize(
+    ("kafka_tls", "given", "expected"),
+    [(True, TLS, TLS), (False, TLS, None), (False, None, None)],
+    ids=["tls", "plaintext although it has a certificate", "plaintext"],
+)
+def test_the_producer_speaks_tls_when_the_data_plane_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+    kafka_tls: bool,
+    given: BrokerTls | None,
+    expected: BrokerTls | None,
+) -> None:
+    used: list[BrokerTls | None] = []
+
+    def factory(bootstrap: str, client_id: str, tls: BrokerTls | None = None) -> Any:
+        used.append(tls)
+        return RecordingProducer()
+
+    monkeypatch.setattr(outcomes, "kafka_producer", factory)
+    plane = DataPlane(kafka_bootstrap="k:9093", kafka_tls=kafka_tls)
+    reporter = OutcomeReporter("job-1", plane, given)
+    reporter.task_ended("t1", 1, "node-1", TaskState.FAILED)
+    reporter.job_ended("failed")
+    assert used == [expected]
+
+
+def test_without_a_certificate_a_tls_kafka_gets_nothing_and_the_log_says_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_producer(*args: object) -> object:
+        raise AssertionError("never in plaintext to a TLS broker")
+
+    monkeypatch.setattr(outcomes, "kafka_producer", no_producer)
+    before = outbox_threads()
+    with caplog.at_level(logging.WARNING, logger="sluice.jm.outcomes"):
+        reporter = OutcomeReporter("job-1", DataPlane(kafka_bootstrap="k:9093", kafka_tls=True))
+    reporter.task_ended("t1", 1, "node-1", TaskState.FAILED)
+    reporter.job_ended("failed")
+    assert outbox_threads() - before == set()
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == (
+        "Kafka at k:9093 is TLS (--kafka-tls) but this job master has no certificate: its task "
+        "outcomes are not published"
+    )

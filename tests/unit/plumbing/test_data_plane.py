@@ -1,10 +1,11 @@
 """DataPlane: validation with one-line errors naming the flag, protobuf round trip, defaults,
-and the shared command-line flags."""
+the shared command-line flags, and which links are TLS."""
 
 from __future__ import annotations
 
 import argparse
 import re
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from plumbing.data_plane import (
     DataPlane,
     add_arguments,
     from_arguments,
+    require_tls_dir,
 )
 from sluice_pb import common_pb2 as pb
 
@@ -22,9 +24,10 @@ FULL = DataPlane(
     kafka_bootstrap="k1:9092,k2:9093",
     metrics_topic="m.topic",
     outcomes_topic="o.topic",
-    mqtt_url="mqtt://broker:1884",
+    mqtt_url="mqtts://broker:8884",
     mqtt_topic_prefix="site/a",
     aggregator_address="agg.local:7070",
+    kafka_tls=True,
 )
 
 
@@ -40,11 +43,14 @@ FULL = DataPlane(
         {"aggregator_address": "10.0.0.1:50051"},
         {"mqtt_url": "mqtt://localhost"},
         {"mqtt_url": "mqtt://localhost:1883"},
+        {"mqtt_url": "mqtts://localhost"},
+        {"mqtt_url": "mqtts://localhost:8883"},
+        {"kafka_bootstrap": "k:9093", "kafka_tls": True},
         {"metrics_topic": "a.b-c_d"},
         {"mqtt_topic_prefix": "a/b/c"},
     ],
 )
-def test_valid_values_are_accepted(fields: dict[str, str]) -> None:
+def test_valid_values_are_accepted(fields: dict[str, Any]) -> None:
     plane = DataPlane(**fields)
     for name, value in fields.items():
         assert getattr(plane, name) == value
@@ -65,9 +71,19 @@ def test_valid_values_are_accepted(fields: dict[str, str]) -> None:
         ({"aggregator_address": "agg:-1"}, "--aggregator: expected host:port, got 'agg:-1'"),
         (
             {"mqtt_url": "localhost:1883"},
-            "--mqtt: expected mqtt://HOST[:PORT], got 'localhost:1883'",
+            "--mqtt: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT] (TLS), got "
+            "'localhost:1883'",
         ),
-        ({"mqtt_url": "tcp://b:1883"}, "--mqtt: expected mqtt://HOST[:PORT], got 'tcp://b:1883'"),
+        (
+            {"mqtt_url": "tcp://b:1883"},
+            "--mqtt: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT] (TLS), got 'tcp://b:1883'",
+        ),
+        (
+            {"mqtt_url": "ssl://b:8883"},
+            "--mqtt: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT] (TLS), got 'ssl://b:8883'",
+        ),
+        ({"mqtt_url": "mqtts://"}, "--mqtt: no host in 'mqtts://'"),
+        ({"kafka_tls": True}, "--kafka-tls: needs --kafka (the brokers to speak TLS to)"),
         # Job masters parse the URL again when they subscribe: what passes here must pass there.
         ({"mqtt_url": "mqtt://"}, "--mqtt: no host in 'mqtt://'"),
         (
@@ -93,7 +109,7 @@ def test_valid_values_are_accepted(fields: dict[str, str]) -> None:
         ),
     ],
 )
-def test_invalid_values_raise_one_line_naming_the_flag(fields: dict[str, str], error: str) -> None:
+def test_invalid_values_raise_one_line_naming_the_flag(fields: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(error)}$"):
         DataPlane(**fields)
 
@@ -130,8 +146,8 @@ def test_flags_parse_into_a_data_plane(with_aggregator: bool) -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser, with_aggregator=with_aggregator)
     argv = ["--kafka", "k1:9092,k2:9093", "--metrics-topic", "m.topic"]
-    argv += ["--outcomes-topic", "o.topic", "--mqtt", "mqtt://broker:1884"]
-    argv += ["--mqtt-topic-prefix", "site/a"]
+    argv += ["--outcomes-topic", "o.topic", "--mqtt", "mqtts://broker:8884"]
+    argv += ["--mqtt-topic-prefix", "site/a", "--kafka-tls"]
     if with_aggregator:
         argv += ["--aggregator", "agg.local:7070"]
     plane = from_arguments(parser.parse_args(argv))
@@ -143,3 +159,57 @@ def test_flag_defaults_are_no_data_plane() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     assert from_arguments(parser.parse_args([])) == DataPlane()
+
+
+@pytest.mark.parametrize(
+    ("plane", "kafka_tls", "mqtt_tls"),
+    [
+        (DataPlane(), False, False),
+        (DataPlane(kafka_bootstrap="k:1", mqtt_url="mqtt://m"), False, False),
+        (DataPlane(kafka_bootstrap="k:1", kafka_tls=True, mqtt_url="mqtt://m"), True, False),
+        (DataPlane(kafka_bootstrap="k:1", mqtt_url="mqtts://m"), False, True),
+        (DataPlane(mqtt_url="mqtts://m:1883"), False, True),  # the scheme says it, not the port
+        (DataPlane(mqtt_url="mqtt://m:8883"), False, False),
+    ],
+)
+def test_which_links_are_tls(plane: DataPlane, kafka_tls: bool, mqtt_tls: bool) -> None:
+    assert (plane.kafka_tls, plane.mqtt_tls) == (kafka_tls, mqtt_tls)
+
+
+def test_the_tls_setting_travels_to_agents_and_job_masters() -> None:
+    wire = pb.DataPlane.FromString(
+        DataPlane(kafka_bootstrap="k:1", kafka_tls=True, mqtt_url="mqtts://m")
+        .to_pb()
+        .SerializeToString()
+    )
+    assert wire.kafka_tls and wire.mqtt_url == "mqtts://m"
+    assert DataPlane.from_pb(wire).kafka_tls and DataPlane.from_pb(wire).mqtt_tls
+    assert not DataPlane.from_pb(pb.DataPlane(kafka_bootstrap="k:1")).kafka_tls  # an older RM
+
+
+@pytest.mark.parametrize(
+    ("plane", "error"),
+    [
+        (DataPlane(), None),
+        (DataPlane(kafka_bootstrap="k:1", mqtt_url="mqtt://m"), None),
+        (
+            DataPlane(kafka_bootstrap="k:1", kafka_tls=True),
+            "--kafka-tls: Kafka over TLS needs this daemon's certificate; give --tls-dir (it "
+            "runs without TLS)",
+        ),
+        (
+            DataPlane(mqtt_url="mqtts://m:8883"),
+            "--mqtt: mqtts://m:8883 is MQTT over TLS and needs this daemon's certificate; give "
+            "--tls-dir (it runs without TLS)",
+        ),
+    ],
+)
+def test_a_daemon_without_a_certificate_refuses_a_tls_link(
+    plane: DataPlane, error: str | None
+) -> None:
+    require_tls_dir(plane, has_tls_dir=True)  # with one, every plane is fine
+    if error is None:
+        require_tls_dir(plane, has_tls_dir=False)
+    else:
+        with pytest.raises(ValueError, match=f"^{re.escape(error)}$"):
+            require_tls_dir(plane, has_tls_dir=False)
