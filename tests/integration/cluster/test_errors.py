@@ -221,7 +221,7 @@ def test_cli_run_drives_the_job_from_the_client(cluster: Cluster, tmp_path: Path
         ),
         (["rm", "--kafka", "h:x"], "--kafka: expected host:port, got 'h:x'"),
         (
-            ["agent", "--rm", "h:1", "--metrics-interval", "0"],
+            ["agent", "--rm", "h:1", "--metrics-interval", "0", "--insecure"],
             "--metrics-interval: must be positive",
         ),
     ],
