@@ -18,7 +18,6 @@ does not know.  With ``CI=true`` a missing Compose fails that test instead of sk
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
@@ -166,8 +165,6 @@ def sluice_args(svc: Mapping[str, Any]) -> Any:
     """The service's command parsed by the real CLI parser (argparse exits on an error)."""
     command = svc["command"]
     assert command[0] == "sluice", command
-    if not DATA_PLANE_TLS:
-        command = [token for token in command if token != "--kafka-tls"]
     return build_parser().parse_args(command[1:])
 
 
@@ -210,18 +207,6 @@ def mqtt_broker(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     assert parts.hostname and parts.port, url
     return parts.scheme, parts.hostname, parts.port
-
-
-# The data plane's TLS (``--kafka-tls``; ``mqtts://`` URLs) is added to the CLI by a change of
-# its own (issue 10).  Until the CLI knows the flag, the commands are parsed without it and the
-# daemons' own data-plane checks are skipped; the static checks of the files hold either way.
-def _data_plane_tls_landed() -> bool:
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return "--kafka-tls" in {f for a in sub.choices["rm"]._actions for f in a.option_strings}
-
-
-DATA_PLANE_TLS = _data_plane_tls_landed()
 
 
 # ---------------------------------------------------------------------------- the helpers' rules
@@ -349,8 +334,6 @@ def test_sluice_command_parses_with_the_real_cli(path: Path, name: str, command:
     args = sluice_args(svc)
     assert args.command == command
     flags = {token for token in svc["command"][2:] if token.startswith("--")}
-    if not DATA_PLANE_TLS:
-        flags.discard("--kafka-tls")
     assert flags <= option_strings(command), "spelled out, not abbreviated"
     assert args.log_level == example_env()["SLUICE_LOG_LEVEL"]
     data_plane.check_host_port("--listen", args.listen)
@@ -358,13 +341,12 @@ def test_sluice_command_parses_with_the_real_cli(path: Path, name: str, command:
     assert host_port(args.listen)[0] == "0.0.0.0"  # reachable from outside its container
 
 
-@pytest.mark.skipif(not DATA_PLANE_TLS, reason="the CLI has no --kafka-tls yet (issue 10)")
 def test_the_daemons_accept_their_data_plane_flags():
     rm = sluice_args(service(CONTROL, "rm"))
     aggregator = sluice_args(service(CONTROL, "aggregator"))
     for args in (rm, aggregator):
         plane = data_plane.from_arguments(args)  # checks the MQTT URL as the daemons do
-        assert plane.has_kafka and dataclasses.asdict(plane)["kafka_tls"]
+        assert plane.has_kafka and plane.kafka_tls
         assert mqtt_broker(plane.mqtt_url)[0] == "mqtts"
     parse_influx_url(aggregator.influx_url)
 
