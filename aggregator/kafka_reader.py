@@ -52,6 +52,7 @@ def kafka_consumer(bootstrap: str, tls: BrokerTls | None = None) -> Any:
         enable_auto_commit=False,
         auto_offset_reset="latest",
         request_timeout_ms=10_000,
+        bootstrap_timeout_ms=10_000,  # kafka-python 3's default, 30 s, blinds a restart longer
         reconnect_backoff_max_ms=int(MAX_BACKOFF_S * 1000),
         max_partition_fetch_bytes=4 * 1024 * 1024,
         **(tls.kafka_options() if tls is not None else {}),

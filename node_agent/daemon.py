@@ -50,7 +50,7 @@ from plumbing.errors import UserError
 from plumbing.intervals import HEARTBEAT_INTERVAL_S, MONITOR_INTERVAL_S
 from plumbing.kafka_outbox import DEFAULT_BUFFER
 from plumbing.rpc import channel, start_server
-from plumbing.tls import ClientTls, Role, TlsError, TlsFiles
+from plumbing.tls import ClientTls, Role, TlsError
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
 from policies.scheduling.identifiers import cluster_id_problem, node_id_problem
 from policies.scheduling.resources import Resources
@@ -466,6 +466,7 @@ class AgentDaemon:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_kafka_flags(args)  # before anything is written
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     node_id: str = args.node_id
@@ -479,6 +480,7 @@ def run(args: argparse.Namespace) -> int:
             f"--tls-dir: its certificate is for agent {tls.identity.name!r}, not --node-id "
             f"{node_id!r}"
         )
+    broker_tls = BrokerTls.of(tls) if tls is not None else None  # for a Kafka over TLS
     try:
         tasks = make_runtime(
             args.runtime,
@@ -524,7 +526,7 @@ def run(args: argparse.Namespace) -> int:
             "adopted %d running tasks: %s", len(adopted), ", ".join(o.task_key for o in adopted)
         )
 
-    reporter = _metrics_reporter(agent, args, state_dir, tls)
+    reporter = _metrics_reporter(agent, args, state_dir, broker_tls)
 
     stop = threading.Event()
     gate = GrantGate(enforced=tls is not None)
@@ -591,22 +593,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_kafka_flags(args: argparse.Namespace) -> None:
+    """Refuse --kafka-tls without --kafka, or without a certificate to speak it with (the
+    agent runs --insecure; otherwise it has a TLS directory or refuses to start anyway)."""
+    if args.kafka_tls and not args.kafka:
+        raise UserError("--kafka-tls: needs --kafka (without it, the RM says whether it is TLS)")
+    try:
+        data_plane.require_tls_dir(_override(DataPlane(), args), not args.insecure)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
 def _metrics_reporter(
-    agent: NodeAgent, args: argparse.Namespace, state_dir: Path, tls: TlsFiles | None
+    agent: NodeAgent, args: argparse.Namespace, state_dir: Path, broker_tls: BrokerTls | None
 ) -> MetricsReporter:
     if args.metrics_interval <= 0:
         raise UserError("--metrics-interval: must be positive")
     if args.metrics_buffer < 1:
         raise UserError("--metrics-buffer: must be at least 1")
-    # A bad --kafka or --metrics-topic fails start-up, not later; so does --kafka-tls without
-    # a certificate to speak it with.
-    if args.kafka_tls and not args.kafka:
-        raise UserError("--kafka-tls: needs --kafka (without it, the RM says whether it is TLS)")
-    try:
-        data_plane.require_tls_dir(_override(DataPlane(), args), tls is not None)
-        broker_tls = BrokerTls.of(tls) if tls is not None else None
-    except ValueError as error:  # (TlsError is one)
-        raise UserError(str(error)) from None
+    _override(DataPlane(), args)  # a bad --kafka or --metrics-topic fails start-up, not later
     support = detect_counters()
     if support.available:
         log.info("hardware counters available: CPI and MPKI are reported")

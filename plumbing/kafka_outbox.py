@@ -60,6 +60,8 @@ def kafka_producer(
         retries=0,  # the publisher retries whole batches itself
         max_block_ms=int(SEND_TIMEOUT_S * 1000),
         request_timeout_ms=int(SEND_TIMEOUT_S * 1000),
+        # kafka-python 3 waits 30 s for a first broker by default, in the constructor.
+        bootstrap_timeout_ms=int(SEND_TIMEOUT_S * 1000),
         reconnect_backoff_max_ms=int(MAX_BACKOFF_S * 1000),
         **(tls.kafka_options() if tls is not None else {}),
     )

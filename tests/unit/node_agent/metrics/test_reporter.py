@@ -3,6 +3,7 @@ in the message (identity, sequence, counters or why not, tasks, dropped samples)
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from node_agent.metrics.counters import CounterReading, CounterSampler, CounterS
 from node_agent.metrics.host import HostSample, HostSampler
 from node_agent.metrics.reporter import MetricsReporter
 from node_agent.runtime.base import ResourceLimits, RunObservation, RunState, TaskRuntime
+from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
 from plumbing.kafka_outbox import KafkaOutbox
 from policies.scheduling.resources import Resources
@@ -52,10 +54,12 @@ class Publishers:
 
     def __init__(self) -> None:
         self.built: list[FakePublisher] = []
+        self.planes: list[DataPlane] = []
 
     def __call__(self, plane: DataPlane, buffer: int) -> KafkaOutbox:
         publisher = FakePublisher(plane.kafka_bootstrap, plane.metrics_topic, buffer)
         self.built.append(publisher)
+        self.planes.append(plane)
         return cast(KafkaOutbox, publisher)
 
 
@@ -130,6 +134,7 @@ def reporter(
     counters: FakeCounters | None = None,
     support: CounterSupport | None = None,
     interval: float = 2.0,
+    tls: BrokerTls | None = None,
 ) -> tuple[MetricsReporter, Publishers, FakeCounters]:
     config = AgentConfig(node_id="node-3", cpu_ids=(0, 1), capacity=Resources(2.0, 1024))
     agent = NodeAgent(config, cast(TaskRuntime, FakeRuntime(list(tasks), cgroups or {})))
@@ -143,6 +148,7 @@ def reporter(
         interval=interval,
         buffer=120,
         publisher_factory=publishers,
+        tls=tls,
     )
     return metrics, publishers, counters
 
@@ -361,3 +367,30 @@ def test_per_task_counters_come_from_the_same_perf_run() -> None:
     assert (by_key["j1/t1/1"].cpi, by_key["j1/t1/1"].mpki) == (3.0, 10.0)
     for key in ("j1/t2/1", "j1/t3/1"):
         assert not by_key[key].HasField("cpi") and not by_key[key].HasField("mpki")
+
+
+AGENT_TLS = BrokerTls(Path("/tls/ca.crt"), Path("/tls/tls.crt"), Path("/tls/tls.key"))
+
+
+def test_a_change_to_tls_alone_switches_the_publisher() -> None:
+    metrics, publishers, _ = reporter(tls=AGENT_TLS)
+    metrics.use(DataPlane(kafka_bootstrap="k:9093"))
+    metrics.use(DataPlane(kafka_bootstrap="k:9093", kafka_tls=True))
+    metrics.use(DataPlane(kafka_bootstrap="k:9093", kafka_tls=True))  # the same: kept
+    assert [p.kafka_tls for p in publishers.planes] == [False, True]
+    assert [(p.started, p.closed) for p in publishers.built] == [(1, 1), (1, 0)]
+
+
+def test_without_a_certificate_a_tls_kafka_gets_no_samples_and_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    metrics, publishers, _ = reporter(tls=None)
+    plane = DataPlane(kafka_bootstrap="k:9093", kafka_tls=True)
+    with caplog.at_level(logging.WARNING, logger="sluice.agent.metrics"):
+        metrics.use(plane)
+        metrics.use(plane)  # every registration hands it again: said once
+    assert publishers.built == [] and metrics.publisher is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "Kafka at k:9093 is TLS (--kafka-tls) but this agent has no certificate (it runs "
+        "--insecure): no metrics are published"
+    ]
