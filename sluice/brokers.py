@@ -90,8 +90,14 @@ def tansu_binary() -> str:
     )
 
 
-def start_kafka(port: int, log_path: Path, host: str = "127.0.0.1") -> ServiceProcess:
-    """Tansu with in-memory storage (a restart starts empty, like a fresh broker)."""
+def start_kafka(
+    port: int, log_path: Path, host: str = "127.0.0.1", *, advertise: str | None = None
+) -> ServiceProcess:
+    """Tansu with in-memory storage (a restart starts empty, like a fresh broker).
+
+    ``advertise`` (``host:port``) is the address clients are told to use, if not where it
+    listens (behind a proxy).  Tansu speaks plaintext only: its ``--cert`` and ``--key`` cannot
+    be given together, and neither turns TLS on (docs/security.md)."""
     url = f"tcp://{host}:{port}"
     argv = [
         tansu_binary(),
@@ -99,29 +105,58 @@ def start_kafka(port: int, log_path: Path, host: str = "127.0.0.1") -> ServicePr
         "--listener-url",
         url,
         "--advertised-listener-url",
-        url,
+        f"tcp://{advertise}" if advertise else url,
         "--storage-engine",
         "memory://tansu/",
     ]
     return _start("kafka", argv, host, port, log_path, lambda: port_open(host, port))
 
 
-def start_embedded_mqtt(port: int, log_path: Path, host: str = "127.0.0.1") -> ServiceProcess:
-    """The ``amqtt`` broker (pure Python, installed with Sluice) in a process of its own."""
+def start_embedded_mqtt(
+    port: int, log_path: Path, host: str = "127.0.0.1", *, tls_dir: Path | None = None
+) -> ServiceProcess:
+    """The ``amqtt`` broker (pure Python, installed with Sluice) in a process of its own; with
+    ``tls_dir`` (a ``broker`` certificate) over TLS only, client certificates required."""
     argv = [sys.executable, "-m", "sluice.embedded_mqtt", "--listen", f"{host}:{port}"]
+    if tls_dir is not None:
+        argv += ["--tls-dir", str(tls_dir)]
     return _start("mqtt", argv, host, port, log_path, lambda: port_open(host, port))
 
 
 def start_mosquitto(
-    port: int, workdir: Path, log_path: Path, host: str = "127.0.0.1"
+    port: int,
+    workdir: Path,
+    log_path: Path,
+    host: str = "127.0.0.1",
+    *,
+    tls_dir: Path | None = None,
 ) -> ServiceProcess:
-    """Mosquitto (Debian's ``mosquitto``), anonymous, without persistence."""
+    """Mosquitto (Debian's ``mosquitto``) without persistence: anonymous and plaintext, or with
+    ``tls_dir`` (a ``broker`` certificate; ca.crt, tls.crt, tls.key) TLS only, admitting only
+    clients whose certificate the same CA signed, each named by its certificate (the snippet
+    of docs/security.md)."""
     binary = _require_binary("mosquitto", "apt-get install mosquitto")
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "mosquitto.conf"
-    config.write_text(
-        f"listener {port} {host}\nallow_anonymous true\npersistence false\nlog_dest stdout\n"
-    )
+    lines = [f"listener {port} {host}", "persistence false", "log_dest stdout"]
+    if tls_dir is None:
+        lines.append("allow_anonymous true")
+    else:
+        lines += [
+            f"cafile {tls_dir / 'ca.crt'}",
+            f"certfile {tls_dir / 'tls.crt'}",
+            f"keyfile {tls_dir / 'tls.key'}",
+            "require_certificate true",
+            "use_identity_as_username true",
+            "allow_anonymous false",
+            "tls_version tlsv1.2",
+        ]
+        if os.geteuid() == 0:
+            # Mosquitto started as root drops to its own user before it reads the key, which
+            # is root's alone (0600): stay root, as the tests do (a deployment hands the key to
+            # the broker's user instead).
+            lines.append("user root")
+    config.write_text("\n".join(lines) + "\n")
     argv = [binary, "-c", str(config)]
     return _start("mqtt", argv, host, port, log_path, lambda: port_open(host, port))
 

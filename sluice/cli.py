@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -17,13 +18,23 @@ from pathlib import Path
 
 import grpc
 
+from plumbing.broker_tls import BrokerTls
 from plumbing.errors import UserError
 from plumbing.rpc import describe_rpc_error
 from plumbing.spec_text import decode_spec_text, load_job_document, read_spec_file
+from plumbing.tls import TlsError
 from plumbing.wire import JOB_STATE_FROM_PB
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
 from sluice import ca, local_cluster, machines
-from sluice.client import RMClient, agent_stub, default_dir, resolve_rm, resolve_tls
+from sluice.client import (
+    RMClient,
+    agent_stub,
+    cluster_file,
+    default_dir,
+    read_cluster,
+    resolve_rm,
+    resolve_tls,
+)
 from sluice.render import as_json, job_detail, jobs_table, nodes_table, progress_line
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -121,7 +132,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         parts = " ".join(f"{p.name}:{p.succeeded}/{p.tasks}" for p in progress)
         print(f"{job.job_id} {spec.name}: {parts}", file=sys.stderr, flush=True)
 
-    master = JobMaster(client.address, job.job_id, on_progress=show, stop=stop, tls=client.tls)
+    master = JobMaster(
+        client.address,
+        job.job_id,
+        on_progress=show,
+        stop=stop,
+        tls=client.tls,
+        broker_tls=_broker_tls(args),
+    )
     try:
         state = master.run()
     except KeyboardInterrupt:
@@ -132,6 +150,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     print(f"{job.job_id} {state.value}", file=sys.stderr)
     return 0 if state is JobState.SUCCEEDED else 1
+
+
+def _broker_tls(args: argparse.Namespace) -> BrokerTls | None:
+    """Your certificate's files (the TLS directory the CLI uses: ``--tls-dir``,
+    ``$SLUICE_TLS_DIR``, then the local cluster's), for a client-mode job master's links to
+    TLS brokers; None without one (plaintext, or a bearer token, which brokers do not take)."""
+    chosen: Path | None = args.tls_dir
+    if chosen is None and os.environ.get("SLUICE_TLS_DIR"):
+        chosen = Path(os.environ["SLUICE_TLS_DIR"])
+    if chosen is None and cluster_file(args.dir).exists():
+        made = read_cluster(args.dir).get("client_tls")
+        chosen = Path(made) if isinstance(made, str) and made else None
+    if chosen is None:
+        return None
+    try:
+        return BrokerTls.of_dir(chosen)
+    except TlsError:
+        return None  # a bearer token's directory: the job master says what it leaves out
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -295,6 +331,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             cpus_per_node=args.cpus,
             memory_mb_per_node=args.memory_mb,
             kafka=args.kafka,
+            kafka_tls=args.kafka_tls,
             mqtt=args.mqtt,
             influx_url=args.influx_url,
             aggregator_period=args.period,
@@ -307,12 +344,20 @@ def cmd_local_up(args: argparse.Namespace) -> int:
 
 
 def _check_data_plane_flags(args: argparse.Namespace) -> None:
-    """Refuse bad --kafka / --mqtt / --influx-url / --period before starting anything."""
+    """Refuse bad --kafka / --kafka-tls / --mqtt / --influx-url / --period before starting
+    anything."""
     from aggregator.influx_store import parse_influx_url
     from plumbing.data_plane import DataPlane
 
     try:
-        DataPlane(kafka_bootstrap=args.kafka or "", mqtt_url=args.mqtt or "")
+        plane = DataPlane(
+            kafka_bootstrap=args.kafka or "", mqtt_url=args.mqtt or "", kafka_tls=args.kafka_tls
+        )
+        if args.insecure and (plane.kafka_tls or plane.mqtt_tls):
+            raise ValueError(
+                "--insecure: a data plane over TLS (--kafka-tls, mqtts://) needs the cluster's "
+                "certificates, which --insecure leaves out"
+            )
         if args.influx_url:
             parse_influx_url(args.influx_url)
     except ValueError as error:
@@ -377,8 +422,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _daemon_logging(args: argparse.Namespace) -> None:
     level = getattr(logging, args.log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # kafka-python logs every connection and metadata refresh at INFO; outages are ours to tell.
-    logging.getLogger("kafka").setLevel(level if level == logging.DEBUG else logging.ERROR)
+    # kafka-python logs every connection and metadata refresh at INFO, and every failed
+    # connection attempt (a refused connection, a failed TLS handshake) at ERROR, once per
+    # retry; outages are ours to tell, once each, with their cause.
+    logging.getLogger("kafka").setLevel(level if level == logging.DEBUG else logging.CRITICAL)
 
 
 # ---------------------------------------------------------------------------- parser
@@ -479,7 +526,16 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p.add_argument("--cpus", type=float, help="CPU capacity per node (default: all usable CPUs)")
     p.add_argument("--memory-mb", type=int, default=4096, help="memory per node (default: 4096)")
     p.add_argument("--kafka", help="use this Kafka broker host:port (default: start Tansu)")
-    p.add_argument("--mqtt", help="use this MQTT broker mqtt://host:port (default: start amqtt)")
+    p.add_argument(
+        "--kafka-tls",
+        action="store_true",
+        help="--kafka speaks TLS: the daemons use their certificates (Tansu has no TLS)",
+    )
+    p.add_argument(
+        "--mqtt",
+        help="use this MQTT broker mqtt://host:port or mqtts://host:port (TLS) (default: start "
+        "amqtt, over TLS unless --insecure)",
+    )
     p.add_argument("--influx-url", help="keep samples in this InfluxDB (default: memory only)")
     p.add_argument("--period", type=float, default=10.0, help="aggregator ranking period, seconds")
     p.add_argument(

@@ -1,10 +1,11 @@
 """The certificates of a local cluster: a CA of its own and a TLS directory per daemon.
 
 ``sluice local up`` (and the demo) call :func:`ensure_certificates`: the first time it creates
-``DIR/tls/ca`` and issues ``rm``, ``aggregator``, one ``agent-node-N`` per node and
-``admin-USER`` for the person who started the cluster (it is theirs); later it keeps what is
-there and still valid, and issues only what is missing (a cluster grown by a node, an expired
-certificate).
+``DIR/tls/ca`` and issues ``rm``, ``aggregator``, one ``agent-node-N`` per node,
+``admin-USER`` for the person who started the cluster (it is theirs) and ``broker-mqtt`` for the
+embedded MQTT broker's TLS listener; later it keeps what is there and still valid, and issues
+only what is missing (a cluster grown by a node, an expired certificate).  The embedded Kafka
+broker (Tansu) speaks no TLS, so it gets none.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ClusterCerts:
     aggregator: Path
     agents: dict[str, Path]  # node id -> its TLS directory
     client: Path
+    mqtt_broker: Path  # the embedded MQTT broker's (role broker)
 
 
 def local_user() -> str:
@@ -51,6 +53,7 @@ def ensure_certificates(root: Path, cluster_id: str, node_ids: list[str]) -> Clu
         "rm": Identity(Role.RM, "rm"),
         "aggregator": Identity(Role.AGGREGATOR, "aggregator"),
         f"admin-{user}": Identity(Role.ADMIN, user),  # the cluster is theirs
+        "broker-mqtt": Identity(Role.BROKER, "mqtt"),  # names localhost and 127.0.0.1
         **{f"agent-{node}": Identity(Role.AGENT, node) for node in node_ids},
     }
     for name, identity in wanted.items():
@@ -73,4 +76,5 @@ def ensure_certificates(root: Path, cluster_id: str, node_ids: list[str]) -> Clu
         aggregator=root / "aggregator",
         agents={node: root / f"agent-{node}" for node in node_ids},
         client=root / f"admin-{user}",
+        mqtt_broker=root / "broker-mqtt",
     )

@@ -17,6 +17,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from job_master.candidate_feed import AggregatorResync, CandidateFeed
+from plumbing.broker_tls import BrokerTls
 from plumbing.tls import ClientTls
 from plumbing.wire import JOB_STATE_FROM_PB
 from sluice import local_cluster, machines
@@ -61,7 +62,10 @@ def run_demo(args: argparse.Namespace) -> int:
         tls = cluster_client_tls(cluster)
         # A job master's view of the candidate list, kept up to date over MQTT.
         resync = AggregatorResync(plane["aggregator"], tls=tls)
-        feed = CandidateFeed(plane["mqtt"], resync=resync)
+        # Over TLS (mqtts://) with your certificate, as a job master with its own.
+        client_dir = str(cluster.get("client_tls") or "")
+        broker_tls = BrokerTls.of_dir(Path(client_dir)) if client_dir else None
+        feed = CandidateFeed(plane["mqtt"], resync=resync, tls=broker_tls)
         feed.start()
         try:
             status = _run_workload(str(cluster["rm"]), tls)

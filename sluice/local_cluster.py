@@ -50,6 +50,7 @@ class LocalClusterSpec:
     memory_mb_per_node: int | None = None
     heartbeat_interval: float = 0.5
     kafka: str | None = None  # None: start an embedded broker
+    kafka_tls: bool = False  # the given Kafka speaks TLS (Tansu, the embedded one, cannot)
     mqtt: str | None = None  # None: start an embedded broker
     influx_url: str | None = None  # None: windows in memory only
     aggregator_period: float = 10.0
@@ -158,6 +159,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         "--aggregator",
         plane["aggregator"],
         *_tls_flags(certs.rm if certs is not None else None),
+        *(["--kafka-tls"] if spec.kafka_tls else []),
     ]
     if spec.max_master_share is not None:
         rm_argv += ["--max-master-share", str(spec.max_master_share)]
@@ -284,21 +286,32 @@ def _start_data_plane(
 ) -> dict[str, str]:
     """Brokers (unless given) and the aggregator; ``services`` collects what was started."""
     kafka = spec.kafka
+    if spec.kafka_tls and kafka is None:
+        raise UserError("--kafka-tls: needs --kafka (the embedded broker, Tansu, has no TLS)")
     if kafka is None:
         broker = brokers.start_kafka(brokers.free_port(), logs / "kafka.log")
         services.append({"name": "kafka", "pid": broker.process.pid, "address": broker.address})
         kafka = broker.address
         say(
-            f"embedded Kafka-protocol broker (Tansu) at {kafka}: kafka-python clients work, "
-            "librdkafka before 2.2 (e.g. Debian 12's kcat) fails its handshake; "
-            "--kafka HOST:PORT uses an Apache Kafka instead"
+            f"embedded Kafka-protocol broker (Tansu) at {kafka}, plaintext (Tansu has no TLS): "
+            "kafka-python clients work, librdkafka before 2.2 (e.g. Debian 12's kcat) fails "
+            "its handshake; --kafka HOST:PORT uses an Apache Kafka instead"
         )
     mqtt = spec.mqtt
     if mqtt is None:
-        broker = brokers.start_embedded_mqtt(brokers.free_port(), logs / "mqtt.log")
+        # Over TLS when the cluster has certificates: the broker presents a broker certificate
+        # of the cluster's CA and admits only clients holding one of that CA's.
+        broker = brokers.start_embedded_mqtt(
+            brokers.free_port(),
+            logs / "mqtt.log",
+            tls_dir=certs.mqtt_broker if certs is not None else None,
+        )
         services.append({"name": "mqtt", "pid": broker.process.pid, "address": broker.address})
-        mqtt = f"mqtt://{broker.address}"
-        say(f"embedded MQTT broker (amqtt) at {mqtt}")
+        mqtt = f"{'mqtts' if certs is not None else 'mqtt'}://{broker.address}"
+        say(
+            f"embedded MQTT broker (amqtt) at {mqtt}"
+            + (" (TLS, client certificates of the cluster required)" if certs is not None else "")
+        )
     addr_file = directory / "aggregator.addr"
     addr_file.unlink(missing_ok=True)
     argv = [
@@ -321,6 +334,7 @@ def _start_data_plane(
         "--stale-after",
         str(max(1.0, spec.metrics_interval * 3)),
         *_tls_flags(certs.aggregator if certs is not None else None),
+        *(["--kafka-tls"] if spec.kafka_tls else []),
     ]
     if spec.influx_url:
         argv += ["--influx-url", spec.influx_url]

@@ -210,7 +210,7 @@ def test_cli_run_drives_the_job_from_the_client(cluster: Cluster, tmp_path: Path
         (["local", "up", "--kafka", "bad"], "--kafka: expected host:port, got 'bad'"),
         (
             ["local", "up", "--mqtt", "tcp://x"],
-            "--mqtt: expected mqtt://HOST[:PORT], got 'tcp://x'",
+            "--mqtt: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT] (TLS), got 'tcp://x'",
         ),
         (["local", "up", "--period", "0"], "--period: must be positive"),
         (["aggregator"], "--kafka: required (the broker agents publish metrics to)"),
