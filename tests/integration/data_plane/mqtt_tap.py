@@ -1,5 +1,5 @@
 """A plain MQTT subscriber for tests (paho-mqtt, threaded): every message on a topic filter,
-in arrival order."""
+in arrival order; over TLS with a certificate of the cluster, as the daemons connect."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from typing import Any
 from paho.mqtt import client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from plumbing.broker_tls import BrokerTls
+
 
 @dataclass(frozen=True)
 class Message:
@@ -22,10 +24,12 @@ class Message:
 
 
 class MqttTap:
-    def __init__(self, address: str, topic_filter: str) -> None:
+    def __init__(self, address: str, topic_filter: str, tls: BrokerTls | None = None) -> None:
         host, port = address.rsplit(":", 1)
         self._queue: queue.Queue[Message] = queue.Queue()
         self._client = mqtt.Client(CallbackAPIVersion.VERSION2)
+        if tls is not None:
+            self._client.tls_set_context(tls.ssl_context())
         self._client.on_message = self._on_message
         self._client.on_connect = lambda client, *_: client.subscribe(topic_filter, qos=1)
         self._client.connect(host, int(port))
