@@ -14,6 +14,7 @@ import shutil
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tls.issue(authority, Identity(Role.BROKER, "mosquitto"), root / "broker", hosts=["mosquitto"])
     tls.issue(authority, Identity(Role.AGENT, "node-1"), root / "agent")
     tls.issue(authority, Identity(Role.RM, "rm"), root / "rm")
+    tls.issue(authority, Identity(Role.AGGREGATOR, "aggregator"), root / "aggregator")
+    tls.issue(authority, Identity(Role.CLIENT, "aggregator"), root / "impostor")
     chain, key = tls.issue_job_master(tls.load_job_master_ca(root / "rm"), "job-000001")
     tls.write_tls_dir(root / "jobmaster", (root / "ca" / tls.CA_CERT).read_bytes(), chain, key)
     tls.init_ca(root / "other-ca", "other")
@@ -62,13 +65,16 @@ def broker(pki: Path) -> Iterator[int]:
     mount = Path(tempfile.mkdtemp(prefix="sluice-mosquitto-"))
     shutil.copytree(pki / "broker", mount / "tls")
     (mount / "data").mkdir()
+    shutil.copy(CONF.with_name("mosquitto.acl"), mount / "mosquitto.acl")
     if os.geteuid() == 0:
         user = pwd.getpwnam("mosquitto")
-        for path in (mount, mount / "tls", *(mount / "tls").iterdir(), mount / "data"):
+        owned = (mount, mount / "tls", *(mount / "tls").iterdir(), mount / "data")
+        for path in (*owned, mount / "mosquitto.acl"):
             os.chown(path, user.pw_uid, user.pw_gid)
     text = CONF.read_text()
     assert "listener 8883\n" in text
     text = text.replace("listener 8883\n", f"listener {port} 127.0.0.1\n")
+    text = text.replace("/mosquitto/config/mosquitto.acl", str(mount / "mosquitto.acl"))
     text = text.replace("/mosquitto/tls", str(mount / "tls"))
     text = text.replace("/mosquitto/data/", f"{mount / 'data'}/")
     (pki / "mosquitto.conf").write_text(text)
@@ -128,3 +134,37 @@ def test_mosquitto_admits_only_the_clusters_certificates(
 ):
     directory = None if client is None else pki / client
     assert _connect(broker, pki / "ca" / tls.CA_CERT, directory) is admitted
+
+
+def _session(port: int, pki: Path, client: str) -> mqtt.Client:
+    context = ssl.create_default_context(cafile=str(pki / "ca" / tls.CA_CERT))
+    context.load_cert_chain(str(pki / client / tls.CERT), str(pki / client / tls.KEY))
+    session = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"test-{client}")
+    session.tls_set_context(context)
+    session.connect("127.0.0.1", port, keepalive=5)
+    session.loop_start()
+    return session
+
+
+def test_only_the_aggregator_publishes_the_lists(pki: Path, broker: int):
+    """Every other holder's publication is dropped by the broker: the subscriber (a job master)
+    receives the aggregator's, published after them, and nothing else."""
+    received: list[bytes] = []
+    subscribed = threading.Event()
+    reader = _session(broker, pki, "jobmaster")
+    reader.on_message = lambda _c, _u, message: received.append(message.payload)
+    reader.on_subscribe = lambda *_: subscribed.set()
+    reader.subscribe("sluice/v1/candidates", qos=1)
+    assert subscribed.wait(10)
+    writers = {name: _session(broker, pki, name) for name in ("agent", "impostor", "aggregator")}
+    try:
+        for name in ("agent", "impostor", "aggregator"):  # the forgeries first, each acked
+            writers[name].publish("sluice/v1/candidates", name.encode(), qos=1).wait_for_publish(10)
+        deadline = time.monotonic() + 10
+        while b"aggregator" not in received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert received == [b"aggregator"]
+    finally:
+        for session in (reader, *writers.values()):
+            session.loop_stop()
+            session.disconnect()
