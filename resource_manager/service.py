@@ -316,19 +316,24 @@ class JobServicer(rm_grpc.JobServiceServicer):
                 )
             return parse_job_spec(_document(request))
 
+        identity = caller(context)
+        owner = identity.name if identity is not None else ""
+        key = request.idempotency_key
+
+        def within_rate() -> None:
+            """Before anything costly, so a flood of refusals costs the RM little."""
+            if key and self._state.core.tables.job_by_key(key) is not None:
+                return  # a retry is free
+            problem = self._state.submissions.take(owner, self._state.clock().monotonic)
+            if problem is not None:
+                raise LimitExceededError(problem)
+
+        await _answer(context, "SubmitJob", within_rate)
         # Reading a spec is pure but may take a large fraction of a second (a 1 MiB spec): on a
         # worker thread, so heartbeats on the event loop never wait for it.
         spec = await _answer_async(context, "SubmitJob", lambda: asyncio.to_thread(parse))
-        key = request.idempotency_key
-
-        identity = caller(context)
-        owner = identity.name if identity is not None else ""
 
         def submit() -> rm_pb.SubmitJobResponse:
-            if not (key and self._state.core.tables.job_by_key(key)):  # (a retry is free)
-                problem = self._state.submissions.take(owner, self._state.clock().monotonic)
-                if problem is not None:
-                    raise LimitExceededError(problem)
             job = self._state.run(
                 lambda core, now: core.submit(
                     spec,

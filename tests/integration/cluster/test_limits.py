@@ -4,6 +4,8 @@ agents' heartbeats stay prompt."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import statistics
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -31,6 +34,7 @@ SUBMISSIONS_PER_MINUTE = 20
 MAX_STREAMS = 4
 MAX_OPEN_TASKS = 30
 AGENTS = 8
+FLOOD_HEARTBEATS = 400  # about 2.5 s of heartbeats under the flood
 SPEC = job_spec("flood", [phase("work", 1, "sleep 600")])
 
 
@@ -144,39 +148,75 @@ class Heartbeats:
             ch.close()
 
 
+def flood(address: str, credentials: ClientTls, stop: Any, results: Any, threads: int = 4) -> None:
+    """Submit as fast as four threads can until ``stop``; put (accepted job ids, the first
+    refusal of each status, calls made) on ``results``.
+
+    At the lowest CPU priority: in a cluster the flood comes from another machine, while here
+    it shares the RM's two cores, and what is measured is the RM's answer to the flood, not the
+    test machine's scheduler."""
+    os.nice(19)
+    client = RMClient.connect(address, credentials)
+    accepted: list[str] = []
+    refusals: dict[str, str] = {}
+    calls = [0]
+    lock = threading.Lock()
+
+    def submit() -> None:
+        while not stop.is_set():
+            try:
+                job = client.jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=SPEC), timeout=30)
+                with lock:
+                    accepted.append(job.job.job_id)
+            except grpc.RpcError as error:
+                with lock:
+                    refusals.setdefault(error.code().name, str(error.details()))
+            with lock:
+                calls[0] += 1
+
+    workers = [threading.Thread(target=submit) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    client.close()
+    results.put((accepted, refusals, calls[0]))
+
+
 def test_a_flooding_user_hits_their_own_limits_and_nobody_else_notices(rm: Rm) -> None:
     mallory = RMClient.connect(rm.address, rm.credentials["mallory"])
     alice = RMClient.connect(rm.address, rm.credentials["alice"])
     watchers: list[grpc.Future] = []
     refusals: dict[str, str] = {}
+    calls = 0
     try:
         with Heartbeats(rm) as heartbeats:
             wait_until(lambda: len(heartbeats.latencies) >= AGENTS, what="heartbeats")
             # Submissions: a burst of SUBMISSIONS_PER_MINUTE, then refusals, however fast the
-            # flood (four threads submitting in a loop).
-            accepted: list[str] = []
-            lock = threading.Lock()
-
-            def flood() -> None:
-                for _ in range(SUBMISSIONS_PER_MINUTE):
-                    try:
-                        job = mallory.jobs.SubmitJob(
-                            rm_pb.SubmitJobRequest(spec_yaml=SPEC), timeout=30
-                        )
-                        with lock:
-                            accepted.append(job.job.job_id)
-                    except grpc.RpcError as error:
-                        with lock:
-                            refusals.setdefault(error.code().name, error.details())
-
-            threads = [threading.Thread(target=flood) for _ in range(4)]
-            for thread in threads:
-                thread.start()
-            # Meanwhile, another person's submission answers.
-            assert alice.submit(SPEC).owner == "alice"
-            for thread in threads:
-                thread.join(timeout=120)
-            assert len(accepted) <= SUBMISSIONS_PER_MINUTE + 1  # (the bucket refills meanwhile)
+            # flood: four threads of another process submitting in a loop (another process, so
+            # the heartbeats measured here do not wait for the flood's share of this one).
+            context = multiprocessing.get_context("spawn")
+            stop, results = context.Event(), context.Queue()
+            flooder = context.Process(
+                target=flood, args=(rm.address, rm.credentials["mallory"], stop, results)
+            )
+            flood_started = time.monotonic()
+            flooder.start()
+            try:
+                before = len(heartbeats.latencies)
+                # Meanwhile, another person's submission answers.
+                assert alice.submit(SPEC).owner == "alice"
+                wait_until(
+                    lambda: len(heartbeats.latencies) >= before + FLOOD_HEARTBEATS,
+                    timeout=120,
+                    what="heartbeats under the flood",
+                )
+            finally:
+                stop.set()
+                accepted, refusals, calls = results.get(timeout=60)
+                flooder.join(timeout=60)
+            refilled = (time.monotonic() - flood_started) * SUBMISSIONS_PER_MINUTE / 60
+            assert len(accepted) <= SUBMISSIONS_PER_MINUTE + refilled + 1
             assert "RESOURCE_EXHAUSTED" in refusals
             # Streams: MAX_STREAMS watchers of mallory's, then a refusal; alice still watches.
             job_id = accepted[0]
@@ -196,6 +236,10 @@ def test_a_flooding_user_hits_their_own_limits_and_nobody_else_notices(rm: Rm) -
             alices.cancel()
         assert not heartbeats.errors
         p99 = statistics.quantiles(heartbeats.latencies, n=100)[98]
+        print(  # -rP shows it
+            f"{calls} calls of the flood; heartbeats: {len(heartbeats.latencies)}, "
+            f"p99 {p99 * 1000:.1f} ms"
+        )
         assert p99 < 0.2, f"heartbeat p99 {p99 * 1000:.0f} ms over {len(heartbeats.latencies)}"
     finally:
         for stream in watchers:
