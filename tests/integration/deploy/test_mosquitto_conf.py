@@ -152,7 +152,7 @@ def test_only_the_aggregator_publishes_the_lists(pki: Path, broker: int):
     received: list[bytes] = []
     subscribed = threading.Event()
     reader = _session(broker, pki, "jobmaster")
-    reader.on_message = lambda _c, _u, message: received.append(message.payload)
+    reader.on_message = lambda _c, _u, message: received.append(bytes(message.payload))
     reader.on_subscribe = lambda *_: subscribed.set()
     reader.subscribe("sluice/v1/candidates", qos=1)
     assert subscribed.wait(10)
