@@ -45,15 +45,17 @@ def plan_preemption(
 ) -> ClusterPlan:
     """Decide what to reclaim from which queue and which of its containers give it back.
 
-    Algorithm 1 (:func:`.amounts.preemption_amounts`) gives each queue's p_q and a_q; for every
-    queue with a p_q, Algorithm 2 (:func:`.victims.choose_victims`) picks from that queue's
-    containers only. Raises ValueError naming the first malformed field.
+    Algorithm 1 in ``mode`` (:func:`.amounts.preemption_amounts`: p = a for kill and IP,
+    COMPUTEDR for GP) gives each queue's p_q, a_q and over-provisioned dominant resource; for
+    every queue with a p_q, Algorithm 2 (:func:`.victims.choose_victims`) picks from that queue's
+    containers only, until that dominant resource is reclaimed. Raises ValueError naming the
+    first malformed field.
     """
     known = {q.name for q in queues}
     for c in containers:
         if c.queue not in known:
             raise ValueError(f"containers[{c.container_id}].queue: unknown queue {c.queue!r}")
-    amounts = preemption_amounts(capacity, queues)
+    amounts = preemption_amounts(capacity, queues, mode)
     plans = tuple(
         (
             amount.queue,
@@ -63,6 +65,7 @@ def plan_preemption(
                 amount.over_provisioned,
                 mode,
                 settings,
+                dominant=amount.dominant,
             ),
         )
         for amount in amounts

@@ -26,11 +26,13 @@ class Mode(enum.Enum):
     """How reclaimed resources are taken from a container."""
 
     KILL = "kill"
-    """Kill whole containers (YARN's capacity scheduler)."""
+    """Kill whole containers (YARN's capacity scheduler): Alg. 1 with p = a (line 9), Alg. 2."""
     GRACEFUL = "graceful"
-    """Shrink containers a step at a time, freezing those that swap (GP, Sec. 3.3)."""
+    """Shrink containers a step at a time, freezing those that swap (GP, Sec. 3.3): Alg. 1 with
+    COMPUTEDR (line 9 as modified), Alg. 2 as modified (lines 7-8)."""
     IMMEDIATE = "immediate"
-    """Suspend whole containers to the minimal footprint (IP, Sec. 3.2)."""
+    """Suspend whole containers to the minimal footprint (IP, Sec. 3.2): the capacity
+    scheduler's algorithms, unchanged (Sec. 4.3), with suspension instead of killing."""
 
 
 @dataclass(frozen=True)

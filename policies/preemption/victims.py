@@ -1,30 +1,51 @@
-"""Which containers give back the amount to reclaim, and how (Algorithm 2, Sec. 3.2-3.3).
+"""Which containers give back the amount to reclaim, and how (Algorithm 2, Sec. 3.2-3.3, 4.3).
 
-Jobs are visited by longest remaining time first (line 3; a job's remaining time is that of its
-longest-running container), and inside a job its containers by longest remaining time, ties
-broken by id so plans are reproducible. Suspended containers are never candidates.
+Algorithm 2 of the paper, with the lines each part implements:
 
-- Kill: whole containers are added until the dominant resource of the target is reached (the
-  paper: "as long as the over-provisioned dominant resource is fully reclaimed, p is considered
-  satisfied"). A container whose resources would take the total past the limit a is skipped, so a
-  queue is never pushed below its fair allocation.
-- Immediate: the same walk, but each container is suspended to the minimal footprint and gives
-  back what it holds above it.
-- Graceful: each visited job is shrunk in rounds; each round takes min(r_GP, what the container
-  holds above the footprint, what is still needed) from every active container of the job
-  (line 7). A container leaves the round when it is down to the footprint (empty) or swapping;
-  a swapping container is frozen instead (line 8). The job is left when it has no active
-  container, and the walk goes on with the next job (lines 9-10) until the target is met.
+- line 3 (and line 10, "goto AGAIN"): jobs are visited by longest remaining time first, a job's
+  remaining time being that of its longest-running container (the paper does not say how a
+  job's remaining time is estimated); ties broken by job id so plans are reproducible.
+- line 5: inside a job, its containers by longest remaining time, ties by container id (the
+  paper only says "choose a container"). Suspended containers are never candidates.
+- line 4, "while p > (0, 0)": kill and immediate stop as soon as "the over-provisioned dominant
+  resource is fully reclaimed" (Sec. 4.3), the dominant resource coming from Algorithm 1
+  (:attr:`.amounts.QueueAmount.dominant`). Graceful keeps to the literal condition and goes on
+  while any resource of p is still owed (Sec. 3.3: "Graceful preemption will continue until new
+  tasks' demands are met").
 
-Every plan's total is at most ``min(target, limit)`` in graceful mode and at most ``limit`` in
-the whole-container modes, resource by resource. New limits are listed in the settings' apply
-order (CPU first by default), the order in which the node agent must apply them.
+Kill (lines 5-8 before the paper's modification): whole containers of the job are taken one
+after the other, "until either the job has no container left or p has been satisfied", then the
+next job. A container is never skipped for being large, so the last one taken may reclaim more
+than p, and more than a: that over-reclaim is the fragmentation of kill-based preemption the
+paper describes ("A killed long job container may be too large for one short task").
+
+Immediate (IP, Sec. 3.2; "IP does not require algorithmic changes to capacity scheduler"): the
+same walk, each container suspended to the minimal footprint; it gives back what it holds
+above the footprint.
+
+Graceful (GP, lines 5-8 as modified): each visited job is shrunk in rounds; each round takes
+min(r_GP, what the container holds above the footprint, what is still needed) from every
+active container of the job (line 7: p = p - r_GP, r_c = r_c - r_GP, the step cut so that
+nothing is taken beyond p or below the footprint). A container leaves the rounds when it is
+down to the footprint ("empty") or swapping (line 8); a swapping container is frozen instead.
+The job is left when it has no active container, and the walk goes on with the next job
+(lines 9-10) until p is met.
+
+Reading of line 8 (documented choice): the plan works on a snapshot in which a container
+already swaps, so a swapping container is frozen when its job is visited and takes no further
+step, as the text says ("it is immediately frozen and removed from resource reclamation"); the
+listing would take one more step r_GP from it first.
+
+Bounds: in graceful mode a plan reclaims at most min(p, a); in kill and immediate modes,
+everything but the last container taken reclaims less than p of the dominant resource. New
+limits are listed in the settings' apply order (CPU first by default), the order in which the
+node agent must apply them.
 
 Whole MiB: target, limit, holdings, footprint and step are all :class:`Resources`, so whole
 MiB, and the walk only takes their differences and minima; every memory amount and limit it
 produces is therefore whole MiB without rounding. Each crosses the package's edge through
 :func:`policies.preemption.vectors.from_vector` capped at what it is drawn from (a container's
-holding, the limit a), which keeps ``reclaimed <= held`` exact.
+holding, the containers' holdings), which keeps ``reclaimed <= held`` exact.
 """
 
 from __future__ import annotations
@@ -41,6 +62,7 @@ from policies.preemption.settings import Mode, PreemptionSettings
 from policies.preemption.vectors import (
     EPSILON,
     MEMORY,
+    RESOURCE_NAMES,
     ResourceName,
     as_vector,
     check_resources,
@@ -61,7 +83,7 @@ class Container:
         queue: the queue of that job.
         resources: what it holds now.
         remaining_time: estimated time until it finishes (seconds).
-        swapping: whether its memory is swapping (graceful mode freezes it).
+        swapping: whether its memory is swapping (graceful mode freezes it, Alg. 2 line 8).
         suspended: whether it is already suspended (never chosen again).
     """
 
@@ -110,11 +132,14 @@ class PreemptionPlan:
 
     Attributes:
         mode: the preemption mode.
-        target: p, what should be reclaimed.
-        limit: a, what may be reclaimed at most.
+        target: p, what should be reclaimed (clipped to ``limit``).
+        limit: a, the queue's over-provisioned amount; graceful shrinking takes no memory beyond
+            it, whole containers may (see the module docstring).
         reclaimed: the sum of the actions' ``reclaimed``.
         actions: per-container actions, in the order they were chosen.
         satisfied: whether the target's dominant resource is reached.
+        dominant: the over-provisioned dominant resource that decides ``satisfied`` and ends the
+            kill and immediate walks; None when nothing is to be reclaimed.
     """
 
     mode: Mode
@@ -123,10 +148,11 @@ class PreemptionPlan:
     reclaimed: Resources
     actions: tuple[ContainerAction, ...]
     satisfied: bool
+    dominant: ResourceName | None
 
 
 def _visit_order(containers: Sequence[Container]) -> list[list[Container]]:
-    """Candidate containers grouped by job, longest remaining time first."""
+    """Candidate containers grouped by job, longest remaining time first (Alg. 2, lines 3, 5)."""
     live = sorted(
         (c for c in containers if not c.suspended), key=lambda c: (c.job_id, -c.remaining_time)
     )
@@ -139,7 +165,12 @@ def _visit_order(containers: Sequence[Container]) -> list[list[Container]]:
 
 
 def _dominant(target: NDArray[np.float64], limit: NDArray[np.float64]) -> int | None:
-    """The resource of the target closest to its limit, or None when nothing is to be reclaimed."""
+    """The resource of the target closest to its limit, or None when nothing is to be reclaimed.
+
+    The fallback when the caller names no dominant resource: for a p computed by COMPUTEDR it is
+    COMPUTEDR's dominant resource (Alg. 1 line 12, p_i = a_i there); for p = a it is a tie that
+    falls to the first resource, which is why Algorithm 1 passes its own.
+    """
     asked = target > EPSILON
     if not asked.any():
         return None
@@ -168,11 +199,15 @@ def choose_victims(
     limit: Resources,
     mode: Mode,
     settings: PreemptionSettings,
+    *,
+    dominant: ResourceName | None = None,
 ) -> PreemptionPlan:
-    """Choose containers to give back ``target`` without exceeding ``limit`` (Algorithm 2).
+    """Choose containers to give back ``target`` (Algorithm 2, lines 2-13; module docstring).
 
     ``target`` is p and ``limit`` is a from Algorithm 1 (:func:`.amounts.preemption_amounts`);
-    the target is first clipped to the limit. Raises ValueError naming a malformed amount.
+    the target is first clipped to the limit. ``dominant`` is the over-provisioned dominant
+    resource, Algorithm 1's :attr:`.amounts.QueueAmount.dominant`; when None, the resource of
+    the target closest to its limit. Raises ValueError naming a malformed amount.
     """
     check_resources("target", target)
     check_resources("limit", limit)
@@ -181,42 +216,55 @@ def choose_victims(
     cap = as_vector(limit)
     goal = np.minimum(as_vector(target), cap)
     jobs = _visit_order(containers)
+    key = _dominant(goal, cap) if dominant is None else index(dominant)
     if mode is Mode.GRACEFUL:
         actions, total = _graceful(jobs, goal, settings)
     else:
-        actions, total = _whole_containers(jobs, goal, cap, mode, settings)
-    dominant = _dominant(goal, cap)
-    satisfied = dominant is None or bool(total[dominant] >= goal[dominant] - EPSILON)
+        actions, total = _whole_containers(jobs, goal, key, mode, settings)
+    satisfied = key is None or bool(total[key] >= goal[key] - EPSILON)
+    held = Resources(
+        sum(c.resources.cpu for c in containers), sum(c.resources.memory_mb for c in containers)
+    )
     return PreemptionPlan(
         mode=mode,
         target=from_vector(goal, most=limit),
         limit=limit,
-        reclaimed=from_vector(total, most=limit),
+        reclaimed=from_vector(total, most=held),
         actions=tuple(actions),
         satisfied=satisfied,
+        dominant=None if key is None else RESOURCE_NAMES[key],
     )
 
 
 def _whole_containers(
     jobs: list[list[Container]],
     goal: NDArray[np.float64],
-    cap: NDArray[np.float64],
+    dominant: int | None,
     mode: Mode,
     settings: PreemptionSettings,
 ) -> tuple[list[ContainerAction], NDArray[np.float64]]:
+    """Kill or suspend whole containers, job by job, until the dominant resource of p is met.
+
+    Alg. 2 lines 3-12 before GP: every container of the visited job is taken in turn (line 5-6,
+    never skipped for what it holds, so the last may over-reclaim), p is reduced by what it
+    gives back (line 7), and the next job is visited when this one has none left (lines 9-10).
+    A container that would give back nothing (already at or below the footprint) is passed
+    over: killing or suspending it cannot help p.
+    """
     footprint = as_vector(settings.minimal_footprint)
     total = np.zeros_like(goal)
     actions: list[ContainerAction] = []
-    dominant = _dominant(goal, cap)
     if dominant is None:
         return actions, total
     for container in (c for job in jobs for c in job):
+        # line 4: "as long as the over-provisioned dominant resource is fully reclaimed, p is
+        # considered satisfied" (Sec. 4.3)
         if total[dominant] >= goal[dominant] - EPSILON:
             break
         held = as_vector(container.resources)
         kept = np.zeros_like(held) if mode is Mode.KILL else np.minimum(held, footprint)
         gain = held - kept
-        if not (gain > EPSILON).any() or (total + gain > cap + EPSILON).any():
+        if not (gain > EPSILON).any():
             continue
         total += gain
         kind = ActionKind.KILL if mode is Mode.KILL else ActionKind.SUSPEND

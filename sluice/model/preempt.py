@@ -2,9 +2,11 @@
 
 Reads a cluster snapshot (resources, capacity, queues, containers; format in
 docs/model/preempt.md, example in examples/model/preempt_snapshot.json), runs one round of the
-BIG-C preemptive fair-share scheduler (Algorithm 1 then Algorithm 2) and prints, per queue, the
-amount to reclaim and each container's action. Every malformed field is reported as one line
-naming it.
+BIG-C preemptive fair-share scheduler (Algorithm 1 then Algorithm 2, in the chosen mode) and
+prints, per queue, the amount to reclaim, its over-provisioned dominant resource and each
+container's action. Settings left out of the snapshot take the paper's values
+(:class:`policies.preemption.settings.PreemptionSettings`). Every malformed field is reported
+as one line naming it.
 
 The snapshot's vectors are lists ⟨cpu cores, memory MiB⟩; this module is the edge that turns
 them into :class:`policies.scheduling.resources.Resources` (memory must be whole MiB) and the
@@ -203,6 +205,7 @@ def _report(plan: ClusterPlan, mode: Mode) -> dict[str, Any]:
                 "preempt": _named(amount.preempt),
                 "reclaimed": _named(queue_plan.reclaimed if queue_plan else Resources()),
                 "satisfied": queue_plan.satisfied if queue_plan else True,
+                "dominant": amount.dominant,
                 "actions": [
                     {
                         "container": a.container_id,
@@ -243,6 +246,8 @@ def run_preempt(args: argparse.Namespace) -> int:
         if not queue["actions"]:
             continue
         state = "satisfied" if queue["satisfied"] else "NOT satisfied"
+        if queue["dominant"] is not None:
+            state += f", dominant {queue['dominant']}"
         print(f"  reclaimed {_format(queue['reclaimed'])} ({state})")
         for action in queue["actions"]:
             limits = ", ".join(f"{lim['resource']} -> {lim['limit']:g}" for lim in action["limits"])

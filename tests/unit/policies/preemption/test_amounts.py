@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policies.preemption.amounts import QueueState, compute_dr, preemption_amounts
+from policies.preemption.settings import Mode
 from policies.scheduling.resources import ZERO, Resources
 
 R = Resources
@@ -79,6 +80,7 @@ def test_two_queue_worked_example() -> None:
     long_, short = preemption_amounts(
         R(40.0, 61440),
         [q("long", 0.5, R(30.0, 46080)), q("short", 0.5, R(), R(20.0, 10240))],
+        Mode.GRACEFUL,
     )
     assert long_.over_provisioned == R(10.0, 15360)
     # 15 GB and 10 CPU are free already, so only the CPU the free pool lacks is reclaimed
@@ -91,6 +93,7 @@ def test_worked_example_with_a_full_cluster_is_exact() -> None:
     long_, short = preemption_amounts(
         R(40.0, 61440),
         [q("long", 0.5, R(30.0, 46080)), q("short", 0.5, R(10.0, 15360), R(20.0, 10240))],
+        Mode.GRACEFUL,
     )
     assert (long_.over_provisioned, long_.preempt) == (R(10.0, 15360), R(10.0, 5120))
     assert (short.over_provisioned, short.preempt) == (R(), R())
@@ -131,7 +134,10 @@ def test_worked_example_with_a_full_cluster_is_exact() -> None:
 def test_preemption_amounts(
     capacity: Resources, queues: list[QueueState], expected: dict[str, Resources]
 ) -> None:
-    got = {amount.queue: amount.preempt for amount in preemption_amounts(capacity, queues)}
+    got = {
+        amount.queue: amount.preempt
+        for amount in preemption_amounts(capacity, queues, Mode.GRACEFUL)
+    }
     assert got.keys() == expected.keys()
     for name, amount in expected.items():
         assert_same(got[name], amount)
@@ -176,7 +182,7 @@ def test_fractional_mib_is_rounded_up_then_capped(
     expected: dict[str, tuple[Resources, Resources]],
     exact_total_mib: float,
 ) -> None:
-    got = preemption_amounts(capacity, queues)
+    got = preemption_amounts(capacity, queues, Mode.GRACEFUL)
     assert {a.queue for a in got} == expected.keys()
     for amount in got:
         over, preempt = expected[amount.queue]
@@ -206,12 +212,12 @@ def clusters(draw: st.DrawFn) -> tuple[Resources, list[QueueState]]:
     return capacity, queues
 
 
-@given(clusters())
+@given(clusters(), st.sampled_from(list(Mode)))
 def test_no_queue_loses_more_than_it_is_over_provisioned_or_holds(
-    cluster: tuple[Resources, list[QueueState]],
+    cluster: tuple[Resources, list[QueueState]], mode: Mode
 ) -> None:
     capacity, queues = cluster
-    for amount, queue in zip(preemption_amounts(capacity, queues), queues, strict=True):
+    for amount, queue in zip(preemption_amounts(capacity, queues, mode), queues, strict=True):
         p, a, r = amount.preempt, amount.over_provisioned, queue.allocation
         assert isinstance(p.memory_mb, int)
         assert isinstance(a.memory_mb, int)
@@ -236,4 +242,73 @@ def test_bad_snapshots_name_the_field(
     capacity: Resources, queues: list[QueueState], field: str
 ) -> None:
     with pytest.raises(ValueError, match=f"^{field}:"):
-        preemption_amounts(capacity, queues)
+        preemption_amounts(capacity, queues, Mode.KILL)
+
+
+KILL, IMMEDIATE, GRACEFUL = Mode.KILL, Mode.IMMEDIATE, Mode.GRACEFUL
+WORKED_CAPACITY = R(40.0, 61440)
+
+
+def worked(demand: Resources) -> list[QueueState]:
+    """Sec. 4.3: a full cluster; long holds a = <10 CPU, 15 GB> beyond its fair half."""
+    return [q("long", 0.5, R(30.0, 46080)), q("short", 0.5, R(10.0, 15360), demand)]
+
+
+# Three queues: a is over-provisioned in CPU only, b in memory only; c asks <30, 5 GB>, more
+# than its headroom <10, 5 GB>.
+SPLIT = [
+    q("a", 1 / 3, R(30.0, 20480)),
+    q("b", 1 / 3, R(20.0, 25600)),
+    q("c", 1 / 3, R(10.0, 15360), R(30.0, 5120)),
+]
+
+
+@pytest.mark.parametrize(
+    ("mode", "capacity", "queues", "expected"),
+    [
+        # Sec. 4.3: r_s = <20 CPU, 10 GB> does not fit a = <10, 15 GB>. Capacity scheduler
+        # (kill) and IP: "capacity scheduler will compute p = a" (Alg. 1 line 9, before the
+        # modification); GP: p = COMPUTEDR(r_s, a) = <10, 5 GB>. CPU dominant (20/10 > 10/15).
+        (KILL, WORKED_CAPACITY, worked(R(20.0, 10240)), {"long": (R(10.0, 15360), "cpu")}),
+        (IMMEDIATE, WORKED_CAPACITY, worked(R(20.0, 10240)), {"long": (R(10.0, 15360), "cpu")}),
+        (GRACEFUL, WORKED_CAPACITY, worked(R(20.0, 10240)), {"long": (R(10.0, 5120), "cpu")}),
+        # r_s fits in a: p = r_s in every mode (lines 5-6)
+        (KILL, WORKED_CAPACITY, worked(R(4.0, 2048)), {"long": (R(4.0, 2048), "cpu")}),
+        (IMMEDIATE, WORKED_CAPACITY, worked(R(4.0, 2048)), {"long": (R(4.0, 2048), "cpu")}),
+        (GRACEFUL, WORKED_CAPACITY, worked(R(4.0, 2048)), {"long": (R(4.0, 2048), "cpu")}),
+        # memory dominant (30/15 > 5/10): kill and IP take all of a, GP <5 x 15/30, 15 GB>
+        (KILL, WORKED_CAPACITY, worked(R(5.0, 30720)), {"long": (R(10.0, 15360), "memory_mb")}),
+        (
+            IMMEDIATE,
+            WORKED_CAPACITY,
+            worked(R(5.0, 30720)),
+            {"long": (R(10.0, 15360), "memory_mb")},
+        ),
+        (GRACEFUL, WORKED_CAPACITY, worked(R(5.0, 30720)), {"long": (R(2.5, 15360), "memory_mb")}),
+        # N queues: kill takes every a_q; GP scales c's claim to <10, 5 GB / 3>. The dominant
+        # resource is the request's (CPU), except for b, which is over-provisioned in memory only
+        (
+            KILL,
+            R(60.0, 61440),
+            SPLIT,
+            {"a": (R(10.0, 0), "cpu"), "b": (R(0.0, 5120), "memory_mb"), "c": (R(), None)},
+        ),
+        (
+            GRACEFUL,
+            R(60.0, 61440),
+            SPLIT,
+            {"a": (R(10.0, 0), "cpu"), "b": (R(0.0, 1707), "memory_mb"), "c": (R(), None)},
+        ),
+    ],
+)
+def test_algorithm_1_per_mode(
+    mode: Mode,
+    capacity: Resources,
+    queues: list[QueueState],
+    expected: dict[str, tuple[Resources, str | None]],
+) -> None:
+    got = {a.queue: a for a in preemption_amounts(capacity, queues, mode)}
+    for name, (preempt, dominant) in expected.items():
+        assert_same(got[name].preempt, preempt)
+        assert got[name].dominant == dominant
+    assert all(got[name].preempt == R() for name in got.keys() - expected.keys())

@@ -26,20 +26,23 @@ STEP = PreemptionSettings(minimal_footprint=R(0.0, 0), graceful_step=R(1.0, 1024
 
 
 @pytest.mark.parametrize(
-    ("mode", "reclaimed", "kinds"),
+    ("mode", "target", "reclaimed", "kinds"),
     [
-        # p = <10 CPU, 5 GB> (the worked example); whole containers cap at a = <10, 15 GB>
-        (Mode.KILL, R(10.0, 15360), {ActionKind.KILL}),
-        (Mode.GRACEFUL, R(10.0, 5120), {ActionKind.SHRINK}),
+        # the worked example: kill and IP reclaim p = a = <10 CPU, 15 GB> (Alg. 1 line 9 of the
+        # capacity scheduler), GP p = COMPUTEDR(r_s, a) = <10 CPU, 5 GB>
+        (Mode.KILL, R(10.0, 15360), R(10.0, 15360), {ActionKind.KILL}),
+        (Mode.IMMEDIATE, R(10.0, 15360), R(10.0, 15360), {ActionKind.SUSPEND}),
+        (Mode.GRACEFUL, R(10.0, 5120), R(10.0, 5120), {ActionKind.SHRINK}),
     ],
 )
 def test_worked_example_end_to_end(
-    mode: Mode, reclaimed: Resources, kinds: set[ActionKind]
+    mode: Mode, target: Resources, reclaimed: Resources, kinds: set[ActionKind]
 ) -> None:
     plan = plan_preemption(CAPACITY, QUEUES, CONTAINERS, mode, STEP)
     ((name, queue_plan),) = plan.plans
     assert name == "long"
-    assert queue_plan.target == R(10.0, 5120)
+    assert queue_plan.target == target
+    assert queue_plan.dominant == "cpu"
     assert queue_plan.limit == R(10.0, 15360)
     assert queue_plan.reclaimed == reclaimed
     assert {a.kind for a in plan.actions} == kinds
@@ -154,13 +157,23 @@ def clusters(draw: st.DrawFn) -> tuple[list[QueueState], list[Container], Mode]:
 
 
 @given(clusters())
-def test_no_queue_ever_gives_back_more_than_its_over_provisioned_share(
+def test_a_queue_gives_back_beyond_its_share_only_what_alg_2_allows(
     cluster: tuple[list[QueueState], list[Container], Mode],
 ) -> None:
     queues, containers, mode = cluster
     plan = plan_preemption(R(80.0, 122880), queues, containers, mode, STEP)
-    over = {a.queue: a.over_provisioned for a in plan.amounts}
+    amounts = {a.queue: a for a in plan.amounts}
     for name, queue_plan in plan.plans:
-        assert queue_plan.reclaimed.memory_mb <= over[name].memory_mb
-        assert queue_plan.reclaimed.cpu <= over[name].cpu + 1e-6
+        amount = amounts[name]
         assert all(a.container_id.startswith(f"{name}c") for a in queue_plan.actions)
+        assert queue_plan.dominant == amount.dominant
+        if mode is Mode.GRACEFUL:
+            # graceful shrinking stays within a_q, except the CPU of frozen containers
+            frozen = sum(a.reclaimed.cpu for a in queue_plan.actions if a.kind is ActionKind.FREEZE)
+            assert queue_plan.reclaimed.memory_mb <= amount.over_provisioned.memory_mb
+            assert queue_plan.reclaimed.cpu <= amount.over_provisioned.cpu + frozen + 1e-6
+        elif amount.dominant is not None and queue_plan.actions:
+            # whole containers: only the last one taken may go past p_q (and a_q)
+            d = amount.dominant
+            before_last = sum(getattr(a.reclaimed, d) for a in queue_plan.actions[:-1])
+            assert before_last < getattr(amount.preempt, d) - 1e-9

@@ -50,10 +50,52 @@ def test_example_graceful_plan(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["queues"][1]["actions"] == []
     # amounts stay JSON floats, as they were before memory became whole MiB in the policy
     assert isinstance(long_["preempt"]["memory_mb"], float)
+    assert long_["dominant"] == "cpu"
     assert long_["actions"][1]["limits"] == [
         {"resource": "cpu", "limit": 0.01},
         {"resource": "memory_mb", "limit": 8192.0},
     ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "preempt", "actions", "reclaimed"),
+    [
+        # the worked example: kill and IP reclaim p = a (Alg. 1 line 9 of the capacity
+        # scheduler) and take spark-exec-1 then spark-exec-2, until CPU (dominant) is reclaimed,
+        # past a (Alg. 2 lines 4-8); the suspended mr-reduce-3 is never chosen
+        (
+            "kill",
+            {"cpu": 10.0, "memory_mb": 15360.0},
+            [("spark-exec-1", "kill"), ("spark-exec-2", "kill")],
+            {"cpu": 12.0, "memory_mb": 24576.0},
+        ),
+        (
+            "immediate",
+            {"cpu": 10.0, "memory_mb": 15360.0},
+            [("spark-exec-1", "suspend"), ("spark-exec-2", "suspend")],
+            {"cpu": 11.98, "memory_mb": 24448.0},
+        ),
+        (
+            "graceful",
+            {"cpu": 10.0, "memory_mb": 5120.0},
+            [("spark-exec-2", "freeze"), ("spark-exec-1", "shrink"), ("spark-exec-3", "shrink")],
+            {"cpu": 10.0, "memory_mb": 5120.0},
+        ),
+    ],
+)
+def test_example_plan_per_mode(
+    mode: str,
+    preempt: dict[str, float],
+    actions: list[tuple[str, str]],
+    reclaimed: dict[str, float],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = json.loads(run(["preempt", str(EXAMPLE), "--mode", mode, "--json"], capsys))
+    long_ = report["queues"][0]
+    assert long_["preempt"] == preempt
+    assert [(a["container"], a["action"]) for a in long_["actions"]] == actions
+    assert long_["reclaimed"] == pytest.approx(reclaimed)
+    assert long_["satisfied"] is True
 
 
 def test_text_output_is_the_documented_one(capsys: pytest.CaptureFixture[str]) -> None:

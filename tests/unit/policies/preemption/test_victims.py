@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policies.preemption.settings import Mode, PreemptionSettings
+from policies.preemption.vectors import ResourceName
 from policies.preemption.victims import ActionKind, Container, PreemptionPlan, choose_victims
 from policies.scheduling.resources import Resources
 
@@ -39,25 +40,66 @@ KILL_JOBS = [
 ]
 
 
+KIND = {Mode.KILL: "kill", Mode.IMMEDIATE: "suspend"}
+
+
+@pytest.mark.parametrize("mode", [Mode.KILL, Mode.IMMEDIATE])
 @pytest.mark.parametrize(
-    ("limit", "expected", "satisfied"),
+    ("target", "limit", "expected", "satisfied"),
     [
         # longest-remaining job first, its longest container first, until CPU (dominant) is met
-        (R(6, 6144), [("L1", "kill", R(4, 4096)), ("L2", "kill", R(2, 2048))], True),
-        # L2 would take the queue past a: skipped, the next job's container fits
-        (R(5, 6144), [("L1", "kill", R(4, 4096)), ("S1", "kill", R(1, 1024))], True),
-        # nothing may exceed a: the target is clipped to it, L1 does not fit
-        (R(3, 3072), [("L2", "kill", R(2, 2048)), ("S1", "kill", R(1, 1024))], True),
-        (R(0.5, 6144), [], False),
+        (R(5, 5120), R(6, 6144), [("L1", R(4, 4096)), ("L2", R(2, 2048))], True),
+        # Alg. 2 lines 4-8 take the job's next container whatever it holds: L2 takes the queue
+        # past a = <5, 6 GB> in CPU, and is taken all the same (it is not skipped for S1)
+        (R(5, 5120), R(5, 6144), [("L1", R(4, 4096)), ("L2", R(2, 2048))], True),
+        # p clipped to a = <3, 3 GB>: L1 alone reclaims the dominant CPU, with one CPU to spare
+        (R(5, 5120), R(3, 3072), [("L1", R(4, 4096))], True),
+        (R(5, 5120), R(0.5, 6144), [("L1", R(4, 4096))], True),
+        # the long job has no container left and p is not reclaimed: the next job (line 10)
+        (
+            R(6.5, 6656),
+            R(7, 7168),
+            [("L1", R(4, 4096)), ("L2", R(2, 2048)), ("S1", R(1, 1024))],
+            True,
+        ),
+        # every job runs out first: everything is taken, and p is not satisfied
+        (
+            R(10, 10240),
+            R(10, 10240),
+            [("L1", R(4, 4096)), ("L2", R(2, 2048)), ("S1", R(1, 1024))],
+            False,
+        ),
     ],
 )
-def test_kill_mode(
-    limit: Resources, expected: list[tuple[str, str, Resources]], satisfied: bool
+def test_whole_container_modes_take_the_next_container_until_the_dominant_resource_is_met(
+    mode: Mode,
+    target: Resources,
+    limit: Resources,
+    expected: list[tuple[str, Resources]],
+    satisfied: bool,
 ) -> None:
-    plan = choose_victims(KILL_JOBS, R(5, 5120), limit, Mode.KILL, EXACT)
-    assert summary(plan) == expected
+    # EXACT's footprint is zero, so a suspension gives back all a container holds, like a kill
+    plan = choose_victims(KILL_JOBS, target, limit, mode, EXACT)
+    assert summary(plan) == [(cid, KIND[mode], amount) for cid, amount in expected]
     assert plan.satisfied is satisfied
-    assert all(a.limits == () for a in plan.actions)
+    if mode is Mode.KILL:
+        assert all(a.limits == () for a in plan.actions)
+
+
+@pytest.mark.parametrize("mode", [Mode.KILL, Mode.IMMEDIATE])
+@pytest.mark.parametrize(
+    ("dominant", "expected"), [("cpu", ["cpu-heavy"]), ("memory_mb", ["cpu-heavy", "mem-heavy"])]
+)
+def test_the_over_provisioned_dominant_resource_decides_when_p_is_satisfied(
+    mode: Mode, dominant: ResourceName, expected: list[str]
+) -> None:
+    # p = a (kill and IP, Alg. 1 line 9): p_i / a_i is 1 for both resources, so which one is
+    # dominant comes from Algorithm 1 (the short jobs' request against a), not from p and a
+    containers = [box("cpu-heavy", "j", 4, 1024, 10), box("mem-heavy", "j", 0.5, 4096, 5)]
+    plan = choose_victims(containers, R(4, 4096), R(4, 4096), mode, EXACT, dominant=dominant)
+    assert [a.container_id for a in plan.actions] == expected
+    assert plan.dominant == dominant
+    assert plan.satisfied
 
 
 def test_immediate_mode_suspends_to_the_footprint_cpu_first() -> None:
@@ -198,34 +240,54 @@ def scenarios(
 
 
 @given(scenarios())
-def test_never_reclaims_more_than_a_nor_than_a_container_holds(
+def test_reclaims_what_alg_2_allows_and_never_more_than_a_container_holds(
     scenario: tuple[list[Container], Resources, Resources, Mode, PreemptionSettings],
 ) -> None:
     containers, target, limit, mode, settings = scenario
     plan = choose_victims(containers, target, limit, mode, settings)
     held = {c.container_id: c for c in containers}
+    goal = R(min(target.cpu, limit.cpu), min(target.memory_mb, limit.memory_mb))
     # memory is whole MiB throughout Algorithm 2, so these hold exactly, with no tolerance
     assert isinstance(plan.reclaimed.memory_mb, int)
-    assert plan.reclaimed.memory_mb <= limit.memory_mb
     assert plan.reclaimed.memory_mb == sum(a.reclaimed.memory_mb for a in plan.actions)
-    assert plan.reclaimed.cpu <= limit.cpu + 1e-6
     assert plan.reclaimed.cpu == pytest.approx(sum(a.reclaimed.cpu for a in plan.actions), abs=1e-6)
     if mode is Mode.GRACEFUL:
-        assert plan.reclaimed.memory_mb <= target.memory_mb
-        assert plan.reclaimed.cpu <= target.cpu + 1e-6
+        # never beyond p nor a, except the CPU that freezing a swapping container frees
+        frozen = sum(a.reclaimed.cpu for a in plan.actions if a.kind is ActionKind.FREEZE)
+        assert plan.reclaimed.memory_mb <= goal.memory_mb
+        assert plan.reclaimed.cpu <= goal.cpu + frozen + 1e-6
+    elif plan.dominant is not None:
+        # lines 4-8: the walk stops once the dominant resource is met, so only the last
+        # container taken may go past p; if p is not met, every container that could help is taken
+        d = plan.dominant
+        before_last = sum(getattr(a.reclaimed, d) for a in plan.actions[:-1])
+        assert before_last < getattr(goal, d) - 1e-9 or not plan.actions
+        if not plan.satisfied:
+            kept = R() if mode is Mode.KILL else settings.minimal_footprint
+            helpful = {
+                c.container_id
+                for c in containers
+                if not c.suspended
+                and (c.resources.cpu > kept.cpu + 1e-9 or c.resources.memory_mb > kept.memory_mb)
+            }
+            assert {a.container_id for a in plan.actions} == helpful
     ids = [a.container_id for a in plan.actions]
     assert len(ids) == len(set(ids))
     for action in plan.actions:
         container = held[action.container_id]
         assert not container.suspended
+        if action.kind is ActionKind.FREEZE:  # a freeze reclaims nothing
+            assert action.reclaimed == R()
+            continue
         kept = R() if mode is Mode.KILL else settings.minimal_footprint
-        floor_mib = min(container.resources.memory_mb, kept.memory_mb)
+        floor = R(
+            min(container.resources.cpu, kept.cpu),
+            min(container.resources.memory_mb, kept.memory_mb),
+        )
         assert isinstance(action.reclaimed.memory_mb, int)
-        assert action.reclaimed.memory_mb <= container.resources.memory_mb - floor_mib
-        floor_cpu = min(container.resources.cpu, kept.cpu)
-        assert action.reclaimed.cpu <= container.resources.cpu - floor_cpu + 1e-6
+        assert action.reclaimed.memory_mb <= container.resources.memory_mb - floor.memory_mb
+        assert action.reclaimed.cpu <= container.resources.cpu - floor.cpu + 1e-6
         for name, value in action.limits:
             if name == "memory_mb":
                 assert isinstance(value, int)
-                if action.kind is not ActionKind.FREEZE:  # a freeze reclaims nothing
-                    assert value == container.resources.memory_mb - action.reclaimed.memory_mb
+                assert value == container.resources.memory_mb - action.reclaimed.memory_mb
