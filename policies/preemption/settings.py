@@ -44,9 +44,9 @@ class PreemptionSettings:
             thread stays alive to the scheduler (Sec. 3.2: 1% CPU, 64 MB).
         graceful_step: r_GP, reclaimed from each container per round in graceful mode
             (Algorithm 2, line 7).
-        throttle_first: the resource deprived first when a container is shrunk, suspended or
-            frozen; CPU by default, because a container without CPU stops dirtying memory and
-            its memory is then reclaimed faster (Sec. 3.2).
+        throttle_first: the resource deprived first when a container is shrunk or suspended;
+            CPU by default, because a container without CPU stops dirtying memory and its memory
+            is then reclaimed faster (Sec. 3.2). A freeze is always of the CPU (Sec. 4.2).
         resume_after_offers: D, offers a preempted container declines before it resumes.
     """
 

@@ -27,19 +27,22 @@ Graceful (GP, lines 5-8 as modified): each visited job is shrunk in rounds; each
 min(r_GP, what the container holds above the footprint, what is still needed) from every
 active container of the job (line 7: p = p - r_GP, r_c = r_c - r_GP, the step cut so that
 nothing is taken beyond p or below the footprint). A container leaves the rounds when it is
-down to the footprint ("empty") or swapping (line 8); a swapping container is frozen instead.
-The job is left when it has no active container, and the walk goes on with the next job
-(lines 9-10) until p is met.
+down to the footprint ("empty") or swapping (line 8). A swapping container is frozen: its CPU
+is set to the footprint's (Sec. 4.2: the container monitor "freezes the container by setting
+the CPU allocation to 1%"), which gives back the CPU it held above it. That CPU counts towards
+p, and all of it is reported as reclaimed even beyond what is owed, because the freeze frees it
+whatever p is. The job is left when it has no active container, and the walk goes on with the
+next job (lines 9-10) until p is met.
 
 Reading of line 8 (documented choice): the plan works on a snapshot in which a container
 already swaps, so a swapping container is frozen when its job is visited and takes no further
 step, as the text says ("it is immediately frozen and removed from resource reclamation"); the
 listing would take one more step r_GP from it first.
 
-Bounds: in graceful mode a plan reclaims at most min(p, a); in kill and immediate modes,
-everything but the last container taken reclaims less than p of the dominant resource. New
-limits are listed in the settings' apply order (CPU first by default), the order in which the
-node agent must apply them.
+Bounds: in graceful mode a plan reclaims at most min(p, a) of memory, and of CPU at most
+min(p, a) plus the CPU that freezes free; in kill and immediate modes, everything but the last
+container taken reclaims less than p of the dominant resource. New limits are listed in the
+settings' apply order (CPU first by default), the order in which the node agent must apply them.
 
 Whole MiB: target, limit, holdings, footprint and step are all :class:`Resources`, so whole
 MiB, and the walk only takes their differences and minima; every memory amount and limit it
@@ -60,6 +63,7 @@ from numpy.typing import NDArray
 
 from policies.preemption.settings import Mode, PreemptionSettings
 from policies.preemption.vectors import (
+    CPU,
     EPSILON,
     MEMORY,
     RESOURCE_NAMES,
@@ -113,8 +117,8 @@ class ContainerAction:
         container_id: the container.
         job_id: its job.
         kind: kill, shrink, suspend or freeze.
-        reclaimed: what this action gives back (a freeze gives back nothing: it only stops a
-            swapping container from making its memory shortage worse).
+        reclaimed: what this action gives back (a freeze gives back the CPU the container held
+            above the footprint, and no memory).
         limits: the new (resource name, limit) pairs in the order to apply them; empty for kill.
             CPU limits are cores (float), memory limits whole MiB (int).
     """
@@ -276,32 +280,47 @@ def _whole_containers(
     return actions, total
 
 
-def _freeze(container: Container, settings: PreemptionSettings) -> ContainerAction:
-    """Freeze a swapping container: its first-throttled resource to the footprint (Alg. 2, l. 8).
+def _freeze(
+    container: Container, settings: PreemptionSettings
+) -> tuple[ContainerAction, NDArray[np.float64]]:
+    """Freeze a swapping container: its CPU to the footprint's (Alg. 2 line 8; Sec. 4.2).
 
-    Nothing counts as reclaimed: the freeze stops the container from deepening its memory
-    shortage (Sec. 4.2, container monitor); it is not a grant to the short jobs.
+    The container monitor "freezes the container by setting the CPU allocation to 1%" (Sec.
+    4.2), the footprint's CPU (Sec. 3.2), whatever resource shrinking throttles first: the CPU
+    it held above that is given back, its memory is left alone (taking memory from a container
+    short of it would deepen its swapping). Returns the action and the vector it gives back.
     """
     held = as_vector(container.resources)
     frozen = held.copy()
-    throttled = index(settings.apply_order[0])
-    footprint = as_vector(settings.minimal_footprint)
-    frozen[throttled] = min(frozen[throttled], footprint[throttled])
-    return ContainerAction(
+    frozen[CPU] = min(frozen[CPU], float(settings.minimal_footprint.cpu))
+    gain = held - frozen
+    limits: tuple[tuple[ResourceName, float | int], ...] = ()
+    if gain[CPU] > EPSILON:
+        limits = (("cpu", round(float(frozen[CPU]), 9)),)
+    action = ContainerAction(
         container.container_id,
         container.job_id,
         ActionKind.FREEZE,
-        Resources(),
-        _limits(settings, held, frozen),
+        from_vector(gain, most=container.resources),
+        limits,
     )
+    return action, gain
 
 
 def _graceful(
     jobs: list[list[Container]], goal: NDArray[np.float64], settings: PreemptionSettings
 ) -> tuple[list[ContainerAction], NDArray[np.float64]]:
+    """Shrink the visited jobs' containers a step r_GP at a time (Alg. 2 as modified for GP).
+
+    Per job (line 3): its swapping containers are frozen and left out (line 8), the CPU they
+    free counting towards p; then rounds, each taking one step from every active container
+    (lines 5-7), until p is met or the job has no active container (line 9), then the next job
+    (line 10). Returns the actions and the total given back (frozen CPU included in full).
+    """
     footprint = as_vector(settings.minimal_footprint)
     step = as_vector(settings.graceful_step)
     need = goal.copy()
+    total = np.zeros_like(goal)
     actions: list[ContainerAction] = []
     for job in jobs:
         if not (need > EPSILON).any():
@@ -311,7 +330,10 @@ def _graceful(
         active = []
         for c in job:
             if c.swapping:
-                actions.append(_freeze(c, settings))
+                action, freed = _freeze(c, settings)
+                actions.append(action)
+                total += freed
+                need = np.maximum(need - freed, 0.0)
             else:
                 active.append(c.container_id)
         while active and (need > EPSILON).any():
@@ -319,6 +341,7 @@ def _graceful(
                 take = np.clip(np.minimum(np.minimum(step, left[key] - footprint), need), 0, None)
                 left[key] -= take
                 need -= take
+                total += take
                 if not (take > EPSILON).any() or not (left[key] - footprint > EPSILON).any():
                     active.remove(key)
         for c in job:
@@ -335,4 +358,4 @@ def _graceful(
                         _limits(settings, held[c.container_id], left[c.container_id]),
                     )
                 )
-    return actions, goal - need
+    return actions, total

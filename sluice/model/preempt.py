@@ -251,11 +251,9 @@ def run_preempt(args: argparse.Namespace) -> int:
         print(f"  reclaimed {_format(queue['reclaimed'])} ({state})")
         for action in queue["actions"]:
             limits = ", ".join(f"{lim['resource']} -> {lim['limit']:g}" for lim in action["limits"])
-            effect = (
-                "swapping, frozen"
-                if action["action"] == "freeze"
-                else f"reclaims {_format(action['reclaimed'])}"
-            )
+            effect = f"reclaims {_format(action['reclaimed'])}"
+            if action["action"] == "freeze":
+                effect = f"swapping, frozen, {effect}"
             print(
                 f"  {action['action']:<8} {action['container']} (job {action['job']}): {effect}"
                 + (f"; limits {limits}" if limits else "")

@@ -51,8 +51,11 @@ def test_example_graceful_plan(capsys: pytest.CaptureFixture[str]) -> None:
     # amounts stay JSON floats, as they were before memory became whole MiB in the policy
     assert isinstance(long_["preempt"]["memory_mb"], float)
     assert long_["dominant"] == "cpu"
+    # the swapping executor is frozen and gives back its CPU above the footprint (Sec. 4.2)
+    assert long_["actions"][0]["reclaimed"] == pytest.approx({"cpu": 5.99, "memory_mb": 0.0})
+    assert long_["actions"][0]["limits"] == [{"resource": "cpu", "limit": 0.01}]
     assert long_["actions"][1]["limits"] == [
-        {"resource": "cpu", "limit": 0.01},
+        {"resource": "cpu", "limit": 3.99},
         {"resource": "memory_mb", "limit": 8192.0},
     ]
 

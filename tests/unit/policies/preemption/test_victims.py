@@ -127,14 +127,39 @@ def test_throttle_order_follows_the_settings() -> None:
     assert plan.actions[0].limits == (("memory_mb", 64), ("cpu", 0.01))
 
 
-def test_a_swapping_container_is_frozen_in_the_throttle_first_resource() -> None:
-    swapping = [box("b", "j", 2, 2048, 5, swapping=True)]
-    for settings, limits in [
-        (PAPER, (("cpu", 0.01),)),
-        (PreemptionSettings(throttle_first="memory_mb"), (("memory_mb", 64),)),
-    ]:
-        (action,) = choose_victims(swapping, R(1, 1), R(8, 8192), Mode.GRACEFUL, settings).actions
-        assert (action.kind, action.reclaimed, action.limits) == (ActionKind.FREEZE, R(), limits)
+@pytest.mark.parametrize(
+    ("settings", "held", "reclaimed"),
+    [
+        # Sec. 4.2: the container monitor "freezes the container by setting the CPU allocation
+        # to 1%": the CPU above the footprint is reclaimed, the memory is left alone
+        (PAPER, R(2, 2048), R(1.99, 0)),
+        (EXACT, R(2, 2048), R(2, 0)),
+        # the freeze is of the CPU whichever resource shrinking throttles first
+        (PreemptionSettings(throttle_first="memory_mb"), R(2, 2048), R(1.99, 0)),
+        # a container already at the footprint's CPU gives back nothing
+        (PAPER, R(0.01, 2048), R(0, 0)),
+    ],
+)
+def test_a_swapping_container_is_frozen_and_gives_back_its_cpu(
+    settings: PreemptionSettings, held: Resources, reclaimed: Resources
+) -> None:
+    swapping = [box("b", "j", held.cpu, held.memory_mb, 5, swapping=True)]
+    (action,) = choose_victims(swapping, R(1, 1), R(8, 8192), Mode.GRACEFUL, settings).actions
+    assert action.kind is ActionKind.FREEZE
+    assert action.reclaimed.memory_mb == reclaimed.memory_mb
+    assert action.reclaimed.cpu == pytest.approx(reclaimed.cpu)
+    expected_limits = (("cpu", settings.minimal_footprint.cpu),) if reclaimed.cpu else ()
+    assert action.limits == expected_limits
+
+
+def test_the_cpu_a_freeze_frees_counts_towards_p() -> None:
+    # b's freeze frees its 4 CPU, more than the 2 asked for: a is shrunk in memory only, and the
+    # plan reports the CPU the freeze actually frees
+    containers = [box("a", "j", 4, 4096, 100), box("b", "j", 4, 4096, 90, swapping=True)]
+    plan = choose_victims(containers, R(2, 2048), R(100, 100_000), Mode.GRACEFUL, EXACT)
+    assert summary(plan) == [("b", "freeze", R(4, 0)), ("a", "shrink", R(0, 2048))]
+    assert plan.reclaimed == R(4, 2048)
+    assert plan.satisfied
 
 
 SPREAD = [box(c, "j", 4, 4096, 100) for c in ("a", "b", "c")]
@@ -155,11 +180,11 @@ SPREAD = [box(c, "j", 4, 4096, 100) for c in ("a", "b", "c")]
             R(4, 4096),
             [("a", "shrink", R(2, 2048)), ("b", "shrink", R(1, 1024)), ("c", "shrink", R(1, 1024))],
         ),
-        # a swapping container is frozen (reclaims nothing) and left out of the rounds
+        # a swapping container is frozen (its CPU reclaimed) and left out of the rounds
         (
-            [box("a", "j", 4, 4096, 100), box("b", "j", 4, 4096, 90, swapping=True)],
+            [box("a", "j", 4, 4096, 100), box("b", "j", 1, 4096, 90, swapping=True)],
             R(2, 2048),
-            [("b", "freeze", R(0, 0)), ("a", "shrink", R(2, 2048))],
+            [("b", "freeze", R(1, 0)), ("a", "shrink", R(1, 2048))],
         ),
         # empty containers leave the round; the next job is visited when one runs out
         (
@@ -209,8 +234,9 @@ def test_graceful_shrinks_to_the_footprint_at_most_and_freezes_cpu_first() -> No
     kinds = {a.container_id: a for a in plan.actions}
     assert kinds["b"].kind is ActionKind.FREEZE
     assert kinds["b"].limits == (("cpu", 0.01),)
+    assert kinds["b"].reclaimed.cpu == pytest.approx(1.99)
     assert kinds["a"].limits == (("cpu", 0.01), ("memory_mb", 64))
-    assert plan.reclaimed.cpu == pytest.approx(0.99)
+    assert plan.reclaimed.cpu == pytest.approx(0.99 + 1.99)
     assert plan.reclaimed.memory_mb == 8128
     assert not plan.satisfied
 
@@ -276,14 +302,16 @@ def test_reclaims_what_alg_2_allows_and_never_more_than_a_container_holds(
     for action in plan.actions:
         container = held[action.container_id]
         assert not container.suspended
-        if action.kind is ActionKind.FREEZE:  # a freeze reclaims nothing
-            assert action.reclaimed == R()
-            continue
-        kept = R() if mode is Mode.KILL else settings.minimal_footprint
-        floor = R(
-            min(container.resources.cpu, kept.cpu),
-            min(container.resources.memory_mb, kept.memory_mb),
-        )
+        if action.kind is ActionKind.FREEZE:
+            floor = R(min(container.resources.cpu, settings.minimal_footprint.cpu), 0)
+            assert action.reclaimed.memory_mb == 0
+            assert all(name == "cpu" for name, _ in action.limits)
+        else:
+            kept = R() if mode is Mode.KILL else settings.minimal_footprint
+            floor = R(
+                min(container.resources.cpu, kept.cpu),
+                min(container.resources.memory_mb, kept.memory_mb),
+            )
         assert isinstance(action.reclaimed.memory_mb, int)
         assert action.reclaimed.memory_mb <= container.resources.memory_mb - floor.memory_mb
         assert action.reclaimed.cpu <= container.resources.cpu - floor.cpu + 1e-6
