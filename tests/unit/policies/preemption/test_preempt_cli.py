@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 
 from plumbing.errors import UserError
+from policies.preemption.settings import PreemptionSettings
+from sluice.cli import main
 from sluice.model import preempt
 
 ROOT = Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "examples" / "model" / "preempt_snapshot.json"
 DOCS = ROOT / "docs" / "model" / "preempt.md"
+PAPER = PreemptionSettings()
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -214,3 +217,45 @@ def test_unreadable_and_malformed_files(tmp_path: Path, capsys: pytest.CaptureFi
         run(["preempt", str(broken)], capsys)
     with pytest.raises(UserError, match=r"^snapshot: expected an object"):
         run(["preempt", write(tmp_path, [1, 2])], capsys)
+
+
+@pytest.mark.parametrize(
+    "omitted",
+    [
+        ["settings"],
+        ["settings.minimal_footprint"],
+        ["settings.graceful_step"],
+        ["settings.throttle_first"],
+        ["settings.resume_after_offers"],
+        ["settings", "mode", "resources"],
+    ],
+)
+@pytest.mark.parametrize("mode", ["kill", "immediate", "graceful"])
+def test_the_cli_entry_point_applies_the_paper_defaults_to_omitted_settings(
+    omitted: list[str], mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the example spells out the paper's values (settings.py), so leaving any of them out, through
+    # the `sluice` command itself, must give the same plan
+    assert example()["settings"] == {
+        "minimal_footprint": [PAPER.minimal_footprint.cpu, PAPER.minimal_footprint.memory_mb],
+        "graceful_step": [PAPER.graceful_step.cpu, PAPER.graceful_step.memory_mb],
+        "throttle_first": PAPER.throttle_first,
+        "resume_after_offers": PAPER.resume_after_offers,
+    }
+    doc = example()
+    for path in omitted:
+        doc = mutate_doc(doc, path)
+    assert main(["model", "preempt", str(EXAMPLE), "--mode", mode, "--json"]) == 0
+    expected = capsys.readouterr().out
+    assert main(["model", "preempt", write(tmp_path, doc), "--mode", mode, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (expected, "")
+
+
+def mutate_doc(doc: dict[str, Any], path: str) -> dict[str, Any]:
+    *parents, last = path.split(".")
+    node: Any = doc
+    for key in parents:
+        node = node[key]
+    del node[last]
+    return doc
