@@ -27,9 +27,9 @@ from plumbing.mqtt import (
     DEFAULT_PREFIX,
     LoopThread,
     Reconnector,
+    broker_link,
     first_completed,
     make_client,
-    parse_mqtt_broker,
     topics,
     until_disconnected,
 )
@@ -63,12 +63,9 @@ class CandidatePublisher:
         tls: BrokerTls | None = None,
         log: logging.Logger = _log,
     ) -> None:
-        broker = parse_mqtt_broker(url)
-        if broker.tls and tls is None:
-            raise ValueError(f"--mqtt: {url} is MQTT over TLS: a certificate is needed")
+        broker, self._ssl = broker_link(url, tls)
         self._broker = broker
         self._host, self._port = broker.host, broker.port
-        self._ssl = tls.ssl_context() if broker.tls and tls is not None else None
         self.machines_topic, self.candidates_topic = topics(topic_prefix)
         self._client_id = client_id
         self._log = log

@@ -29,9 +29,9 @@ from plumbing.mqtt import (
     DEFAULT_PREFIX,
     LoopThread,
     Reconnector,
+    broker_link,
     first_completed,
     make_client,
-    parse_mqtt_broker,
     topics,
 )
 from plumbing.rpc import channel
@@ -162,12 +162,9 @@ class CandidateFeed:
         tls: BrokerTls | None = None,
         log: logging.Logger = _log,
     ) -> None:
-        broker = parse_mqtt_broker(url)
-        if broker.tls and tls is None:
-            raise ValueError(f"--mqtt: {url} is MQTT over TLS: a certificate is needed")
+        broker, self._ssl = broker_link(url, tls)
         self._broker = broker
         self._host, self._port = broker.host, broker.port
-        self._ssl = tls.ssl_context() if broker.tls and tls is not None else None
         self.machines_topic, self.candidates_topic = topics(topic_prefix)
         self._resync = resync
         self._on_change = on_change

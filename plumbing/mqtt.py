@@ -38,7 +38,7 @@ import aiomqtt
 from aiomqtt.exceptions import MqttConnectError
 from paho.mqtt.client import MQTT_LOG_ERR
 
-from plumbing.broker_tls import probe, tls_problem
+from plumbing.broker_tls import BrokerTls, probe, tls_problem
 
 _log = logging.getLogger("sluice.mqtt")
 
@@ -97,6 +97,17 @@ def parse_mqtt_broker(url: str) -> MqttBroker:
     if port is None:
         port = DEFAULT_TLS_PORT if tls else DEFAULT_PORT
     return MqttBroker(parts.hostname, port, tls)
+
+
+def broker_link(url: str, tls: BrokerTls | None) -> tuple[MqttBroker, ssl.SSLContext | None]:
+    """The broker ``url`` names and, for ``mqtts://``, the TLS context of the holder's
+    certificate; ``ValueError("--mqtt: ...")`` for a TLS broker without a certificate."""
+    broker = parse_mqtt_broker(url)
+    if not broker.tls:
+        return broker, None
+    if tls is None:
+        raise ValueError(f"--mqtt: {url} is MQTT over TLS: a certificate is needed")
+    return broker, tls.ssl_context()
 
 
 def parse_mqtt_url(url: str) -> tuple[str, int]:
