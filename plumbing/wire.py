@@ -55,6 +55,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         name=spec.name,
         priority=spec.priority,
         max_retries=spec.max_retries,
+        queue=spec.queue,
         phases=[
             pb.PhaseSpec(
                 name=p.name,
@@ -89,6 +90,7 @@ def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
         "priority": message.priority,
         "phases": phases,
         "max_retries": message.max_retries,
+        "queue": message.queue,
     }
 
 

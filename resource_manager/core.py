@@ -160,28 +160,35 @@ class StopAllocation:
 
 @dataclass(frozen=True)
 class SuspendAllocation:
-    """Freeze the task running in the container."""
+    """Freeze the task running in the container; then, with ``limits`` (an immediate
+    preemption's minimal footprint), cut its CPU and memory to them so its pages go to swap."""
 
     job_id: str
     allocation_id: str
     reason: str
+    limits: Resources | None = None
 
 
 @dataclass(frozen=True)
 class ResumeAllocation:
-    """Thaw the container's frozen task."""
+    """Restore the container's limits (``limits``; None: its grant), then thaw its task."""
 
     job_id: str
     allocation_id: str
+    limits: Resources | None = None
 
 
 @dataclass(frozen=True)
 class ResizeAllocation:
-    """Set the limits the container's task runs at (never above its grant)."""
+    """Set the limits the container's task runs at (never above its grant).  With ``step`` (a
+    graceful preemption) the node lowers them by at most ``step`` per round; with
+    ``freeze_on_swap`` it freezes the task once it swaps and goes no lower."""
 
     job_id: str
     allocation_id: str
     limits: Resources
+    step: Resources | None = None
+    freeze_on_swap: bool = False
 
 
 NodeCommand = (

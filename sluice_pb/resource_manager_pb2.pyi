@@ -127,7 +127,7 @@ class JobSummary(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ..., master_attempt: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address")
+    __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address", "preemptions")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +139,7 @@ class TaskInfo(_message.Message):
     FINISH_TIME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     NODE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     phase: str
     attempt: int
@@ -150,7 +151,22 @@ class TaskInfo(_message.Message):
     finish_time: float
     message: str
     node_address: str
-    def __init__(self, task_id: _Optional[str] = ..., phase: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., node_address: _Optional[str] = ...) -> None: ...
+    preemptions: _containers.RepeatedCompositeFieldContainer[PreemptionEvent]
+    def __init__(self, task_id: _Optional[str] = ..., phase: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., node_address: _Optional[str] = ..., preemptions: _Optional[_Iterable[_Union[PreemptionEvent, _Mapping]]] = ...) -> None: ...
+
+class PreemptionEvent(_message.Message):
+    __slots__ = ("time", "action", "limits", "reason", "work_lost_s")
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    WORK_LOST_S_FIELD_NUMBER: _ClassVar[int]
+    time: float
+    action: str
+    limits: _common_pb2.Resources
+    reason: str
+    work_lost_s: float
+    def __init__(self, time: _Optional[float] = ..., action: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reason: _Optional[str] = ..., work_lost_s: _Optional[float] = ...) -> None: ...
 
 class JobDetail(_message.Message):
     __slots__ = ("summary", "spec", "tasks")
@@ -188,12 +204,62 @@ class ChangeTaskResponse(_message.Message):
     limits: _common_pb2.Resources
     def __init__(self, allocation_id: _Optional[str] = ..., node_id: _Optional[str] = ..., goal: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
 
+class ListQueuesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class QueueInfo(_message.Message):
+    __slots__ = ("name", "share", "max_share", "mode", "usage", "pending", "preempted", "suspended", "shrunk", "running_jobs", "graceful_step", "minimal_footprint", "resume_after_offers", "max_suspended_s", "is_default")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SHARE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_FIELD_NUMBER: _ClassVar[int]
+    SHRUNK_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    GRACEFUL_STEP_FIELD_NUMBER: _ClassVar[int]
+    MINIMAL_FOOTPRINT_FIELD_NUMBER: _ClassVar[int]
+    RESUME_AFTER_OFFERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SUSPENDED_S_FIELD_NUMBER: _ClassVar[int]
+    IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    share: float
+    max_share: float
+    mode: str
+    usage: _common_pb2.Resources
+    pending: _common_pb2.Resources
+    preempted: _common_pb2.Resources
+    suspended: int
+    shrunk: int
+    running_jobs: int
+    graceful_step: _common_pb2.Resources
+    minimal_footprint: _common_pb2.Resources
+    resume_after_offers: int
+    max_suspended_s: float
+    is_default: bool
+    def __init__(self, name: _Optional[str] = ..., share: _Optional[float] = ..., max_share: _Optional[float] = ..., mode: _Optional[str] = ..., usage: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., pending: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., preempted: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., suspended: _Optional[int] = ..., shrunk: _Optional[int] = ..., running_jobs: _Optional[int] = ..., graceful_step: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., minimal_footprint: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., resume_after_offers: _Optional[int] = ..., max_suspended_s: _Optional[float] = ..., is_default: _Optional[bool] = ...) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ("queues", "capacity", "source", "loaded_at")
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    LOADED_AT_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
+    capacity: _common_pb2.Resources
+    source: str
+    loaded_at: float
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., source: _Optional[str] = ..., loaded_at: _Optional[float] = ...) -> None: ...
+
 class ListNodesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "address", "runtime", "capacity", "allocated", "used", "state", "last_heartbeat", "running_tasks")
+    __slots__ = ("node_id", "address", "runtime", "capacity", "allocated", "used", "state", "last_heartbeat", "running_tasks", "has_swap")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +269,7 @@ class NodeInfo(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    HAS_SWAP_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     runtime: str
@@ -212,7 +279,8 @@ class NodeInfo(_message.Message):
     state: NodeState
     last_heartbeat: float
     running_tasks: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., runtime: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., state: _Optional[_Union[NodeState, str]] = ..., last_heartbeat: _Optional[float] = ..., running_tasks: _Optional[int] = ...) -> None: ...
+    has_swap: bool
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., runtime: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., state: _Optional[_Union[NodeState, str]] = ..., last_heartbeat: _Optional[float] = ..., running_tasks: _Optional[int] = ..., has_swap: _Optional[bool] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)
@@ -221,7 +289,7 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node_id", "address", "capacity", "runtime", "live_tasks", "instance_id", "cluster_id")
+    __slots__ = ("node_id", "address", "capacity", "runtime", "live_tasks", "instance_id", "cluster_id", "has_swap")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -229,6 +297,7 @@ class RegisterNodeRequest(_message.Message):
     LIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    HAS_SWAP_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     capacity: _common_pb2.Resources
@@ -236,7 +305,8 @@ class RegisterNodeRequest(_message.Message):
     live_tasks: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
     instance_id: str
     cluster_id: str
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    has_swap: bool
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., has_swap: _Optional[bool] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("heartbeat_interval_s", "data_plane", "cluster_id", "grant_key")
@@ -251,16 +321,18 @@ class RegisterNodeResponse(_message.Message):
     def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., cluster_id: _Optional[str] = ..., grant_key: _Optional[bytes] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "used", "live_tasks", "instance_id")
+    __slots__ = ("node_id", "used", "live_tasks", "instance_id", "has_swap")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     USED_FIELD_NUMBER: _ClassVar[int]
     LIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    HAS_SWAP_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     used: _common_pb2.Resources
     live_tasks: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
     instance_id: str
-    def __init__(self, node_id: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ...) -> None: ...
+    has_swap: bool
+    def __init__(self, node_id: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., has_swap: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("reregister", "commands")
@@ -285,24 +357,18 @@ class NodeCommand(_message.Message):
     def __init__(self, launch_master: _Optional[_Union[LaunchMaster, _Mapping]] = ..., stop_allocation: _Optional[_Union[StopAllocation, _Mapping]] = ..., suspend_allocation: _Optional[_Union[SuspendAllocation, _Mapping]] = ..., resume_allocation: _Optional[_Union[ResumeAllocation, _Mapping]] = ..., resize_allocation: _Optional[_Union[ResizeAllocation, _Mapping]] = ...) -> None: ...
 
 class SuspendAllocation(_message.Message):
-    __slots__ = ("job_id", "allocation_id", "reason")
+    __slots__ = ("job_id", "allocation_id", "reason", "limits")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     allocation_id: str
     reason: str
-    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    limits: _common_pb2.Resources
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., reason: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
 
 class ResumeAllocation(_message.Message):
-    __slots__ = ("job_id", "allocation_id")
-    JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
-    job_id: str
-    allocation_id: str
-    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ...) -> None: ...
-
-class ResizeAllocation(_message.Message):
     __slots__ = ("job_id", "allocation_id", "limits")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -311,6 +377,20 @@ class ResizeAllocation(_message.Message):
     allocation_id: str
     limits: _common_pb2.Resources
     def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+
+class ResizeAllocation(_message.Message):
+    __slots__ = ("job_id", "allocation_id", "limits", "step", "freeze_on_swap")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    FREEZE_ON_SWAP_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    allocation_id: str
+    limits: _common_pb2.Resources
+    step: _common_pb2.Resources
+    freeze_on_swap: bool
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., step: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., freeze_on_swap: _Optional[bool] = ...) -> None: ...
 
 class LaunchMaster(_message.Message):
     __slots__ = ("job_id", "allocation_id", "resources", "rm_address", "attempt", "tls_cert_chain_pem", "tls_key_pem")

@@ -71,6 +71,11 @@ class JobServiceStub:
                 request_serializer=sluice__pb_dot_resource__manager__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=sluice__pb_dot_resource__manager__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/sluice.v1.JobService/ListQueues',
+                request_serializer=sluice__pb_dot_resource__manager__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=sluice__pb_dot_resource__manager__pb2.ListQueuesResponse.FromString,
+                _registered_method=True)
         self.GetClusterInfo = channel.unary_unary(
                 '/sluice.v1.JobService/GetClusterInfo',
                 request_serializer=sluice__pb_dot_resource__manager__pb2.GetClusterInfoRequest.SerializeToString,
@@ -133,6 +138,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListQueues(self, request, context):
+        """The queues (the RM's --queues file): each one's share, usage, pending demand, and what is
+        preempted from it now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetClusterInfo(self, request, context):
         """The cluster's data plane (Kafka, MQTT, aggregator), for clients such as `sluice candidates`.
         """
@@ -177,6 +190,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=sluice__pb_dot_resource__manager__pb2.ListNodesRequest.FromString,
                     response_serializer=sluice__pb_dot_resource__manager__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=sluice__pb_dot_resource__manager__pb2.ListQueuesRequest.FromString,
+                    response_serializer=sluice__pb_dot_resource__manager__pb2.ListQueuesResponse.SerializeToString,
             ),
             'GetClusterInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetClusterInfo,
@@ -375,6 +393,33 @@ class JobService:
             '/sluice.v1.JobService/ListNodes',
             sluice__pb_dot_resource__manager__pb2.ListNodesRequest.SerializeToString,
             sluice__pb_dot_resource__manager__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobService/ListQueues',
+            sluice__pb_dot_resource__manager__pb2.ListQueuesRequest.SerializeToString,
+            sluice__pb_dot_resource__manager__pb2.ListQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,

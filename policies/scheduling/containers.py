@@ -4,8 +4,9 @@ it holds of its node meanwhile.
 A container (an allocation) keeps two things apart, as every lifecycle here does:
 
 * its **goal**, the desired state the RM's decisions set: run at its current ``limits`` (the
-  grant, or less once shrunk), be suspended (frozen in place), or be stopped (preempted by a
-  kill);
+  grant, or less once shrunk), be shrunk gracefully towards ``limits`` (the node steps down and
+  may freeze the task once it swaps), be suspended (frozen in place, then cut to ``limits``, the
+  minimal footprint, when given), or be stopped (preempted by a kill);
 * what its node last **showed**: nothing running in it yet (or any more), a task running at
   some limits, or a task suspended.
 
@@ -20,12 +21,15 @@ freeze or a shrink is being carried out:
 * CPU: the larger of what the goal asks for and what the node shows in use.  A suspended task
   uses no CPU.
 * Memory: the same, except that a frozen task keeps its memory (the cgroup freezer stops the
-  processes, it does not free their pages).  A suspended container therefore holds its memory;
-  it is not free for others (BIG-C, Section 3.2: memory is only released by swapping, which a
-  later policy may ask for by shrinking the memory limit).
+  processes, it does not free their pages).  A suspended container therefore holds its memory
+  until its node shows the lower memory limit applied, which it can only do by pushing the pages
+  to swap (BIG-C, Section 3.2); the RM never counts that memory free before.
 
 Preemption in the BIG-C paper (Section 4) comes in three kinds, and each is a goal change here:
-a kill is STOP, an immediate preemption is SUSPEND, a graceful step is RUN with lower limits.
+a kill is STOP, an immediate preemption is SUSPEND (with the footprint as limits), a graceful
+preemption is SHRINK (limits reached a step r_GP at a time).  A SHRINK container its node froze
+because it swapped (Alg. 2 line 8) stays frozen: it holds no CPU and the memory it was shown at,
+and it is not told to run again until it is resumed (goal RUN).
 """
 
 from __future__ import annotations
@@ -52,13 +56,16 @@ class Goal(IdentityEnum):
     """What the RM wants of a container (desired state)."""
 
     RUN = "run"  # run its task at its current limits (the grant, or lower once shrunk)
-    SUSPEND = "suspend"  # its task frozen in place
+    SHRINK = "shrink"  # step down towards its limits; its node may freeze it once it swaps
+    SUSPEND = "suspend"  # its task frozen in place (and cut to its limits, when given)
     STOP = "stop"  # its task stopped, the container taken back (a kill by preemption)
 
 
 GOAL_TRANSITIONS: Mapping[Goal, frozenset[Goal]] = {
     # RUN -> RUN is a resize.
-    Goal.RUN: frozenset({Goal.RUN, Goal.SUSPEND, Goal.STOP}),
+    Goal.RUN: frozenset({Goal.RUN, Goal.SHRINK, Goal.SUSPEND, Goal.STOP}),
+    # SHRINK -> SHRINK takes more (a later decision); -> RUN resumes it.
+    Goal.SHRINK: frozenset({Goal.RUN, Goal.SHRINK, Goal.SUSPEND, Goal.STOP}),
     Goal.SUSPEND: frozenset({Goal.RUN, Goal.STOP}),
     Goal.STOP: frozenset(),  # final: the container is removed once its task is shown stopped
 }
@@ -119,6 +126,8 @@ def holds(
         return wanted if goal is not Goal.STOP else Resources()
     seen = granted if shown_limits is None else shown_limits
     in_use = Resources(0.0, seen.memory_mb) if shown is Shown.SUSPENDED else seen
+    if goal is Goal.SHRINK and shown is Shown.SUSPENDED:
+        return in_use  # frozen on swapping: it goes no lower, and holds no CPU
     return Resources(max(wanted.cpu, in_use.cpu), max(wanted.memory_mb, in_use.memory_mb))
 
 
@@ -136,13 +145,25 @@ def command_needed(
         return None
     if goal is Goal.STOP:
         return ContainerCommand.STOP
-    if goal is Goal.SUSPEND:
-        return ContainerCommand.SUSPEND if shown is Shown.RUNNING else None
-    if shown is Shown.SUSPENDED:
-        return ContainerCommand.RESUME
     want = granted if limits is None else limits
     seen = granted if shown_limits is None else shown_limits
+    if goal is Goal.SUSPEND:
+        if shown is Shown.RUNNING:
+            return ContainerCommand.SUSPEND
+        # Frozen: told again until its node shows the footprint's memory applied (swapped out).
+        swapped_out = limits is None or seen.memory_mb <= want.memory_mb
+        return None if swapped_out else ContainerCommand.SUSPEND
+    if shown is Shown.SUSPENDED:
+        # A SHRINK its node froze on swapping is where it should be; otherwise thaw it.
+        return None if goal is Goal.SHRINK else ContainerCommand.RESUME
+    if goal is Goal.SHRINK:
+        # Stepping down: the node knows the target and takes a step per round.
+        return None if _at_or_below(seen, want) else ContainerCommand.RESIZE
     return None if _same_limits(want, seen) else ContainerCommand.RESIZE
+
+
+def _at_or_below(seen: Resources, want: Resources) -> bool:
+    return seen.cpu <= want.cpu + 1e-3 and seen.memory_mb <= want.memory_mb
 
 
 def _same_limits(a: Resources, b: Resources) -> bool:

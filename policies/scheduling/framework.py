@@ -110,6 +110,7 @@ class PendingAsk:
     count: int
     resources: Resources
     kind: AllocationKind = AllocationKind.TASK
+    queue: str = ""  # the queue the job is charged to (empty: queues are not in use)
 
 
 # ------------------------------------------------------------------------------ the plan
@@ -134,10 +135,19 @@ class PreemptionAction(enum.Enum):
 
 @dataclass(frozen=True)
 class Preemption:
+    """Take resources from a running container.
+
+    ``limits``: SHRINK, its new limits; SUSPEND, the minimal footprint to cut it to once
+    frozen (None: freeze only, its memory stays).  ``step``: SHRINK, gracefully: the node lowers
+    the limits by at most this per round and freezes the task once it swaps (BIG-C Alg. 2).
+    ``for_queue``: the queue the capacity is taken for; the shell holds it for that queue."""
+
     allocation_id: str
     action: PreemptionAction
     reason: str
-    limits: Resources | None = None  # SHRINK: the container's new limits
+    limits: Resources | None = None
+    step: Resources | None = None
+    for_queue: str = ""
 
 
 @dataclass(frozen=True)

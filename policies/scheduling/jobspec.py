@@ -108,6 +108,7 @@ class JobSpec:
     priority: int
     phases: tuple[PhaseSpec, ...]
     max_retries: int = DEFAULT_MAX_RETRIES
+    queue: str = ""  # the queue it is charged to; empty: the RM's default queue
 
     def phase(self, name: str) -> PhaseSpec:
         for phase in self.phases:
@@ -268,6 +269,7 @@ JOB_FIELDS: Mapping[str, bool] = {
     "priority": False,
     "phases": True,
     "max_retries": False,
+    "queue": False,
 }
 PHASE_FIELDS: Mapping[str, bool] = {
     "name": True,
@@ -390,7 +392,16 @@ def parse_job_spec(document: object) -> JobSpec:
             minimum=0,
             maximum=MAX_RETRIES_LIMIT,
         ),
+        queue=_queue(doc.get("queue", ""), "queue"),
     )
+
+
+def _queue(value: object, field: str) -> str:
+    """A queue name, as the queue file spells them; empty (or absent) for the default queue.
+    Whether the queue exists is the RM's to say (its queues may be reloaded)."""
+    if value == "":
+        return ""
+    return _name(value, field)
 
 
 def _check_acyclic(phases: Sequence[PhaseSpec]) -> None:
@@ -453,9 +464,12 @@ def job_spec_to_document(spec: JobSpec) -> dict[str, object]:
         if phase.image is not None:
             doc["image"] = phase.image
         phases.append(doc)
-    return {
+    document: dict[str, object] = {
         "name": spec.name,
         "priority": spec.priority,
         "phases": phases,
         "max_retries": spec.max_retries,
     }
+    if spec.queue:
+        document["queue"] = spec.queue
+    return document

@@ -93,16 +93,16 @@ REFUSALS: list[tuple[object, str]] = [
     ({1: "x", "name": "j", "phases": []}, "job: keys must be strings, not an integer"),
     (
         job_doc(owner="me"),
-        "owner: unknown field (allowed: name, priority, phases, max_retries)",
+        "owner: unknown field (allowed: name, priority, phases, max_retries, queue)",
     ),
     # a key is shown escaped and cut: the message stays one short line
     (
         job_doc(**{"a\nb": 1}),
-        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries)",
+        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries, queue)",
     ),
     (
         job_doc(**{"k" * 100_000: 1}),
-        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries)",
+        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries, queue)",
     ),
     (_without(job_doc(), "name"), "name: is required"),
     (_without(job_doc(), "phases"), "phases: is required"),
