@@ -11,6 +11,7 @@ from plumbing.wire import (
     resources_to_pb,
 )
 from policies.scheduling.resources import Resources
+from resource_manager.queues import QueueStatus
 from resource_manager.records import (
     AllocationRecord,
     JobRecord,
@@ -55,6 +56,16 @@ def task_to_pb(task: TaskRecord, node_address: str) -> rm_pb.TaskInfo:
         finish_time=task.finish_time,
         message=task.message,
         node_address=node_address,
+        preemptions=[
+            rm_pb.PreemptionEvent(
+                time=step.time,
+                action=step.action,
+                limits=None if step.limits is None else resources_to_pb(step.limits),
+                reason=step.reason,
+                work_lost_s=step.work_lost_s,
+            )
+            for step in task.preemptions
+        ],
     )
 
 
@@ -92,6 +103,8 @@ def report_from_pb(message: pb.TaskEvent) -> TaskReport | None:
         start_time=message.start_time,
         job_master=message.job_master,
         limits=resources_from_pb(message.limits) if message.HasField("limits") else None,
+        swapping=message.swapping,
+        swap_bytes=message.swap_bytes,
     )
 
 
@@ -117,4 +130,26 @@ def node_to_pb(node: NodeRecord, allocated: Resources) -> rm_pb.NodeInfo:
         state=rm_pb.NODE_READY if node.state is NodeState.READY else rm_pb.NODE_LOST,
         last_heartbeat=node.last_heartbeat,
         running_tasks=node.running_tasks,
+        has_swap=node.has_swap,
+    )
+
+
+def queue_to_pb(status: QueueStatus) -> rm_pb.QueueInfo:
+    spec = status.spec
+    return rm_pb.QueueInfo(
+        name=spec.name,
+        share=spec.share,
+        max_share=spec.max_share,
+        mode=spec.mode_name,
+        usage=resources_to_pb(status.usage),
+        pending=resources_to_pb(status.pending),
+        preempted=resources_to_pb(status.preempted),
+        suspended=status.suspended,
+        shrunk=status.shrunk,
+        running_jobs=status.running_jobs,
+        graceful_step=resources_to_pb(spec.graceful_step),
+        minimal_footprint=resources_to_pb(spec.minimal_footprint),
+        resume_after_offers=spec.resume_after_offers,
+        max_suspended_s=spec.max_suspended_s or 0.0,
+        is_default=status.is_default,
     )

@@ -44,6 +44,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from policies.preemption.queues import QueueConfig, QueueError, single_queue
+from policies.preemption.resumption import PreemptedContainer, Verdict, consider_offer
 from policies.scheduling.asks import AskError, PhaseAsk, check_asks
 from policies.scheduling.containers import ContainerCommand, Goal, Shown, check_goal
 from policies.scheduling.containers import command_needed as container_command
@@ -81,6 +83,8 @@ from resource_manager.errors import (
     LimitExceededError,
     NotFoundError,
 )
+from resource_manager.queue_book import QueueBook
+from resource_manager.queues import QueueStatus, QueueView, eventual_holds
 from resource_manager.records import (
     AllocationKind,
     AllocationRecord,
@@ -88,6 +92,7 @@ from resource_manager.records import (
     NodeRecord,
     NodeState,
     Now,
+    PreemptionStep,
     TaskRecord,
     TaskReport,
     evolve,
@@ -130,7 +135,9 @@ class CoreSettings:
     that reaches it is followed at once by another, after the requests waiting meanwhile, so a
     burst of grants never holds heartbeats up for long.  ``max_open_tasks_per_user``: the tasks
     of one owner's unfinished jobs not yet done, beyond which their submissions are refused (0:
-    no limit; jobs without an owner, submitted without TLS, are not counted)."""
+    no limit; jobs without an owner, submitted without TLS, are not counted).
+    ``preemption_interval``: the least time between two preemption decisions (BIG-C's
+    resource monitor runs every 3 s, Sec. 4.2)."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -141,6 +148,7 @@ class CoreSettings:
     nodes_to_score: int = 8
     max_placements_per_pass: int = 64
     max_open_tasks_per_user: int = 0
+    preemption_interval: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -215,9 +223,16 @@ class ResourceManagerCore:
     """All state transitions of the RM.  See the module docstring."""
 
     def __init__(
-        self, tables: Tables, settings: CoreSettings | None = None, profile: Profile | None = None
+        self,
+        tables: Tables,
+        settings: CoreSettings | None = None,
+        profile: Profile | None = None,
+        queues: QueueConfig | None = None,
+        queues_source: str = "",
     ) -> None:
-        """``profile``: the scheduling plugins (default: the baseline, from ``settings``)."""
+        """``profile``: the scheduling plugins (default: the baseline, from ``settings``).
+        ``queues``: the queues (default: one queue, no preemption), read from
+        ``queues_source``."""
         self.tables = tables
         self.settings = settings or CoreSettings()
         self.profile = profile or baseline_profile(
@@ -225,6 +240,9 @@ class ResourceManagerCore:
             nodes_to_score=self.settings.nodes_to_score,
         )
         self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
+        self.book = QueueBook(queues or single_queue(), tables.journal, source=queues_source)
+        self.queues = QueueView(tables, self.pending, self.book)
+        self._wall_minus_monotonic = 0.0  # from the last tick's Now
         self._asks_grew = False  # since the last pass
         self._cut_short = False  # the last pass stopped at its limit: another is due at once
         self._placed: list[Placement] = []  # applied, not yet drained by the shell
@@ -287,6 +305,10 @@ class ResourceManagerCore:
                     f"tasks: {owner} has {held} tasks of unfinished jobs; {wanted} more would "
                     f"pass the limit of {limit} per user (--max-open-tasks-per-user)"
                 )
+        try:
+            self.book.config.queue_of(spec.queue)
+        except QueueError as error:
+            raise SpecError(error.field, error.problem) from None
         capacities = self.tables.capacity.capacity_shapes()
         check_fits_cluster(spec, capacities)
         if not client_mode:
@@ -346,6 +368,7 @@ class ResourceManagerCore:
         now: Now,
         instance_id: str = "",
         cluster_id: str = "",
+        has_swap: bool = False,
     ) -> None:
         """Admit a node (again).  Refuses a bad node id, an agent of another cluster, and a
         second agent for a node id whose agent still heartbeats (another state directory)."""
@@ -383,16 +406,18 @@ class ResourceManagerCore:
                 instance_id=instance_id,
                 last_heartbeat=now.wall,
                 last_seen=now.monotonic,
+                has_swap=has_swap,
             )
         )
         log.info(
-            "node %s %s at %s (%s, %g cpu, %d MiB)",
+            "node %s %s at %s (%s, %g cpu, %d MiB%s)",
             node_id,
             "re-registered" if previous else "registered",
             address,
             runtime,
             capacity.cpu,
             capacity.memory_mb,
+            "" if has_swap else ", no swap: preemption takes only CPU from its live tasks",
         )
         self._observe_reports(node_id, live_tasks, now)
 
@@ -404,11 +429,16 @@ class ResourceManagerCore:
         *,
         now: Now,
         instance_id: str = "",
+        has_swap: bool | None = None,
     ) -> tuple[bool, list[NodeCommand]]:
-        """Record a heartbeat; return (must re-register, what the node should do now)."""
+        """Record a heartbeat; return (must re-register, what the node should do now).
+        ``has_swap`` None: as the node said before."""
         node = self.nodes.get(node_id)
         if node is None or node.state is NodeState.LOST or node.instance_id != instance_id:
             return True, []
+        swap = node.has_swap if has_swap is None else has_swap
+        if swap != node.has_swap:
+            log.info("node %s: swap %s", node_id, "enabled" if swap else "gone")
         self.tables.put_node(
             replace(
                 node,
@@ -416,9 +446,12 @@ class ResourceManagerCore:
                 last_seen=now.monotonic,
                 used=used,
                 running_tasks=sum(1 for t in live_tasks if not t.state.is_final),
+                has_swap=swap,
             )
         )
         reasons = self._observe_reports(node_id, live_tasks, now)
+        if self.tables.preempted_of_node(node_id):
+            self._offer_resumptions(node_id, now)
         return False, self._commands_for(node_id, live_tasks, now, reasons)
 
     def report_events(self, node_id: str, events: Iterable[TaskReport], *, now: Now) -> None:
@@ -428,6 +461,7 @@ class ResourceManagerCore:
         """Time-driven housekeeping: declare silent nodes lost (by the monotonic clock, so a step
         of the wall clock loses nobody), and forget nodes lost long ago.  Finds them from timers
         in O(what is due), so it may run as often as :meth:`next_wakeup` asks."""
+        self._wall_minus_monotonic = now.wall - now.monotonic
         timeout = self.settings.node_timeout
         silent = self.tables.silent_nodes(before=now.monotonic - timeout)
         for node_id in sorted(silent):
@@ -442,6 +476,17 @@ class ResourceManagerCore:
             if lost is not None and lost.state is NodeState.LOST:
                 self.tables.remove_node(node_id)
                 log.info("node %s forgotten: lost for more than %.0f s", node_id, retention)
+        for allocation, limit in self._overdue_suspensions(now):
+            self.preempt(
+                Preemption(
+                    allocation.allocation_id,
+                    PreemptionAction.KILL,
+                    f"preempted for longer than its queue's max_suspended_s ({limit:g} s)",
+                ),
+                now=now,
+            )
+        if self._decision_due(now) and self.book.wanted:
+            self._asks_grew = True  # run the pass that wanted a decision
 
     def drain_placements(self) -> list[Placement]:
         """The placements applied since the last call, for a shell that wants to tell whom they
@@ -478,6 +523,13 @@ class ResourceManagerCore:
         for since in self._lost_since.values():
             times.append(since + self.settings.lost_node_retention)
             break
+        if self.book.wanted:
+            times.append(self.book.last_decision + self.settings.preemption_interval)
+        deadline = self._next_suspension_deadline()
+        if deadline is not None:
+            # Suspensions are timed by the wall clock (they outlive an RM restart); the shell
+            # sleeps by the monotonic one, converted by the offset last seen.
+            times.append(deadline - self._wall_minus_monotonic)
         return min(times, default=None)
 
     def schedule(self, now: Now) -> Plan:
@@ -497,15 +549,25 @@ class ResourceManagerCore:
         context = PassContext(
             now=now.monotonic, cluster=self.tables.capacity, held=self.tables.held_by_kind()
         )
+        profile, asks, preemption = self.profile, iter(self.pending), None
+        if self.queues.active:
+            self.book.expire(now.monotonic, set(self.pending.queues()))
+            profile, order, preemption = self.queues.profile(
+                self.profile,
+                self.tables.capacity.total_capacity,
+                now.wall,
+                due=self._decision_due(now),
+            )
+            asks = self.pending.in_queues(order)
         granted: Counter[tuple[str, str]] = Counter()
         # The pass places tentatively in the capacity index; applying its plan makes the records
         # say the same, so the index keeps the pass's changes instead of undoing and redoing them.
         scratch = self.tables.capacity.scratch()
         with scratch:
             plan = schedule_pass(
-                iter(self.pending),
+                asks,
                 context,
-                self.profile,
+                profile,
                 self.pending.shapes(),
                 self._nowhere,
                 self.settings.max_placements_per_pass,
@@ -519,6 +581,11 @@ class ResourceManagerCore:
             ask = self.pending.get((job_id, AllocationKind.TASK, phase))
             if ask is not None:
                 self._put_ask(replace(ask, count=max(0, ask.count - count)))
+        if preemption is not None:
+            if preemption.decided:
+                self.book.decided(now.monotonic)
+            elif preemption.wanted:
+                self.book.wanted = True  # (soft: at worst a pass runs for nothing)
         self._apply_goals(plan, now)
         return plan
 
@@ -526,9 +593,24 @@ class ResourceManagerCore:
 
     def _apply_goals(self, plan: Plan, now: Now) -> None:
         """Carry out a plan's preemptions, resumptions and resizes, each checked against the
-        records as they are now; one that no longer holds is dropped and logged."""
+        records as they are now; one that no longer holds is dropped and logged.  What a
+        preemption frees is held on its node for the queue it was taken for."""
+        for preemption in plan.preemptions:
+            before = self.allocations.get(preemption.allocation_id)
+            try:
+                after = self.preempt(preemption, now=now)
+            except (ConflictError, NotFoundError) as error:
+                log.warning("dropping a stale preemption of the plan: %s", error)
+                continue
+            if preemption.for_queue and before is not None:
+                freed = before.holds - (Resources() if after is None else eventual_holds(after))
+                self.book.claim(
+                    before.node_id,
+                    preemption.for_queue,
+                    Resources(max(freed.cpu, 0.0), max(freed.memory_mb, 0)),
+                    now.monotonic,
+                )
         changes: list[Callable[[], AllocationRecord | None]] = [
-            *(partial(self.preempt, p, now=now) for p in plan.preemptions),
             *(partial(self.resume, r, now=now) for r in plan.resumptions),
             *(partial(self.resize, r, now=now) for r in plan.resizes),
         ]
@@ -541,27 +623,39 @@ class ResourceManagerCore:
     def preempt(self, preemption: Preemption, *, now: Now) -> AllocationRecord | None:
         """Kill, suspend or shrink a task container (never a job master's).  Returns the
         container with its new goal (None once a kill took an idle container back).  Raises
-        NotFoundError or ConflictError, changing nothing, when the change does not hold."""
+        NotFoundError or ConflictError, changing nothing, when the change does not hold.
+
+        A SUSPEND with limits (immediate preemption) freezes and then cuts the task to them; a
+        SHRINK with a step (graceful preemption) is stepped down by the node, which may freeze
+        the task once it swaps."""
         allocation = self._goal_target(preemption.allocation_id)
+        reason = preemption.reason
         if preemption.action is PreemptionAction.KILL:
-            return self._set_goal(allocation, Goal.STOP, allocation.limits, preemption.reason)
+            return self._set_goal(allocation, Goal.STOP, allocation.limits, reason, now)
         if preemption.action is PreemptionAction.SUSPEND:
-            return self._set_goal(allocation, Goal.SUSPEND, allocation.limits, preemption.reason)
+            limits = preemption.limits
+            if limits is not None and not limits.fits_in(allocation.resources):
+                raise ConflictError(f"{allocation.allocation_id}: a footprint above its grant")
+            return self._set_goal(allocation, Goal.SUSPEND, limits, reason, now)
         if preemption.limits is None:
             raise ConflictError(f"{allocation.allocation_id}: a shrink needs limits")
-        return self._resize(allocation, preemption.limits, preemption.reason)
+        if preemption.step is not None:
+            self._check_limits(allocation, preemption.limits)
+            return self._set_goal(allocation, Goal.SHRINK, preemption.limits, reason, now)
+        return self._resize(allocation, preemption.limits, reason, now)
 
     def resume(self, resumption: Resumption, *, now: Now) -> AllocationRecord | None:
         """Let a suspended or shrunk container run with its whole grant again; refused while
         its node has no room for the grant."""
         allocation = self._goal_target(resumption.allocation_id)
         self._check_room(allocation, Goal.RUN, None)
-        return self._set_goal(allocation, Goal.RUN, None, "resumed")
+        return self._set_goal(allocation, Goal.RUN, None, "resumed", now)
 
     def resize(self, resize: Resize, *, now: Now) -> AllocationRecord | None:
         """Set a container's limits, positive and within its grant; growing is refused while
         its node has no room."""
-        return self._resize(self._goal_target(resize.allocation_id), resize.limits, "resized")
+        allocation = self._goal_target(resize.allocation_id)
+        return self._resize(allocation, resize.limits, "resized", now)
 
     def change_task(
         self,
@@ -592,9 +686,118 @@ class ResourceManagerCore:
             return self.resume(Resumption(allocation_id), now=now)
         return self.preempt(Preemption(allocation_id, action, why, limits), now=now)
 
+    # ================================================================ queues
+
+    def set_queues(self, config: QueueConfig, *, source: str, now: Now) -> None:
+        """Take new queues (a reload).  Refused with a QueueError, changing nothing, when an
+        unfinished job names a queue the new file does not have.  Jobs that name no queue go
+        to the new default queue."""
+        for job_id in self.tables.active_jobs:
+            named = self.jobs[job_id].spec.queue
+            if named and config.get(named) is None:
+                raise QueueError(
+                    "queues", f"queue {named!r} is gone, but job {job_id} is still in it"
+                )
+        self.book.replace_config(config, source, now.wall)
+        for ask in list(self.pending):
+            job = self.jobs.get(ask.job_id)
+            queue = self.queues.queue_of(job) if job is not None else config.default
+            if queue != ask.queue:
+                self._put_ask(replace(ask, count=0))
+                self._put_ask(replace(ask, queue=queue))
+        self._asks_grew = True
+        log.info(
+            "queues%s: %s",
+            f" from {source}" if source else "",
+            ", ".join(f"{q.name} (share {q.share:g}, {q.mode_name})" for q in config.queues),
+        )
+
+    def queue_status(self) -> list[QueueStatus]:
+        """Each queue's share, usage, pending demand and what is preempted from it now."""
+        return self.queues.status()
+
+    def _decision_due(self, now: Now) -> bool:
+        return now.monotonic - self.book.last_decision >= self.settings.preemption_interval
+
+    def _offer_resumptions(self, node_id: str, now: Now) -> None:
+        """Delayed resumption (BIG-C Sec. 4.3): each preempted container on the node whose
+        preemption its node has carried out is offered the node's free capacity, less what is
+        held there for other queues; it declines D fitting offers (its queue's
+        ``resume_after_offers``) and resumes on the next.  Oldest preemption first."""
+        node = self.nodes[node_id]
+        self.book.expire(now.monotonic, set(self.pending.queues()))
+        waiting = sorted(
+            (a for a in self.tables.preempted_of_node(node_id) if a.goal is not Goal.STOP),
+            key=lambda a: (a.preempted_at, a.allocation_id),
+        )
+        for allocation in waiting:
+            if (
+                container_command(
+                    allocation.resources,
+                    allocation.goal,
+                    allocation.limits,
+                    allocation.shown,
+                    allocation.shown_limits,
+                )
+                is not None
+                or allocation.shown is Shown.IDLE
+            ):
+                continue  # still being preempted: nothing to resume yet
+            spec = self.queues.spec_of(allocation.job_id)
+            free = (
+                node.capacity
+                - self.tables.allocated_on(node_id)
+                - self.book.held_on(node_id, except_queue=spec.name)
+            )
+            decision = consider_offer(
+                PreemptedContainer(
+                    allocation.allocation_id,
+                    node_id,
+                    held=allocation.holds,
+                    original=allocation.resources,
+                    declined_offers=self.book.declined(allocation.allocation_id),
+                ),
+                node_id,
+                free,
+                spec.resume_after_offers,
+            )
+            if decision.verdict is Verdict.DECLINE:
+                self.book.set_declined(allocation.allocation_id, decision.container.declined_offers)
+            elif decision.verdict is Verdict.RESUME:
+                try:
+                    self.resume(Resumption(allocation.allocation_id), now=now)
+                except ConflictError as error:
+                    log.debug("not resuming: %s", error)
+
+    def _overdue_suspensions(self, now: Now) -> list[tuple[AllocationRecord, float]]:
+        """Preempted containers past their queue's ``max_suspended_s``, with that limit."""
+        overdue = []
+        for allocation in self.tables.preempted():
+            if allocation.goal is Goal.STOP:
+                continue
+            limit = self.queues.spec_of(allocation.job_id).max_suspended_s
+            if limit is not None and now.wall - allocation.preempted_at > limit:
+                overdue.append((allocation, limit))
+        return overdue
+
+    def _next_suspension_deadline(self) -> float | None:
+        """The wall time the next preempted container passes its queue's limit, if any."""
+        deadlines = []
+        for allocation in self.tables.preempted():
+            limit = self.queues.spec_of(allocation.job_id).max_suspended_s
+            if limit is not None and allocation.goal is not Goal.STOP:
+                deadlines.append(allocation.preempted_at + limit)
+        return min(deadlines, default=None)
+
     def _resize(
-        self, allocation: AllocationRecord, limits: Resources, reason: str
+        self, allocation: AllocationRecord, limits: Resources, reason: str, now: Now
     ) -> AllocationRecord | None:
+        self._check_limits(allocation, limits)
+        full = None if limits == allocation.resources else limits
+        self._check_room(allocation, Goal.RUN, full)
+        return self._set_goal(allocation, Goal.RUN, full, reason, now)
+
+    def _check_limits(self, allocation: AllocationRecord, limits: Resources) -> None:
         if not (limits.cpu > 0 and limits.memory_mb > 0 and limits.fits_in(allocation.resources)):
             grant = allocation.resources
             raise ConflictError(
@@ -602,9 +805,6 @@ class ResourceManagerCore:
                 f"MiB must be positive and within its grant of {grant.cpu:g} cpu, "
                 f"{grant.memory_mb} MiB"
             )
-        full = None if limits == allocation.resources else limits
-        self._check_room(allocation, Goal.RUN, full)
-        return self._set_goal(allocation, Goal.RUN, full, reason)
 
     def _goal_target(self, allocation_id: str) -> AllocationRecord:
         allocation = self.allocations.get(allocation_id)
@@ -628,7 +828,12 @@ class ResourceManagerCore:
             )
 
     def _set_goal(
-        self, allocation: AllocationRecord, goal: Goal, limits: Resources | None, reason: str
+        self,
+        allocation: AllocationRecord,
+        goal: Goal,
+        limits: Resources | None,
+        reason: str,
+        now: Now,
     ) -> AllocationRecord | None:
         if (goal, limits) == (allocation.goal, allocation.limits):
             return allocation  # asked again (a later pass) while it is being carried out
@@ -645,7 +850,16 @@ class ResourceManagerCore:
             "" if limits is None else f" at {limits.cpu:g} cpu, {limits.memory_mb} MiB",
             reason,
         )
-        changed = replace(allocation, goal=goal, limits=limits, goal_reason=reason)
+        whole = goal is Goal.RUN and limits is None
+        changed = replace(
+            allocation,
+            goal=goal,
+            limits=limits,
+            goal_reason=reason,
+            preempted_at=0.0 if whole else allocation.preempted_at or now.wall,
+        )
+        if whole and allocation.preempted_at:
+            self.book.set_declined(allocation.allocation_id, None)
         node_id = allocation.node_id
         if node_id not in self._to_tell:
             self._to_tell[node_id] = None
@@ -912,6 +1126,8 @@ class ResourceManagerCore:
             granted_time=now.wall,
         )
         self.tables.put_allocation(allocation)
+        if placement.queue:
+            self.book.consume(placement.node_id, placement.queue, placement.resources)
         self._placed.append(placement)
         self.tables.journal(lambda: self._placed.remove(placement))
         if master:
@@ -962,7 +1178,13 @@ class ResourceManagerCore:
                 continue  # unchanged (most rounds repeat the asks before): nothing to do
             grew |= self._put_ask(
                 PendingAsk(
-                    job.job_id, job.spec.priority, job.seq, ask.phase, ask.count, ask.resources
+                    job.job_id,
+                    job.spec.priority,
+                    job.seq,
+                    ask.phase,
+                    ask.count,
+                    ask.resources,
+                    queue=self.queues.queue_of(job),
                 )
             )
         return grew
@@ -993,6 +1215,7 @@ class ResourceManagerCore:
             1 if wants else 0,
             MASTER_RESOURCES,
             AllocationKind.JOB_MASTER,
+            queue=self.queues.queue_of(job),
         )
         if self.tables.in_unit:
             self._put_ask(ask)
@@ -1041,9 +1264,14 @@ class ResourceManagerCore:
                 seq=0,
                 start_time=report.start_time or report.timestamp or now.wall,
             )
-        self._observe_container(task.allocation_id, report)
+        step = self._observe_container(task.allocation_id, report, now)
+        if step is not None and task.state == report.state:
+            self.tables.put_task(evolve(task, preemptions=(*task.preemptions, step)))
+            return
         if task.state == report.state:
             return
+        if step is not None:
+            task = evolve(task, preemptions=(*task.preemptions, step))
         try:
             check_transition(TASK_TRANSITIONS, task.state, report.state)
         except TransitionError:
@@ -1055,6 +1283,14 @@ class ResourceManagerCore:
             and allocation is not None
             and allocation.goal is Goal.STOP
         )
+        finish_time = (report.timestamp or now.wall) if report.state.is_final else 0.0
+        steps = task.preemptions
+        if preempted and allocation is not None:
+            lost = max(finish_time - task.start_time, 0.0) if task.start_time else 0.0
+            steps = (
+                *steps,
+                PreemptionStep(finish_time, "killed", None, allocation.goal_reason, lost),
+            )
         self.tables.put_task(
             evolve(
                 task,
@@ -1063,9 +1299,10 @@ class ResourceManagerCore:
                 message=f"preempted: {allocation.goal_reason}"
                 if preempted and allocation is not None
                 else report.message,
-                finish_time=(report.timestamp or now.wall) if report.state.is_final else 0.0,
+                finish_time=finish_time,
                 seq=self.tables.next_counter("event"),
                 preempted=preempted,
+                preemptions=steps,
             )
         )
         if report.state.is_final and allocation is not None and allocation.goal is Goal.STOP:
@@ -1073,24 +1310,36 @@ class ResourceManagerCore:
             self.tables.remove_allocation(allocation.allocation_id)
             self._note_lost(allocation.job_id, allocation.allocation_id)
 
-    def _observe_container(self, allocation_id: str, report: TaskReport) -> None:
-        """Record what the node shows of a task container: the state and limits of its task."""
+    def _observe_container(
+        self, allocation_id: str, report: TaskReport, now: Now
+    ) -> PreemptionStep | None:
+        """Record what the node shows of a task container: the state and limits of its task,
+        and whether it swaps.  Returns the preemption step the change shows, if it is one."""
         allocation = self.allocations.get(allocation_id)
         if allocation is None:
-            return
+            return None
         if (
             report.state is TaskState.RUNNING
             and allocation.shown is Shown.RUNNING
             and allocation.shown_limits is None
             and (report.limits is None or report.limits == allocation.resources)
+            and report.swapping == allocation.swapping
         ):
-            return  # the common case, every heartbeat: still running as granted
+            return None  # the common case, every heartbeat: still running as granted
         shown = _shown_by(report)
         limits = report.limits if shown is not Shown.IDLE else None
         if limits is not None and limits == allocation.resources:
             limits = None
-        if (shown, limits) != (allocation.shown, allocation.shown_limits):
-            self.tables.put_allocation(evolve(allocation, shown=shown, shown_limits=limits))
+        if (shown, limits, report.swapping) == (
+            allocation.shown,
+            allocation.shown_limits,
+            allocation.swapping,
+        ):
+            return None
+        self.tables.put_allocation(
+            evolve(allocation, shown=shown, shown_limits=limits, swapping=report.swapping)
+        )
+        return _step_shown(allocation, shown, limits, report.timestamp or now.wall)
 
     def _observe_master(self, report: TaskReport, now: Now) -> None:
         """A job master's process ended: release its container; if it was the job's current
@@ -1203,13 +1452,21 @@ class ResourceManagerCore:
         )
         if needed is ContainerCommand.SUSPEND:
             return SuspendAllocation(
-                allocation.job_id, allocation.allocation_id, allocation.goal_reason
+                allocation.job_id,
+                allocation.allocation_id,
+                allocation.goal_reason,
+                allocation.limits,
             )
         if needed is ContainerCommand.RESUME:
-            return ResumeAllocation(allocation.job_id, allocation.allocation_id)
+            return ResumeAllocation(allocation.job_id, allocation.allocation_id, allocation.limits)
         if needed is ContainerCommand.RESIZE:
+            graceful = allocation.goal is Goal.SHRINK
             return ResizeAllocation(
-                allocation.job_id, allocation.allocation_id, allocation.current_limits
+                allocation.job_id,
+                allocation.allocation_id,
+                allocation.current_limits,
+                step=self.queues.spec_of(allocation.job_id).graceful_step if graceful else None,
+                freeze_on_swap=graceful,
             )
         return None  # STOP is a stop reason, answered above
 
@@ -1245,6 +1502,28 @@ class ResourceManagerCore:
                 ),
                 now,
             )
+
+
+def _step_shown(
+    before: AllocationRecord, shown: Shown, limits: Resources | None, time: float
+) -> PreemptionStep | None:
+    """The preemption step a container's new report shows, or None (a task starting or
+    ending, a swap flag changing)."""
+    reason = before.goal_reason
+    if shown is Shown.SUSPENDED and before.shown is Shown.RUNNING:
+        action = "frozen" if before.goal is Goal.SHRINK else "suspended"
+        return PreemptionStep(time, action, limits or before.shown_limits, reason)
+    if shown is Shown.RUNNING and before.shown is Shown.SUSPENDED:
+        return PreemptionStep(time, "resumed", limits, "")
+    if shown is before.shown and limits != before.shown_limits and shown is not Shown.IDLE:
+        if limits is None:
+            return PreemptionStep(time, "resumed", None, "")
+        old = before.shown_limits or before.resources
+        lower = limits.cpu < old.cpu - 1e-3 or limits.memory_mb < old.memory_mb
+        if shown is Shown.SUSPENDED:
+            return PreemptionStep(time, "swapped out", limits, reason) if lower else None
+        return PreemptionStep(time, "shrunk" if lower else "grown", limits, reason)
+    return None
 
 
 def _shown_by(report: TaskReport) -> Shown:

@@ -75,6 +75,19 @@ class JobRecord:
 
 
 @dataclass(frozen=True)
+class PreemptionStep:
+    """One step of a preemption as a task's node showed it (``sluice job ID``): ``action`` is
+    suspended, shrunk, frozen (graceful, on swapping), resumed or killed; ``limits`` what the
+    task runs at after it; ``work_lost_s`` how long a killed attempt had run."""
+
+    time: float
+    action: str
+    limits: Resources | None = None
+    reason: str = ""
+    work_lost_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class TaskRecord:
     """One task attempt as node agents reported it; ``seq`` orders the changes for job masters."""
 
@@ -91,6 +104,7 @@ class TaskRecord:
     finish_time: float = 0.0
     message: str = ""
     preempted: bool = False  # ended by a kill the scheduler chose (it uses up no retry)
+    preemptions: tuple[PreemptionStep, ...] = ()  # what preemption did to it, oldest first
 
     @property
     def key(self) -> TaskKey:
@@ -123,6 +137,8 @@ class AllocationRecord:
     goal_reason: str = ""
     shown: Shown = Shown.IDLE
     shown_limits: Resources | None = None
+    preempted_at: float = 0.0  # wall time its goal left RUN at its grant; 0 while whole
+    swapping: bool = False  # its node last showed its task swapping (memory only)
 
     @property
     def is_master(self) -> bool:
@@ -168,6 +184,7 @@ class NodeRecord:
     state: NodeState = NodeState.READY
     used: Resources = field(default_factory=Resources)
     running_tasks: int = 0
+    has_swap: bool = False  # memory can be taken from a live task there
 
 
 @dataclass(frozen=True)
@@ -186,6 +203,8 @@ class TaskReport:
     start_time: float = 0.0
     job_master: bool = False
     limits: Resources | None = None  # the limits its task runs at, when the node says
+    swapping: bool = False  # its memory is going to swap now
+    swap_bytes: int = 0
 
 
 def evolve(record: R, **changes: Any) -> R:

@@ -468,6 +468,22 @@ class JobServicer(rm_grpc.JobServiceServicer):
             ),
         )
 
+    async def ListQueues(
+        self, request: rm_pb.ListQueuesRequest, context: grpc.aio.ServicerContext
+    ) -> rm_pb.ListQueuesResponse:
+        return await _answer(
+            context,
+            "ListQueues",
+            lambda: self._state.read(
+                lambda core: rm_pb.ListQueuesResponse(
+                    queues=[convert.queue_to_pb(q) for q in core.queue_status()],
+                    capacity=resources_to_pb(core.tables.capacity.total_capacity),
+                    source=core.book.source,
+                    loaded_at=core.book.loaded_at,
+                )
+            ),
+        )
+
     async def GetClusterInfo(
         self, request: rm_pb.GetClusterInfoRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ClusterInfo:
@@ -543,6 +559,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     now=now,
                     instance_id=request.instance_id,
                     cluster_id=request.cluster_id,
+                    has_swap=request.has_swap,
                 )
             )
 
@@ -605,6 +622,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     live,
                     now=now,
                     instance_id=request.instance_id,
+                    has_swap=request.has_swap,
                 )
             )
 
@@ -642,11 +660,16 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     job_id=command.job_id,
                     allocation_id=command.allocation_id,
                     reason=command.reason,
+                    limits=None if command.limits is None else resources_to_pb(command.limits),
                 )
             )
         elif isinstance(command, ResumeAllocation):
             response.commands.add().resume_allocation.CopyFrom(
-                rm_pb.ResumeAllocation(job_id=command.job_id, allocation_id=command.allocation_id)
+                rm_pb.ResumeAllocation(
+                    job_id=command.job_id,
+                    allocation_id=command.allocation_id,
+                    limits=None if command.limits is None else resources_to_pb(command.limits),
+                )
             )
         elif isinstance(command, ResizeAllocation):
             response.commands.add().resize_allocation.CopyFrom(
@@ -654,6 +677,8 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     job_id=command.job_id,
                     allocation_id=command.allocation_id,
                     limits=resources_to_pb(command.limits),
+                    step=None if command.step is None else resources_to_pb(command.step),
+                    freeze_on_swap=command.freeze_on_swap,
                 )
             )
 

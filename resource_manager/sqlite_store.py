@@ -17,7 +17,10 @@ Schema history (a newer RM opens an older state directory and migrates it in pla
 * version 2 has a typed ``kind`` column, each job's ``master_attempt`` and ``idempotency_key``;
 * version 3 stores each job's spec once, in ``job_specs``, apart from its mutable state;
 * version 4 adds each container's goal and what its node showed (suspended, shrunk), and marks
-  the task attempts a preemption killed.
+  the task attempts a preemption killed;
+* version 5 records who submitted each job;
+* version 6 records when each container was preempted, and each task attempt's preemption
+  steps (docs/preemption.md).
 """
 
 from __future__ import annotations
@@ -37,13 +40,14 @@ from resource_manager.records import (
     AllocationRecord,
     JobRecord,
     PhaseProgress,
+    PreemptionStep,
     TaskRecord,
 )
 from resource_manager.store import HotState, StoreError
 
 __all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StoreError"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -82,6 +86,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     finish_time REAL NOT NULL,
     message TEXT NOT NULL,
     preempted INTEGER NOT NULL DEFAULT 0,
+    preemptions TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (job_id, task_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_seq ON tasks (job_id, seq);
@@ -101,7 +106,8 @@ CREATE TABLE IF NOT EXISTS allocations (
     goal_reason TEXT NOT NULL DEFAULT '',
     shown TEXT NOT NULL DEFAULT 'idle',
     shown_cpu REAL,
-    shown_memory_mb INTEGER
+    shown_memory_mb INTEGER,
+    preempted_at REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
@@ -143,6 +149,11 @@ _MIGRATE_3_TO_4 = {
 }
 # Version 4 -> 5: who submitted each job (jobs from before have no owner: admins only).
 _MIGRATE_4_TO_5 = {"jobs": ["owner TEXT NOT NULL DEFAULT ''"]}
+# Version 5 -> 6: preemption times and steps.
+_MIGRATE_5_TO_6 = {
+    "tasks": ["preemptions TEXT NOT NULL DEFAULT ''"],
+    "allocations": ["preempted_at REAL NOT NULL DEFAULT 0"],
+}
 _FINAL_STATES = "('succeeded', 'failed', 'killed')"
 _JOB_COLUMNS = (
     "job_id, seq, state, submit_time, client_mode, kill_requested, start_time, "
@@ -151,11 +162,12 @@ _JOB_COLUMNS = (
 )
 _TASK_COLUMNS = (
     "job_id, task_id, attempt, phase, state, node_id, allocation_id, seq, exit_code, "
-    "start_time, finish_time, message, preempted"
+    "start_time, finish_time, message, preempted, preemptions"
 )
 _ALLOCATION_COLUMNS = (
     "allocation_id, job_id, phase, node_id, cpu, memory_mb, granted_time, delivered, kind, "
-    "goal, limit_cpu, limit_memory_mb, goal_reason, shown, shown_cpu, shown_memory_mb"
+    "goal, limit_cpu, limit_memory_mb, goal_reason, shown, shown_cpu, shown_memory_mb, "
+    "preempted_at"
 )
 
 
@@ -179,7 +191,7 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.synchronous}")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, 3, 4, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, 4, 5, SCHEMA_VERSION):
             raise StoreError(f"{path}: state schema version {version}, expected {SCHEMA_VERSION}")
         self._db.execute("BEGIN IMMEDIATE")
         if version == 1:
@@ -194,6 +206,8 @@ class SqliteStore:
             self._add_columns(_MIGRATE_3_TO_4)
         if version in (1, 2, 3, 4):
             self._add_columns(_MIGRATE_4_TO_5)
+        if version in (1, 2, 3, 4, 5):
+            self._add_columns(_MIGRATE_5_TO_6)
         for statement in _SCHEMA.strip().split(";\n"):
             self._db.execute(statement)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -383,7 +397,7 @@ class SqliteStore:
             "tasks",
             task.key,
             f"INSERT OR REPLACE INTO tasks ({_TASK_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 task.job_id,
                 task.task_id,
@@ -398,6 +412,7 @@ class SqliteStore:
                 task.finish_time,
                 task.message,
                 int(task.preempted),
+                _steps_text(task.preemptions),
             ),
         )
 
@@ -421,6 +436,7 @@ class SqliteStore:
                 finish_time=row[10],
                 message=row[11],
                 preempted=bool(row[12]),
+                preemptions=_steps_from(row[13]),
             )
             for row in rows.fetchall()
         ]
@@ -432,7 +448,7 @@ class SqliteStore:
             "allocations",
             allocation.allocation_id,
             f"INSERT OR REPLACE INTO allocations ({_ALLOCATION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 allocation.allocation_id,
                 allocation.job_id,
@@ -448,6 +464,7 @@ class SqliteStore:
                 allocation.goal_reason,
                 allocation.shown.value,
                 *_limits_row(allocation.shown_limits),
+                allocation.preempted_at,
             ),
         )
 
@@ -477,6 +494,7 @@ class SqliteStore:
                 goal_reason=row[12],
                 shown=Shown(row[13]),
                 shown_limits=_limits_from(row[14], row[15]),
+                preempted_at=row[16],
             )
 
 
@@ -486,3 +504,37 @@ def _limits_row(limits: Resources | None) -> tuple[float | None, int | None]:
 
 def _limits_from(cpu: float | None, memory_mb: int | None) -> Resources | None:
     return None if cpu is None or memory_mb is None else Resources(cpu=cpu, memory_mb=memory_mb)
+
+
+def _steps_text(steps: tuple[PreemptionStep, ...]) -> str:
+    if not steps:
+        return ""
+    return json.dumps(
+        [
+            {
+                "time": step.time,
+                "action": step.action,
+                "limits": None if step.limits is None else list(step.limits),
+                "reason": step.reason,
+                "work_lost_s": step.work_lost_s,
+            }
+            for step in steps
+        ]
+    )
+
+
+def _steps_from(text: str) -> tuple[PreemptionStep, ...]:
+    if not text:
+        return ()
+    return tuple(
+        PreemptionStep(
+            time=float(item["time"]),
+            action=str(item["action"]),
+            limits=None
+            if item["limits"] is None
+            else Resources(cpu=float(item["limits"][0]), memory_mb=int(item["limits"][1])),
+            reason=str(item["reason"]),
+            work_lost_s=float(item["work_lost_s"]),
+        )
+        for item in json.loads(text)
+    )

@@ -98,6 +98,8 @@ class Tables:
         self._masters_of_node: _Index[str] = _Index()  # job master containers, per node
         self._allocated_on_node: dict[str, Resources] = {}
         self._held_by_kind: dict[AllocationKind, Resources] = {}
+        self._held_by_job: dict[str, Resources] = {}  # what each job's containers hold
+        self._preempted_of_node: _Index[str] = _Index()  # containers preempted, per node
         self._count_by_kind: dict[AllocationKind, int] = {}
         self._counters: dict[str, int] = {}
         self._moved_counters: set[str] = set()
@@ -391,6 +393,9 @@ class Tables:
             # The same container with a new goal or what its node showed (every task start
             # and end): the indexes stay; only what it holds of its node may move.
             self.allocations[new.allocation_id] = new
+            if old.preempted_at != new.preempted_at:
+                self._index_preempted(old, -1)
+                self._index_preempted(new, +1)
             old_holds, new_holds = old.holds, new.holds
             if old_holds != new_holds:
                 self.freed = self.freed or not old_holds.fits_in(new_holds)
@@ -413,6 +418,7 @@ class Tables:
             self._allocations_of_node.discard(old.node_id, old.allocation_id)
             if old.is_master:
                 self._masters_of_node.discard(old.node_id, old.allocation_id)
+            self._index_preempted(old, -1)
             if not same_hold:
                 self._add_allocated(old, -1)
         if new is not None:
@@ -425,8 +431,32 @@ class Tables:
             self._allocations_of_node.add(new.node_id, new.allocation_id)
             if new.is_master:
                 self._masters_of_node.add(new.node_id, new.allocation_id)
+            self._index_preempted(new, +1)
             if not same_hold:
                 self._add_allocated(new, +1)
+
+    def _index_preempted(self, allocation: AllocationRecord, sign: int) -> None:
+        if allocation.preempted_at:
+            if sign > 0:
+                self._preempted_of_node.add(allocation.node_id, allocation.allocation_id)
+            else:
+                self._preempted_of_node.discard(allocation.node_id, allocation.allocation_id)
+
+    def preempted_of_node(self, node_id: str) -> list[AllocationRecord]:
+        """The node's containers preempted and not resumed yet, oldest grant first."""
+        return [self.allocations[a] for a in self._preempted_of_node.get(node_id)]
+
+    def preempted(self) -> list[AllocationRecord]:
+        """Every container preempted and not resumed yet."""
+        return [
+            self.allocations[a]
+            for members in self._preempted_of_node.groups.values()
+            for a in members
+        ]
+
+    def held_by_job(self, job_id: str) -> Resources:
+        """What the job's containers hold (as :meth:`allocated_on` counts)."""
+        return self._held_by_job.get(job_id, Resources())
 
     def _count_delivered(self, allocation: AllocationRecord, sign: int) -> None:
         counts = self._delivered_of_job.setdefault(allocation.job_id, Counter())
@@ -444,6 +474,11 @@ class Tables:
             self._allocated_on_node[node_id] = total
         else:
             self._allocated_on_node.pop(node_id, None)  # exactly zero: no drift left behind
+        job_id = allocation.job_id
+        if job_id in self._allocations_of_job.groups:
+            self._held_by_job[job_id] = self._held_by_job.get(job_id, Resources()) + amount
+        else:
+            self._held_by_job.pop(job_id, None)
         count = self._count_by_kind.get(allocation.kind, 0) + sign
         self._count_by_kind[allocation.kind] = count
         self._held_by_kind[allocation.kind] = (

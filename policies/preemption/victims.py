@@ -44,6 +44,13 @@ min(p, a) plus the CPU that freezes free; in kill and immediate modes, everythin
 container taken reclaims less than p of the dominant resource. New limits are listed in the
 settings' apply order (CPU first by default), the order in which the node agent must apply them.
 
+Nodes without swap (an extension the paper does not need: its machines all swap): memory cannot
+be taken from a live task there, so a container with ``can_swap`` False gives back CPU only when
+it is suspended or shrunk.  Where memory is what is needed, it is killed instead: in kill and
+immediate walks when the dominant resource is memory; in graceful mode, once every visited job
+has been shrunk and memory is still owed, the no-swap containers visited are killed in visit
+order until it is not.
+
 Whole MiB: target, limit, holdings, footprint and step are all :class:`Resources`, so whole
 MiB, and the walk only takes their differences and minima; every memory amount and limit it
 produces is therefore whole MiB without rounding. Each crosses the package's edge through
@@ -54,8 +61,8 @@ holding, the containers' holdings), which keeps ``reclaimed <= held`` exact.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from itertools import groupby
 
 import numpy as np
@@ -89,6 +96,7 @@ class Container:
         remaining_time: estimated time until it finishes (seconds).
         swapping: whether its memory is swapping (graceful mode freezes it, Alg. 2 line 8).
         suspended: whether it is already suspended (never chosen again).
+        can_swap: whether its node has swap, so that memory can be taken from it alive.
     """
 
     container_id: str
@@ -98,6 +106,7 @@ class Container:
     remaining_time: float
     swapping: bool = False
     suspended: bool = False
+    can_swap: bool = True
 
 
 class ActionKind(enum.Enum):
@@ -213,71 +222,116 @@ def choose_victims(
     resource, Algorithm 1's :attr:`.amounts.QueueAmount.dominant`; when None, the resource of
     the target closest to its limit. Raises ValueError naming a malformed amount.
     """
-    check_resources("target", target)
-    check_resources("limit", limit)
     for c in containers:
         check_resources(f"containers[{c.container_id}].resources", c.resources)
+    return choose_victims_in_order(
+        _visit_order(containers), target, limit, mode, settings, dominant=dominant
+    )
+
+
+def choose_victims_in_order(
+    jobs: Iterable[Sequence[Container]],
+    target: Resources,
+    limit: Resources,
+    mode: Mode,
+    settings: PreemptionSettings,
+    *,
+    dominant: ResourceName | None = None,
+) -> PreemptionPlan:
+    """:func:`choose_victims` over jobs the caller has already put in visiting order (longest
+    remaining time first, Alg. 2 line 3), each with its containers in order (line 5) and none
+    suspended.  ``jobs`` is consumed lazily: only the jobs the walk visits are read, so a shell
+    with a hundred thousand containers pays for the few it takes from."""
+    check_resources("target", target)
+    check_resources("limit", limit)
     cap = as_vector(limit)
     goal = np.minimum(as_vector(target), cap)
-    jobs = _visit_order(containers)
     key = _dominant(goal, cap) if dominant is None else index(dominant)
+    walk = _Walk(goal)
     if mode is Mode.GRACEFUL:
-        actions, total = _graceful(jobs, goal, settings)
+        _graceful(jobs, walk, settings)
     else:
-        actions, total = _whole_containers(jobs, goal, key, mode, settings)
+        _whole_containers(jobs, walk, key, mode, settings)
+    total = walk.total
     satisfied = key is None or bool(total[key] >= goal[key] - EPSILON)
-    held = Resources(
-        sum(c.resources.cpu for c in containers), sum(c.resources.memory_mb for c in containers)
-    )
     return PreemptionPlan(
         mode=mode,
         target=from_vector(goal, most=limit),
         limit=limit,
-        reclaimed=from_vector(total, most=held),
-        actions=tuple(actions),
+        reclaimed=from_vector(total, most=walk.held_resources()),
+        actions=tuple(walk.actions),
         satisfied=satisfied,
         dominant=None if key is None else RESOURCE_NAMES[key],
     )
 
 
+@dataclass
+class _Walk:
+    """What Algorithm 2 has taken so far: the actions, their total, and what the containers it
+    visited hold (the cap of the plan's ``reclaimed``)."""
+
+    goal: NDArray[np.float64]
+    actions: list[ContainerAction] = field(default_factory=list)
+    total: NDArray[np.float64] = field(init=False)
+    held: NDArray[np.float64] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.total = np.zeros_like(self.goal)
+        self.held = np.zeros_like(self.goal)
+
+    def visit(self, container: Container) -> NDArray[np.float64]:
+        check_resources(f"containers[{container.container_id}].resources", container.resources)
+        held = as_vector(container.resources)
+        self.held += held
+        return held
+
+    def held_resources(self) -> Resources:
+        return Resources(float(self.held[CPU]), round(float(self.held[MEMORY])))
+
+
 def _whole_containers(
-    jobs: list[list[Container]],
-    goal: NDArray[np.float64],
+    jobs: Iterable[Sequence[Container]],
+    walk: _Walk,
     dominant: int | None,
     mode: Mode,
     settings: PreemptionSettings,
-) -> tuple[list[ContainerAction], NDArray[np.float64]]:
+) -> None:
     """Kill or suspend whole containers, job by job, until the dominant resource of p is met.
 
     Alg. 2 lines 3-12 before GP: every container of the visited job is taken in turn (line 5-6,
     never skipped for what it holds, so the last may over-reclaim), p is reduced by what it
     gives back (line 7), and the next job is visited when this one has none left (lines 9-10).
     A container that would give back nothing (already at or below the footprint) is passed
-    over: killing or suspending it cannot help p.
+    over: killing or suspending it cannot help p.  On a node without swap a suspension keeps
+    the memory, and a container there is killed instead when memory is the dominant resource.
     """
     footprint = as_vector(settings.minimal_footprint)
-    total = np.zeros_like(goal)
-    actions: list[ContainerAction] = []
+    goal, total = walk.goal, walk.total
     if dominant is None:
-        return actions, total
+        return
     for container in (c for job in jobs for c in job):
         # line 4: "as long as the over-provisioned dominant resource is fully reclaimed, p is
         # considered satisfied" (Sec. 4.3)
         if total[dominant] >= goal[dominant] - EPSILON:
             break
-        held = as_vector(container.resources)
-        kept = np.zeros_like(held) if mode is Mode.KILL else np.minimum(held, footprint)
+        held = walk.visit(container)
+        kill = mode is Mode.KILL or (not container.can_swap and dominant == MEMORY)
+        if kill:
+            kept = np.zeros_like(held)
+        else:
+            kept = np.minimum(held, footprint)
+            if not container.can_swap:
+                kept[MEMORY] = held[MEMORY]
         gain = held - kept
         if not (gain > EPSILON).any():
             continue
         total += gain
-        kind = ActionKind.KILL if mode is Mode.KILL else ActionKind.SUSPEND
-        limits = () if mode is Mode.KILL else _limits(settings, held, kept)
+        kind = ActionKind.KILL if kill else ActionKind.SUSPEND
+        limits = () if kill else _limits(settings, held, kept)
         reclaimed = from_vector(gain, most=container.resources)
-        actions.append(
+        walk.actions.append(
             ContainerAction(container.container_id, container.job_id, kind, reclaimed, limits)
         )
-    return actions, total
 
 
 def _freeze(
@@ -308,24 +362,28 @@ def _freeze(
 
 
 def _graceful(
-    jobs: list[list[Container]], goal: NDArray[np.float64], settings: PreemptionSettings
-) -> tuple[list[ContainerAction], NDArray[np.float64]]:
+    jobs: Iterable[Sequence[Container]], walk: _Walk, settings: PreemptionSettings
+) -> None:
     """Shrink the visited jobs' containers a step r_GP at a time (Alg. 2 as modified for GP).
 
     Per job (line 3): its swapping containers are frozen and left out (line 8), the CPU they
     free counting towards p; then rounds, each taking one step from every active container
     (lines 5-7), until p is met or the job has no active container (line 9), then the next job
-    (line 10). Returns the actions and the total given back (frozen CPU included in full).
+    (line 10).  Containers on nodes without swap take CPU steps only; if memory is still owed
+    after the walk, they are killed in visit order until it is not (module docstring).
     """
     footprint = as_vector(settings.minimal_footprint)
     step = as_vector(settings.graceful_step)
-    need = goal.copy()
-    total = np.zeros_like(goal)
-    actions: list[ContainerAction] = []
+    cpu_step = step.copy()
+    cpu_step[MEMORY] = 0.0
+    need = walk.goal.copy()
+    total = walk.total
+    actions = walk.actions
+    no_swap: list[tuple[Container, NDArray[np.float64], int | None]] = []
     for job in jobs:
         if not (need > EPSILON).any():
             break
-        held = {c.container_id: as_vector(c.resources) for c in job}
+        held = {c.container_id: walk.visit(c) for c in job}
         left = {key: value.copy() for key, value in held.items()}
         active = []
         for c in job:
@@ -335,20 +393,28 @@ def _graceful(
                 total += freed
                 need = np.maximum(need - freed, 0.0)
             else:
-                active.append(c.container_id)
+                active.append(c)
         while active and (need > EPSILON).any():
-            for key in list(active):
-                take = np.clip(np.minimum(np.minimum(step, left[key] - footprint), need), 0, None)
+            for c in list(active):
+                key = c.container_id
+                room = left[key] - footprint
+                if not c.can_swap:
+                    room[MEMORY] = 0.0
+                own_step = step if c.can_swap else cpu_step
+                take = np.clip(np.minimum(np.minimum(own_step, room), need), 0, None)
                 left[key] -= take
                 need -= take
                 total += take
-                if not (take > EPSILON).any() or not (left[key] - footprint > EPSILON).any():
-                    active.remove(key)
+                room -= take
+                if not (take > EPSILON).any() or not (room > EPSILON).any():
+                    active.remove(c)
         for c in job:
             if c.swapping:
                 continue
             gain = held[c.container_id] - left[c.container_id]
+            index_in_actions: int | None = None
             if (gain > EPSILON).any():
+                index_in_actions = len(actions)
                 actions.append(
                     ContainerAction(
                         c.container_id,
@@ -358,4 +424,29 @@ def _graceful(
                         _limits(settings, held[c.container_id], left[c.container_id]),
                     )
                 )
-    return actions, total
+            if not c.can_swap:
+                no_swap.append((c, gain, index_in_actions))
+    _kill_for_memory(no_swap, need, walk)
+
+
+def _kill_for_memory(
+    no_swap: list[tuple[Container, NDArray[np.float64], int | None]],
+    need: NDArray[np.float64],
+    walk: _Walk,
+) -> None:
+    """Memory still owed after a graceful walk, and containers on nodes without swap that could
+    not give it: kill them, in visit order, until it is not (their shrink, if any, replaced)."""
+    for c, gain, position in no_swap:
+        if need[MEMORY] <= EPSILON:
+            break
+        whole = as_vector(c.resources)
+        more = whole - gain
+        walk.total += more
+        need = np.maximum(need - more, 0.0)
+        kill = ContainerAction(
+            c.container_id, c.job_id, ActionKind.KILL, from_vector(whole, most=c.resources), ()
+        )
+        if position is None:
+            walk.actions.append(kill)
+        else:
+            walk.actions[position] = kill

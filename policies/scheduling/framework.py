@@ -125,6 +125,7 @@ class Placement:
     node_id: str
     resources: Resources
     kind: AllocationKind = AllocationKind.TASK
+    queue: str = ""  # the ask's queue
 
 
 class PreemptionAction(enum.Enum):
@@ -451,7 +452,9 @@ def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> bool |
                 state.preemptions.extend(post_filter.preempt(ask, context))
             return False  # identical containers: if one fits nowhere, the rest do not either
         cluster.take(node.node_id, ask.resources)
-        placement = Placement(ask.job_id, ask.phase, node.node_id, ask.resources, ask.kind)
+        placement = Placement(
+            ask.job_id, ask.phase, node.node_id, ask.resources, ask.kind, ask.queue
+        )
         state.placements.append(placement)
         context.placed(placement)
         for reserve in profile.reserves:

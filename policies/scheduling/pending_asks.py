@@ -4,6 +4,10 @@ Each ask is keyed by (job, kind, phase): a job master replaces its asks with eve
 (absolute counts), so setting an ask replaces the one before.  The serving order is the queue
 order plugin's ``sort_key``; insertion and removal are a bisect in a list (a memmove, cheap at
 hundreds of thousands of asks), iteration is in order.
+
+Asks are also kept per queue (:attr:`PendingAsk.queue`), in the same order, with what each
+queue's asks want in all, so a shell with queues can serve the queues in its own order
+(:meth:`PendingAsks.in_queues`) and read a queue's demand in O(1).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import bisect
 from collections.abc import Iterator
 
 from policies.scheduling.framework import AllocationKind, AskShape, PendingAsk, QueueOrder
+from policies.scheduling.resources import Resources
 
 AskKey = tuple[str, AllocationKind, str]
 """(job id, kind, phase)."""
@@ -30,6 +35,8 @@ class PendingAsks:
         self._sorted: list[tuple[tuple[int | str, ...], AskKey]] = []
         self._by_job: dict[str, dict[AskKey, None]] = {}
         self._shapes: dict[AskShape, int] = {}  # (kind, container size) -> how many asks
+        self._by_queue: dict[str, list[tuple[tuple[int | str, ...], AskKey]]] = {}
+        self._demand: dict[str, Resources] = {}  # queue -> what its asks want in all
 
     def __len__(self) -> int:
         return len(self._asks)
@@ -38,6 +45,23 @@ class PendingAsks:
         """In serving order.  Do not change the collection while iterating."""
         for _, key in self._sorted:
             yield self._asks[key]
+
+    def in_queues(self, queues: list[str]) -> Iterator[PendingAsk]:
+        """The asks of ``queues``, queue by queue in the order given, each in serving order
+        (then those of any queue not named).  Do not change the collection while iterating."""
+        named = set(queues)
+        order = [*queues, *(q for q in self._by_queue if q not in named)]
+        for queue in order:
+            for _, key in self._by_queue.get(queue, ()):
+                yield self._asks[key]
+
+    def demand(self, queue: str) -> Resources:
+        """What the asks of ``queue`` want in all (count × size, summed)."""
+        return self._demand.get(queue, Resources())
+
+    def queues(self) -> list[str]:
+        """The queues with pending asks."""
+        return list(self._by_queue)
 
     def shapes(self) -> list[AskShape]:
         """The distinct (kind, container size) pairs pending asks want (a pass stops once none
@@ -56,7 +80,10 @@ class PendingAsks:
         previous = self.discard(key)
         if ask.count > 0:
             self._asks[key] = ask
-            bisect.insort(self._sorted, (self._order.sort_key(ask), key), key=_sort_position)
+            entry = (self._order.sort_key(ask), key)
+            bisect.insort(self._sorted, entry, key=_sort_position)
+            bisect.insort(self._by_queue.setdefault(ask.queue, []), entry, key=_sort_position)
+            self._demand[ask.queue] = self.demand(ask.queue) + ask.resources * ask.count
             self._by_job.setdefault(ask.job_id, {})[key] = None
             shape = (ask.kind, ask.resources)
             self._shapes[shape] = self._shapes.get(shape, 0) + 1
@@ -70,6 +97,18 @@ class PendingAsks:
             while self._sorted[index][1] != key:
                 index += 1
             del self._sorted[index]
+            in_queue = self._by_queue[previous.queue]
+            index = bisect.bisect_left(in_queue, _sort_position(entry), key=_sort_position)
+            while in_queue[index][1] != key:
+                index += 1
+            del in_queue[index]
+            if in_queue:
+                self._demand[previous.queue] = (
+                    self._demand[previous.queue] - previous.resources * previous.count
+                )
+            else:
+                del self._by_queue[previous.queue]
+                del self._demand[previous.queue]  # exactly zero: no float drift left behind
             keys = self._by_job[key[0]]
             del keys[key]
             if not keys:
