@@ -288,7 +288,11 @@ class JobMaster:
                     )
                     if self._outcomes is not None and state.is_final:
                         self._outcomes.task_ended(
-                            event.task_id, event.attempt, event.node_id, state
+                            event.task_id,
+                            event.attempt,
+                            event.node_id,
+                            state,
+                            preempted=event.preempted,
                         )
             for allocation_id in response.lost_allocations:
                 plan.on_allocation_lost(allocation_id)

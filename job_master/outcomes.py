@@ -35,10 +35,21 @@ CLOSE_S = 1.0  # for the sender thread, then as long for the producer
 
 
 def task_outcome_event(
-    job_id: str, task_id: str, attempt: int, node_id: str, state: TaskState, now: float
+    job_id: str,
+    task_id: str,
+    attempt: int,
+    node_id: str,
+    state: TaskState,
+    now: float,
+    *,
+    preempted: bool = False,
 ) -> mpb.OutcomeEvent | None:
-    """The event for a task attempt that reached ``state`` (None unless the state is final)."""
+    """The event for a task attempt that reached ``state`` (None unless the state is final).
+    A kill the scheduler chose (``preempted``) is ``evicted``: the machine did nothing wrong,
+    and ROSE's rating counts evictions apart from kills."""
     kind = OUTCOME_OF_STATE.get(state)
+    if preempted and state is TaskState.KILLED:
+        kind = mpb.TASK_OUTCOME_EVICTED
     if kind is None or not node_id:
         return None
     return mpb.OutcomeEvent(
@@ -86,8 +97,12 @@ class OutcomeReporter:
             )
             self._outbox.start()
 
-    def task_ended(self, task_id: str, attempt: int, node_id: str, state: TaskState) -> None:
-        event = task_outcome_event(self.job_id, task_id, attempt, node_id, state, time.time())
+    def task_ended(
+        self, task_id: str, attempt: int, node_id: str, state: TaskState, *, preempted: bool = False
+    ) -> None:
+        event = task_outcome_event(
+            self.job_id, task_id, attempt, node_id, state, time.time(), preempted=preempted
+        )
         if event is not None and self._outbox is not None:
             self._outbox.offer(self.job_id, event.SerializeToString())
 

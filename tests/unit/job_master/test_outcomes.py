@@ -57,6 +57,22 @@ def test_final_states_map_to_outcome_kinds(state: TaskState, kind: int | None) -
     assert decoded.task.kind == kind
 
 
+@pytest.mark.parametrize(
+    ("state", "preempted", "kind"),
+    [
+        (TaskState.KILLED, True, mpb.TASK_OUTCOME_EVICTED),  # a preemption kill
+        (TaskState.KILLED, False, mpb.TASK_OUTCOME_KILLED),  # by a person, or the job's end
+        (TaskState.FAILED, True, mpb.TASK_OUTCOME_FAILED),  # only a kill can be preempted
+    ],
+)
+def test_a_preemption_kill_is_reported_as_evicted(
+    state: TaskState, preempted: bool, kind: int
+) -> None:
+    event = task_outcome_event("job-1", "t", 1, "node-4", state, now=1.0, preempted=preempted)
+    assert event is not None and event.task.kind == kind
+    assert OUTCOME_FROM_PB[kind] is not None
+
+
 def test_every_kind_the_job_master_sends_is_one_the_aggregator_rates() -> None:
     assert set(OUTCOME_OF_STATE.values()) <= set(OUTCOME_FROM_PB)
 
