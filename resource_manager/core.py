@@ -242,6 +242,8 @@ class ResourceManagerCore:
         self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
         self.book = QueueBook(queues or single_queue(), tables.journal, source=queues_source)
         self.queues = QueueView(tables, self.pending, self.book)
+        tables.queue_of_job = lambda job_id: self.queues.spec_of(job_id).name
+        tables.regroup()
         self._wall_minus_monotonic = 0.0  # from the last tick's Now
         self._asks_grew = False  # since the last pass
         self._cut_short = False  # the last pass stopped at its limit: another is due at once
@@ -699,6 +701,8 @@ class ResourceManagerCore:
                     "queues", f"queue {named!r} is gone, but job {job_id} is still in it"
                 )
         self.book.replace_config(config, source, now.wall)
+        self.tables.regroup()
+        self.tables.journal(self.tables.regroup)  # undone after the book: the old totals
         for ask in list(self.pending):
             job = self.jobs.get(ask.job_id)
             queue = self.queues.queue_of(job) if job is not None else config.default

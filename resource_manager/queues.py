@@ -5,8 +5,8 @@ The decisions are :mod:`policies.preemption.cluster`'s; this module only reads t
 (:class:`~resource_manager.tables.Tables`, the pending asks, the :class:`QueueBook`) into the
 immutable views those plugins take.  It changes nothing: the core applies what comes back.
 
-Costs, per pass with queues: O(active jobs + preempted containers) to total the queues (a
-queue's demand is kept by the pending asks); a decision then reads only the jobs it takes from
+Costs, per pass with queues: O(queues) to read what each queue holds (the tables keep it per
+queue) and wants (the pending asks keep it); a decision then reads only the jobs it takes from
 (:class:`JobVictims` sorts the queue's running jobs by remaining time, and hands out their
 containers lazily).
 """
@@ -28,7 +28,7 @@ from policies.preemption.cluster import (
 from policies.preemption.queues import QueueConfig, QueueSpec
 from policies.preemption.remaining import remaining_time
 from policies.preemption.victims import Container
-from policies.scheduling.containers import Goal, Shown, holds
+from policies.scheduling.containers import Goal, Shown
 from policies.scheduling.framework import Profile
 from policies.scheduling.lifecycle import JobState
 from policies.scheduling.pending_asks import PendingAsks
@@ -56,13 +56,7 @@ class QueueStatus:
 
 def eventual_holds(allocation: AllocationRecord) -> Resources:
     """What a container will hold once its node has carried out its goal."""
-    if allocation.goal is Goal.STOP:
-        return Resources()
-    if allocation.goal is Goal.SUSPEND:
-        shown, shown_limits = Shown.SUSPENDED, allocation.limits
-    else:
-        shown, shown_limits = Shown.RUNNING, allocation.limits
-    return holds(allocation.resources, allocation.goal, allocation.limits, shown, shown_limits)
+    return allocation.settles_at
 
 
 class QueueView:
@@ -103,28 +97,14 @@ class QueueView:
 
     def uses(self) -> list[QueueUse]:
         """Each queue's holding (less what preemptions under way take from it) and demand, in
-        the file's order."""
-        jobs = self._jobs_by_queue()
-        taking: dict[str, Resources] = {}
-        for allocation in self._tables.preempted():
-            queue = self.spec_of(allocation.job_id).name
-            taken = allocation.holds - eventual_holds(allocation)
-            taking[queue] = taking.get(queue, Resources()) + _floor0(taken)
+        the file's order: O(queues), from totals the tables and the pending asks keep."""
         uses = []
         for spec in self.config.queues:
-            held = Resources()
-            for job in jobs[spec.name]:
-                held = held + self._tables.held_by_job(job.job_id)
+            held, taking = self._tables.held_by_queue(spec.name)
             # What preemptions under way are taking counts as free to Algorithm 1 (it is not
             # this queue's any more), which is what keeps the next decision from taking it
             # again; the demand stays whole, since that free capacity is what serves it.
-            uses.append(
-                QueueUse(
-                    spec,
-                    _floor0(held - taking.get(spec.name, Resources())),
-                    self._pending.demand(spec.name),
-                )
-            )
+            uses.append(QueueUse(spec, _floor0(held - taking), self._pending.demand(spec.name)))
         return uses
 
     def profile(

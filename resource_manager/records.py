@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from policies.identity_enum import IdentityEnum
-from policies.scheduling.containers import Goal, Shown, holds
+from policies.scheduling.containers import Goal, Shown, holds, settled_holds
 from policies.scheduling.framework import AllocationKind
 from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState, TaskState
@@ -153,6 +153,14 @@ class AllocationRecord:
     def holds(self) -> Resources:
         """What it holds of its node now: no other container may be given this."""
         return holds(self.resources, self.goal, self.limits, self.shown, self.shown_limits)
+
+    @property
+    def settles_at(self) -> Resources:
+        """What it will hold once its node has carried out its goal (a shrink its node froze on
+        swapping goes no lower: what it holds)."""
+        if self.goal is Goal.SHRINK and self.shown is Shown.SUSPENDED:
+            return self.holds
+        return settled_holds(self.resources, self.goal, self.limits)
 
     @property
     def free_for_others(self) -> Resources:

@@ -99,6 +99,11 @@ class Tables:
         self._allocated_on_node: dict[str, Resources] = {}
         self._held_by_kind: dict[AllocationKind, Resources] = {}
         self._held_by_job: dict[str, Resources] = {}  # what each job's containers hold
+        # queue -> what its containers hold, and what preemptions under way take from them
+        # (kept when the shell sets queue_of_job: a job id to its queue)
+        self.queue_of_job: Callable[[str], str] | None = None
+        self._held_by_queue: dict[str, Resources] = {}
+        self._taking_by_queue: dict[str, Resources] = {}
         self._preempted_of_node: _Index[str] = _Index()  # containers preempted, per node
         self._count_by_kind: dict[AllocationKind, int] = {}
         self._counters: dict[str, int] = {}
@@ -396,11 +401,17 @@ class Tables:
             if old.preempted_at != new.preempted_at:
                 self._index_preempted(old, -1)
                 self._index_preempted(new, +1)
+            if self.queue_of_job is not None and (old.preempted_at or new.preempted_at):
+                self._add_to_queue(old, -1)  # (what it takes may move with its goal alone)
+                self._add_to_queue(new, +1)
+                preempting = True
+            else:
+                preempting = False
             old_holds, new_holds = old.holds, new.holds
             if old_holds != new_holds:
                 self.freed = self.freed or not old_holds.fits_in(new_holds)
-                self._add_allocated(old, -1)
-                self._add_allocated(new, +1)
+                self._add_allocated(old, -1, queue=not preempting)
+                self._add_allocated(new, +1, queue=not preempting)
             return
         # The same container with another flag (delivered): what its node holds is unchanged.
         same_hold = (
@@ -454,6 +465,32 @@ class Tables:
             for a in members
         ]
 
+    def held_by_queue(self, queue: str) -> tuple[Resources, Resources]:
+        """What the queue's containers hold, and what preemptions under way are taking from
+        them (what they hold beyond what they will hold once their goals are carried out)."""
+        return (
+            self._held_by_queue.get(queue, Resources()),
+            self._taking_by_queue.get(queue, Resources()),
+        )
+
+    def regroup(self) -> None:
+        """Total the queues afresh (after :attr:`queue_of_job` changed): O(allocations)."""
+        self._held_by_queue, self._taking_by_queue = {}, {}
+        if self.queue_of_job is not None:
+            for allocation in self.allocations.values():
+                self._add_to_queue(allocation, +1)
+
+    def _add_to_queue(self, allocation: AllocationRecord, sign: int) -> None:
+        assert self.queue_of_job is not None
+        queue = self.queue_of_job(allocation.job_id)
+        held = allocation.holds
+        self._held_by_queue[queue] = self._held_by_queue.get(queue, Resources()) + held * sign
+        if allocation.preempted_at:
+            taking = held - allocation.settles_at
+            taking = Resources(max(taking.cpu, 0.0), max(taking.memory_mb, 0))
+            before = self._taking_by_queue.get(queue, Resources())
+            self._taking_by_queue[queue] = before + taking * sign
+
     def held_by_job(self, job_id: str) -> Resources:
         """What the job's containers hold (as :meth:`allocated_on` counts)."""
         return self._held_by_job.get(job_id, Resources())
@@ -466,8 +503,10 @@ class Tables:
             if not counts:
                 del self._delivered_of_job[allocation.job_id]
 
-    def _add_allocated(self, allocation: AllocationRecord, sign: int) -> None:
+    def _add_allocated(self, allocation: AllocationRecord, sign: int, queue: bool = True) -> None:
         amount = allocation.holds * sign
+        if queue and self.queue_of_job is not None:
+            self._add_to_queue(allocation, sign)
         node_id = allocation.node_id
         total = self._allocated_on_node.get(node_id, Resources()) + amount
         if node_id in self._allocations_of_node.groups:

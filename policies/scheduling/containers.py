@@ -49,6 +49,7 @@ __all__ = [
     "check_goal",
     "command_needed",
     "holds",
+    "settled_holds",
 ]
 
 
@@ -129,6 +130,18 @@ def holds(
     if goal is Goal.SHRINK and shown is Shown.SUSPENDED:
         return in_use  # frozen on swapping: it goes no lower, and holds no CPU
     return Resources(max(wanted.cpu, in_use.cpu), max(wanted.memory_mb, in_use.memory_mb))
+
+
+def settled_holds(granted: Resources, goal: Goal, limits: Resources | None) -> Resources:
+    """What the container will hold once its node has carried out its goal: nothing once
+    stopped, no CPU and the footprint's memory (or all of it, without limits) once suspended,
+    its limits once shrunk or resized."""
+    if goal is Goal.STOP:
+        return Resources()
+    want = granted if limits is None else limits
+    if goal is Goal.SUSPEND:
+        return Resources(0.0, want.memory_mb)
+    return want
 
 
 def command_needed(

@@ -83,6 +83,18 @@ def containers(core: Driver, job_id: str) -> list[AllocationRecord]:
     return [a for a in core.tables.allocations_of_job(job_id) if not a.is_master]
 
 
+def assert_queue_totals(core: Driver) -> None:
+    """What the tables keep per queue is what a recount of the containers gives."""
+    for queue in ("short", "long"):
+        mine = [a for a in core.allocations.values() if core.queues.spec_of(a.job_id).name == queue]
+        held = sum((a.holds for a in mine), res(0, 0))
+        taking = sum((a.holds - a.settles_at for a in mine if a.preempted_at), res(0, 0))
+        kept_held, kept_taking = core.tables.held_by_queue(queue)
+        assert kept_held.memory_mb == held.memory_mb and abs(kept_held.cpu - held.cpu) < 1e-9
+        assert kept_taking.memory_mb == taking.memory_mb
+        assert abs(kept_taking.cpu - taking.cpu) < 1e-9
+
+
 def full_cluster(core: Driver) -> str:
     """A long job holding all of n1 (4 × ⟨1 cpu, 1 GiB⟩), every task running."""
     long_job = run_job(core, "long", 4, now=1.0)
@@ -161,6 +173,7 @@ def test_immediate_suspends_to_the_footprint_and_the_freed_capacity_goes_to_the_
     assert core.book.claimed_for("short") == res(0.0, 0)
     steps = [s.action for t in core.tables.tasks_of_job(long_job) for s in t.preemptions]
     assert steps == ["suspended", "swapped out"]
+    assert_queue_totals(core)
 
 
 def test_a_suspended_container_resumes_after_declining_d_offers_limits_first():
@@ -191,6 +204,7 @@ def test_a_suspended_container_resumes_after_declining_d_offers_limits_first():
     assert verdicts[2] == [ResumeAllocation(long_job, victim.allocation_id, None)]
     assert core.allocations[victim.allocation_id].goal is Goal.RUN
     assert core.allocations[victim.allocation_id].preempted_at == 0.0
+    assert_queue_totals(core)
 
 
 def test_graceful_steps_are_sent_with_the_queue_step_and_a_swap_freeze_frees_cpu():
@@ -216,6 +230,7 @@ def test_graceful_steps_are_sent_with_the_queue_step_and_a_swap_freeze_frees_cpu
     frozen = core.allocations[first.allocation_id]
     assert frozen.shown is Shown.SUSPENDED and frozen.holds == res(0.0, 768)
     assert not [c for c in sent if getattr(c, "allocation_id", "") == first.allocation_id]
+    assert_queue_totals(core)
 
 
 @pytest.mark.parametrize(
