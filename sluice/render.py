@@ -126,7 +126,27 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
                 ],
             )
         )
+    preempted = [t for t in detail.tasks if t.preemptions]
+    if preempted:
+        lines.append("")
+        lines.append("preemptions (docs/preemption.md)")
+        for t in preempted:
+            lines.append(f"  {t.task_id} attempt {t.attempt} on {t.node_id}")
+            lines.extend(f"    {preemption_line(p)}" for p in t.preemptions)
     return "\n".join(lines)
+
+
+def preemption_line(step: rm_pb.PreemptionEvent) -> str:
+    """One step of a task's preemption: when, what, the limits after it, why."""
+    when = time.strftime("%H:%M:%S", time.localtime(step.time))
+    parts = [when, f"{step.action:<11}"]
+    if step.HasField("limits"):
+        parts.append(f"{step.limits.cpu:g} cpu, {step.limits.memory_mb} MiB")
+    if step.work_lost_s:
+        parts.append(f"work lost {step.work_lost_s:.1f} s")
+    if step.reason:
+        parts.append(f"({step.reason})")
+    return "  ".join(parts)
 
 
 def nodes_table(
@@ -143,6 +163,7 @@ def nodes_table(
         "MEM ALLOC (MiB)",
         "CPU USED",
         "TASKS",
+        "SWAP",
     ]
     rows = [
         [
@@ -154,6 +175,7 @@ def nodes_table(
             f"{n.allocated.memory_mb}/{n.capacity.memory_mb}",
             f"{n.used.cpu:.2f}",
             str(n.running_tasks),
+            "yes" if n.has_swap else "no",
         ]
         for n in nodes
     ]

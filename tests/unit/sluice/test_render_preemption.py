@@ -1,0 +1,57 @@
+"""What `sluice job` and `sluice nodes` show of preemption: each task's steps, and swap."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice import render
+from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+
+
+def detail(*steps: rm_pb.PreemptionEvent) -> rm_pb.JobDetail:
+    return rm_pb.JobDetail(
+        summary=rm_pb.JobSummary(job_id="job-000001", name="long"),
+        tasks=[
+            rm_pb.TaskInfo(task_id="work-0", attempt=1, node_id="n1", preemptions=list(steps)),
+            rm_pb.TaskInfo(task_id="work-1", attempt=1, node_id="n2"),
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("step", "shown"),
+    [
+        (
+            rm_pb.PreemptionEvent(
+                action="suspended", limits=pb.Resources(cpu=0.01, memory_mb=64), reason="why"
+            ),
+            ["suspended", "0.01 cpu, 64 MiB", "(why)"],
+        ),
+        (
+            rm_pb.PreemptionEvent(action="killed", work_lost_s=412.0),
+            ["killed", "work lost 412.0 s"],
+        ),
+        (rm_pb.PreemptionEvent(action="resumed"), ["resumed"]),
+    ],
+)
+def test_a_job_shows_each_step_of_its_tasks_preemptions(step, shown):
+    text = render.job_detail(detail(step))
+    section = text.split("preemptions (docs/preemption.md)")[1]
+    assert "work-0 attempt 1 on n1" in section and "work-1" not in section
+    for part in shown:
+        assert part in section
+
+
+def test_a_job_never_preempted_shows_no_preemption_section():
+    assert "preemptions" not in render.job_detail(detail())
+
+
+def test_nodes_show_whether_they_have_swap():
+    nodes = [
+        rm_pb.NodeInfo(node_id="n1", has_swap=True, state=rm_pb.NODE_READY),
+        rm_pb.NodeInfo(node_id="n2", has_swap=False, state=rm_pb.NODE_READY),
+    ]
+    header, first, second = render.nodes_table(nodes).splitlines()[:3]
+    assert header.split()[-1] == "SWAP"
+    assert first.split()[-1] == "yes" and second.split()[-1] == "no"
