@@ -30,6 +30,7 @@ ACCESS = {
             "KillJob": PEOPLE,
             "ChangeTask": ADMINS,  # suspend, resume, resize or preempt anyone's task
             "ListNodes": PEOPLE,
+            "ListQueues": PEOPLE,
             "GetClusterInfo": PEOPLE,
         },
     ),

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import signal
 from pathlib import Path
 
 from plumbing import data_plane, event_loop, grants, transport
@@ -18,8 +19,10 @@ from plumbing.bearer import TokenVerifier
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
+from plumbing.queue_file import QueueFileError, load_queue_file
 from plumbing.rpc import TokenPort, start_aio_server
 from plumbing.tls import Authority, Role, TlsError, TlsFiles, load_job_master_ca
+from policies.preemption.queues import QueueConfig, QueueError
 from policies.scheduling.identifiers import cluster_id_problem
 from resource_manager.access import ACCESS
 from resource_manager.core import CoreSettings, ResourceManagerCore
@@ -128,6 +131,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="a file of revoked token ids, one per line; re-read when it changes",
     )
+    parser.add_argument(
+        "--queues",
+        type=Path,
+        help="the queue file: fair shares and how each queue is preempted (docs/preemption.md); "
+        "re-read on SIGHUP.  Without it: one queue, no preemption",
+    )
+    parser.add_argument(
+        "--preemption-interval",
+        type=float,
+        default=3.0,
+        help="seconds between two preemption decisions at most (default %(default)s, as "
+        "BIG-C's resource monitor)",
+    )
     data_plane.add_arguments(parser)
 
 
@@ -165,6 +181,8 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         raise UserError("--max-master-attempts: must be at least 1")
     if args.nodes_to_score < 1:
         raise UserError("--nodes-to-score: must be at least 1")
+    if not args.preemption_interval >= 0:
+        raise UserError("--preemption-interval: must be 0 or more seconds")
     for flag in ("max_streams_per_caller", "submissions_per_minute", "max_open_tasks_per_user"):
         if getattr(args, flag) < 0:
             raise UserError(f"--{flag.replace('_', '-')}: must be 0 (no limit) or more")
@@ -175,7 +193,17 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         max_master_attempts=args.max_master_attempts,
         nodes_to_score=args.nodes_to_score,
         max_open_tasks_per_user=args.max_open_tasks_per_user,
+        preemption_interval=args.preemption_interval,
     )
+
+
+def _queues(args: argparse.Namespace) -> QueueConfig | None:
+    if args.queues is None:
+        return None
+    try:
+        return load_queue_file(args.queues)
+    except QueueFileError as error:
+        raise UserError(f"--queues: {error}") from None
 
 
 def _listen_address(listen: str, store: SqliteStore) -> str:
@@ -211,7 +239,10 @@ def run(args: argparse.Namespace) -> int:
         settings = _settings(args, store)
         store.save_setting("cluster_id", settings.cluster_id)
         tokens = _token_port(args, tls)
-        return event_loop.run(_serve(args, store, settings, plane, tls, job_master_ca, tokens))
+        queues = _queues(args)
+        return event_loop.run(
+            _serve(args, store, settings, plane, tls, job_master_ca, tokens, queues)
+        )
     finally:
         store.close()
 
@@ -224,8 +255,10 @@ async def _serve(
     tls: TlsFiles | None,
     job_master_ca: Authority | None,
     tokens: TokenPort | None = None,
+    queues: QueueConfig | None = None,
 ) -> int:
-    core = ResourceManagerCore(Tables(store), settings)
+    source = str(args.queues) if args.queues is not None else ""
+    core = ResourceManagerCore(Tables(store), settings, queues=queues, queues_source=source)
     tune_for_large_heaps()  # after the state is loaded: see plumbing/gc_tuning.py
     state = RMState(
         core,
@@ -304,6 +337,16 @@ async def _serve(
             publish_address(
                 args.address_file.with_name(args.address_file.name + ".tokens"), token_address
             )
+    config = core.book.config
+    log.info(
+        "queues%s: %s",
+        f" from {source}" if source else " (no --queues: one queue, no preemption)",
+        ", ".join(f"{q.name} (share {q.share:g}, {q.mode_name})" for q in config.queues),
+    )
+    if args.queues is not None:
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGHUP, _reload_queues, state, args.queues
+        )
     publish_address(args.address_file, address)
     ticks = asyncio.create_task(housekeeping(state))
     try:
@@ -316,3 +359,15 @@ async def _serve(
             await ticks
     log.info("resource manager stopped")
     return 0
+
+
+def _reload_queues(state: RMState, path: Path) -> None:
+    """SIGHUP: read the queue file again.  A file that is not valid, or queues that drop one an
+    unfinished job is in, are refused: the queues in use stay, and the log says why."""
+    try:
+        config = load_queue_file(path)
+        state.run(lambda core, now: core.set_queues(config, source=str(path), now=now))
+    except (QueueFileError, QueueError) as error:
+        log.error("queue reload refused, the queues in use stay: %s", error)
+        return
+    log.info("queues reloaded from %s", path)

@@ -35,7 +35,14 @@ from sluice.client import (
     resolve_rm,
     resolve_tls,
 )
-from sluice.render import as_json, job_detail, jobs_table, nodes_table, progress_line
+from sluice.render import (
+    as_json,
+    job_detail,
+    jobs_table,
+    nodes_table,
+    progress_line,
+    queues_table,
+)
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -287,6 +294,19 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_queues(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        listing = client.jobs.ListQueues(rm_pb.ListQueuesRequest(), timeout=10)
+    finally:
+        client.close()
+    if args.json:
+        _print_json(as_json(listing))
+    else:
+        print(queues_table(listing))
+    return 0
+
+
 def _machine_listing(args: argparse.Namespace, client: RMClient) -> apb.ListMachinesReply | None:
     """The aggregator's view of the machines, or None (with a note) when there is none."""
     try:
@@ -336,6 +356,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             influx_url=args.influx_url,
             aggregator_period=args.period,
             insecure=args.insecure,
+            queues=args.queues,
         ),
         _say,
     )
@@ -511,6 +532,13 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_nodes)
 
+    p = sub.add_parser(
+        "queues", help="the queues: share, usage, pending demand, what is preempted from each"
+    )
+    p.add_argument("--json", action="store_true")
+    _add_cluster_options(p)
+    p.set_defaults(handler=cmd_queues)
+
     p = sub.add_parser("candidates", help="the aggregator's candidate machines and versions")
     p.add_argument("--json", action="store_true")
     p.add_argument("--aggregator", help="aggregator address (default: the one the RM names)")
@@ -543,6 +571,11 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
         action="store_true",
         help="no TLS: plaintext links and no authentication (default: a CA of the cluster's own "
         "and a certificate per daemon, in DIR/tls)",
+    )
+    p.add_argument(
+        "--queues",
+        type=Path,
+        help="the RM's queue file (docs/preemption.md); the RM re-reads it on SIGHUP",
     )
     _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_up)

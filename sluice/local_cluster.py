@@ -30,6 +30,7 @@ from pathlib import Path
 import grpc
 
 from plumbing.errors import UserError
+from plumbing.queue_file import QueueFileError, load_queue_file
 from plumbing.tls import ClientTls, TlsError
 from sluice import brokers
 from sluice.client import RMClient, agent_stub, cluster_client_tls, cluster_file, read_cluster
@@ -59,6 +60,8 @@ class LocalClusterSpec:
     max_master_share: float | None = None  # None: the RM's default
     aggregator_ranking: str | None = None  # None: the aggregator's default ("rose")
     insecure: bool = False  # no TLS: plaintext links, no authentication
+    queues: Path | None = None  # the RM's queue file (docs/preemption.md); None: one queue
+    preemption_interval: float | None = None  # None: the RM's default
 
 
 def cluster_id_for(directory: Path) -> str:
@@ -113,7 +116,30 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _rm_options(spec: LocalClusterSpec) -> list[str]:
+    """The RM's scheduling flags the spec sets."""
+    options = []
+    if spec.max_master_share is not None:
+        options += ["--max-master-share", str(spec.max_master_share)]
+    if spec.queues is not None:
+        # The file itself, not a copy: edit it and send the RM a SIGHUP to reload it.
+        options += ["--queues", str(spec.queues.resolve())]
+    if spec.preemption_interval is not None:
+        options += ["--preemption-interval", str(spec.preemption_interval)]
+    return options
+
+
+def _check_queues(spec: LocalClusterSpec) -> None:
+    """A queue file is refused before anything starts."""
+    if spec.queues is not None:
+        try:
+            load_queue_file(spec.queues)
+        except QueueFileError as error:
+            raise UserError(f"--queues: {error}") from None
+
+
 def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
+    _check_queues(spec)
     directory = spec.directory.resolve()
     if cluster_file(directory).exists():
         existing = read_cluster(directory)
@@ -161,8 +187,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         *_tls_flags(certs.rm if certs is not None else None),
         *(["--kafka-tls"] if spec.kafka_tls else []),
     ]
-    if spec.max_master_share is not None:
-        rm_argv += ["--max-master-share", str(spec.max_master_share)]
+    rm_argv += _rm_options(spec)
     if certs is not None:  # people without a certificate come with bearer tokens
         rm_argv += ["--token-listen", "127.0.0.1:0"]
     rm = _spawn(rm_argv, logs / "rm.log")

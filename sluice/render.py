@@ -9,6 +9,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from plumbing.wire import job_state_name, task_state_name
+from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 
@@ -185,3 +186,48 @@ def nodes_table(
         blank = ["-"] * len(extra_headers)
         rows = [[*row, *cells.get(n.node_id, blank)] for row, n in zip(rows, nodes, strict=True)]
     return table(headers, rows)
+
+
+def queues_table(listing: rm_pb.ListQueuesResponse) -> str:
+    """``sluice queues``: one row per queue (the default marked ``*``), and where they came
+    from."""
+
+    def amount(r: pb.Resources) -> str:
+        return f"{r.cpu:g} cpu, {r.memory_mb} MiB"
+
+    rows = [
+        [
+            q.name + (" *" if q.is_default else ""),
+            f"{q.share:g}",
+            f"{q.max_share:g}",
+            q.mode,
+            amount(q.usage),
+            amount(q.pending),
+            f"{q.suspended}/{q.shrunk}",
+            amount(q.preempted),
+            str(q.running_jobs),
+        ]
+        for q in listing.queues
+    ]
+    source = listing.source or "built in (no --queues)"
+    capacity = amount(listing.capacity)
+    return "\n".join(
+        [
+            table(
+                [
+                    "QUEUE",
+                    "SHARE",
+                    "MAX",
+                    "MODE",
+                    "USAGE",
+                    "PENDING",
+                    "SUSP/SHRUNK",
+                    "TAKEN",
+                    "JOBS",
+                ],
+                rows,
+            ),
+            "",
+            f"cluster {capacity}; queues from {source}; * = default queue",
+        ]
+    )

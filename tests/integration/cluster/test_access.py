@@ -90,6 +90,7 @@ RM_CALLS: list[tuple[str, str, Message, str]] = [
         "uu",
     ),
     ("rm", "JobService/ListNodes", rm_pb.ListNodesRequest(), "uu"),
+    ("rm", "JobService/ListQueues", rm_pb.ListQueuesRequest(), "uu"),
     ("rm", "JobService/GetClusterInfo", rm_pb.GetClusterInfoRequest(), "uu"),
     (
         "rm",
