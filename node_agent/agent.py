@@ -24,9 +24,15 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from node_agent.preemption import (
+    SWAP_GROWTH_BYTES,
+    GracefulShrink,
+    machine_has_swap,
+    next_step,
+)
 from node_agent.runtime.base import (
     ResourceLimits,
     RunObservation,
@@ -73,6 +79,8 @@ class TaskEvent:
     start_time: float
     job_master: bool = False
     limits: Resources | None = None  # what the task runs at now (live tasks)
+    swapping: bool = False  # its memory is going to swap now
+    swap_bytes: int = 0  # its memory in swap now, where the node can tell
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,15 @@ class NodeAgent:
         self.used = Resources()
         self.task_usage: dict[str, TaskUsageRate] = {}
         self._master_tls_removed: set[str] = set()  # exited job masters already cleaned up
+        self._graceful: dict[str, GracefulShrink] = {}  # graceful preemptions under way
+        self._swap: dict[str, int] = {}  # each live task's memory in swap at the last look
+        self._swapping: set[str] = set()  # tasks whose swap grew at the last look
+        self.has_swap = machine_has_swap()
+        if not self.has_swap:
+            log.info(
+                "swap: none on this machine: a preemption can take only CPU from a live task "
+                "here (the RM kills where memory is needed)"
+            )
         for runtime in self._runtimes():
             for observation in runtime.observe():
                 self._observed[observation.task_key] = observation
@@ -268,32 +285,170 @@ class NodeAgent:
                 and o.state is not RunState.EXITED
             ]
 
-    def suspend_allocation(self, job_id: str, allocation_id: str, reason: str) -> int:
-        """Freeze the live tasks of an allocation (the RM's preemption); returns how many."""
+    def suspend_allocation(
+        self, job_id: str, allocation_id: str, reason: str, limits: Resources | None = None
+    ) -> int:
+        """Freeze the live tasks of an allocation (the RM's preemption); with ``limits`` (an
+        immediate preemption's footprint) then cut them to those, so their pages go to swap.
+        Returns how many tasks."""
         keys = self.live_keys_of(job_id, allocation_id)
         for key in keys:
-            log.info("suspending %s: %s", key, reason)
+            with self._lock:
+                self._graceful.pop(key, None)
+                observed = self._observed.get(key)
             with contextlib.suppress(UnknownTaskError):
-                self.suspend(key)
+                if observed is None or observed.state is not RunState.SUSPENDED:
+                    log.info("suspending %s: %s", key, reason)
+                    self.suspend(key)
+                if limits is not None:
+                    self._cut_frozen(key, limits)
         return len(keys)
 
-    def resume_allocation(self, job_id: str, allocation_id: str) -> int:
+    def _cut_frozen(self, key: str, limits: Resources) -> None:
+        """Cut a frozen task to ``limits``: CPU first, then memory, which pushes its pages to
+        swap (the write returns once the kernel has reclaimed them).  Without swap, or if the
+        kernel refuses, the memory limit stays where it was."""
+        current = self._current_limits(key)
+        if current is None or (current.cpu, current.memory_mb) == (limits.cpu, limits.memory_mb):
+            return
+        self.resize(key, Resources(limits.cpu, current.memory_mb), ())
+        if limits.memory_mb >= current.memory_mb:
+            return
+        if not self.has_swap:
+            log.warning(
+                "%s: not cutting its memory to %d MiB: this machine has no swap, so it keeps "
+                "%d MiB (the RM counts it as held)",
+                key,
+                limits.memory_mb,
+                current.memory_mb,
+            )
+            return
+        try:
+            self.resize(key, limits, ())
+        except RuntimeError_ as error:
+            log.warning("%s: memory stays at %d MiB: %s", key, current.memory_mb, error)
+            return
+        log.info(
+            "%s suspended to the footprint: %g cpu, %d MiB (swap %d MiB)",
+            key,
+            limits.cpu,
+            limits.memory_mb,
+            (self._runtime_of(key).swap_bytes(key) or 0) >> 20,
+        )
+
+    def resume_allocation(
+        self, job_id: str, allocation_id: str, limits: Resources | None = None
+    ) -> int:
+        """Restore the limits of an allocation's tasks (``limits``: what the RM says it may run
+        at), then thaw them."""
         keys = self.live_keys_of(job_id, allocation_id)
         for key in keys:
+            with self._lock:
+                self._graceful.pop(key, None)
             with contextlib.suppress(UnknownTaskError):
+                current = self._current_limits(key)
+                if limits is not None and current is not None and current != limits:
+                    self.resize(key, limits, ())
                 self.resume(key)
+                log.info("resumed %s: limits restored to %s", key, _shown(limits or current))
         return len(keys)
 
-    def resize_allocation(self, job_id: str, allocation_id: str, limits: Resources) -> int:
-        """Set the limits of an allocation's live tasks (CPUs chosen afresh for the new size)."""
+    def resize_allocation(
+        self,
+        job_id: str,
+        allocation_id: str,
+        limits: Resources,
+        step: Resources | None = None,
+        freeze_on_swap: bool = False,
+    ) -> int:
+        """Set the limits of an allocation's live tasks (CPUs chosen afresh for the new size).
+        With ``step`` (a graceful preemption) the limits go down by at most ``step`` per
+        monitor round (:meth:`preemption_round`), and with ``freeze_on_swap`` the task is frozen
+        once it swaps.  A repeated command changes nothing under way."""
         keys = self.live_keys_of(job_id, allocation_id)
         for key in keys:
+            graceful = GracefulShrink(limits, step, freeze_on_swap) if step is not None else None
+            with self._lock:
+                if graceful is not None and self._graceful.get(key) == graceful:
+                    continue  # asked again while it is being carried out
+                self._graceful.pop(key, None)
+                observed = self._observed.get(key)
+            if observed is not None and observed.state is RunState.SUSPENDED:
+                continue  # frozen on swapping: it stays where it is until resumed
+            current = self._current_limits(key)
+            lowering = current is not None and (
+                limits.cpu < current.cpu - 1e-9 or limits.memory_mb < current.memory_mb
+            )
+            if graceful is not None and lowering:
+                with self._lock:
+                    self._graceful[key] = graceful
+                log.info(
+                    "graceful preemption of %s: to %s by %s per round%s",
+                    key,
+                    _shown(limits),
+                    _shown(step),
+                    ", frozen once it swaps" if freeze_on_swap else "",
+                )
+                continue
             with contextlib.suppress(UnknownTaskError):
                 self.resize(key, limits, ())
         return len(keys)
 
+    def preemption_round(self) -> None:
+        """One round of the graceful preemptions under way: each task's limits go down by one
+        step, CPU first; a task that swaps is frozen (if asked) and left where it is."""
+        with self._lock:
+            under_way = dict(self._graceful)
+        for key, graceful in under_way.items():
+            current = self._current_limits(key)
+            if current is None:
+                with self._lock:
+                    self._graceful.pop(key, None)
+                continue
+            target = graceful.target
+            if not self.has_swap:  # memory cannot be taken from a live task here
+                target = Resources(target.cpu, max(target.memory_mb, current.memory_mb))
+            step = next_step(current, target, graceful.step)
+            swap_before = self._runtime_of(key).swap_bytes(key) or 0
+            try:
+                if step.cpu != current.cpu:
+                    self.resize(key, Resources(step.cpu, current.memory_mb), ())
+                if step.memory_mb != current.memory_mb:
+                    self.resize(key, step, ())
+            except (RuntimeError_, UnknownTaskError) as error:
+                # The kernel could not reclaim the memory: the task is short of it, it swaps.
+                log.info("graceful step of %s stopped: %s", key, error)
+                self._end_graceful(key, graceful, "its memory could not be reclaimed")
+                continue
+            log.info("graceful step of %s: %s -> %s", key, _shown(current), _shown(step))
+            swap_after = self._runtime_of(key).swap_bytes(key) or 0
+            if swap_after - swap_before > SWAP_GROWTH_BYTES:
+                self._end_graceful(key, graceful, f"swapping ({swap_after >> 20} MiB in swap)")
+            elif step == target:
+                with self._lock:
+                    self._graceful.pop(key, None)
+
+    def _end_graceful(self, key: str, graceful: GracefulShrink, why: str) -> None:
+        with self._lock:
+            self._graceful.pop(key, None)
+        if graceful.freeze_on_swap:
+            with contextlib.suppress(UnknownTaskError, RuntimeError_):
+                self.suspend(key)
+                log.info("froze %s: %s", key, why)
+
+    def _current_limits(self, key: str) -> Resources | None:
+        with self._lock:
+            observed = self._observed.get(key)
+        if observed is None or observed.state is RunState.EXITED:
+            return None
+        return Resources(observed.limits.cpu, observed.limits.memory_mb)
+
     def suspend(self, key: str) -> None:
         self._runtime_of(key).suspend(key)
+        with self._lock:
+            observed = self._observed.get(key)
+            if observed is not None and observed.state is RunState.RUNNING:
+                self._observed[key] = replace(observed, state=RunState.SUSPENDED)
         log.info("suspended %s", key)
 
     def resume(self, key: str) -> None:
@@ -313,6 +468,10 @@ class NodeAgent:
         chosen = tuple(cpuset) or choose_cpuset(self.config.cpu_ids, others, resources.cpu)
         limits = ResourceLimits(resources.cpu, resources.memory_mb, chosen)
         self._runtime_of(key).resize(key, limits)
+        with self._lock:
+            observed = self._observed.get(key)
+            if observed is not None:
+                self._observed[key] = replace(observed, limits=limits)
         log.info(
             "resized %s to %g cpu on cpus %s, %d MiB", key, limits.cpu, chosen, limits.memory_mb
         )
@@ -371,6 +530,7 @@ class NodeAgent:
                 for observation in runtime.observe():
                     observed[observation.task_key] = observation
             used, per_task = self._measure_usage(observed, now)
+            self._look_at_swap(observed)
             with self._lock:
                 self._observed = observed
                 self.used = used
@@ -381,6 +541,31 @@ class NodeAgent:
                         self._reported[key] = event.state
                         self._outbox.append(event)
             self._prune(observed, now)
+
+    def _look_at_swap(self, observed: dict[str, RunObservation]) -> None:
+        """Each live task's memory in swap, and whether it grew since the last look; whether
+        the machine has swap at all (it may be turned on or off while the agent runs)."""
+        has_swap = machine_has_swap()
+        if has_swap != self.has_swap:
+            log.info("swap %s on this machine", "enabled" if has_swap else "gone")
+            self.has_swap = has_swap
+        swap: dict[str, int] = {}
+        swapping: set[str] = set()
+        for key, observation in observed.items():
+            if observation.state is RunState.EXITED:
+                continue
+            runtime = self.masters if observation.task_id == MASTER_TASK_ID else self.tasks
+            try:
+                amount = runtime.swap_bytes(key)
+            except Exception:  # it may exit between observe() and the read
+                amount = None
+            if amount is None:
+                continue
+            swap[key] = amount
+            if amount - self._swap.get(key, amount) > SWAP_GROWTH_BYTES:
+                swapping.add(key)
+        with self._lock:
+            self._swap, self._swapping = swap, swapping
 
     def take_outbox(self) -> list[TaskEvent]:
         with self._lock:
@@ -421,6 +606,8 @@ class NodeAgent:
             limits=None
             if state.is_final
             else Resources(observation.limits.cpu, observation.limits.memory_mb),
+            swapping=observation.task_key in self._swapping,
+            swap_bytes=self._swap.get(observation.task_key, 0),
         )
 
     def _lifecycle_state(self, observation: RunObservation) -> tuple[TaskState, str]:
@@ -502,3 +689,7 @@ class NodeAgent:
                 with self._lock:
                     self._reported.pop(key, None)
                     self._stop_requested.discard(key)
+
+
+def _shown(limits: Resources | None) -> str:
+    return "its grant" if limits is None else f"{limits.cpu:g} cpu, {limits.memory_mb} MiB"

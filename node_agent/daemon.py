@@ -125,7 +125,16 @@ def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
         start_time=event.start_time,
         job_master=event.job_master,
         limits=None if event.limits is None else resources_to_pb(event.limits),
+        swapping=event.swapping,
+        swap_bytes=event.swap_bytes,
     )
+
+
+def _limits_of(
+    command: rm_pb.SuspendAllocation | rm_pb.ResumeAllocation,
+) -> Resources | None:
+    """A command's limits, or None when it gives none."""
+    return resources_from_pb(command.limits) if command.HasField("limits") else None
 
 
 # The RM's answers that no retry changes: the agent is misconfigured (another live agent has
@@ -282,6 +291,7 @@ class AgentDaemon:
             live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
             instance_id=self.identity.instance_id,
             cluster_id=self.identity.cluster_id,
+            has_swap=self.agent.has_swap,
         )
         response = self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
         if self._gate is not None:
@@ -375,6 +385,7 @@ class AgentDaemon:
             used=resources_to_pb(self.agent.used),
             live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
             instance_id=self.identity.instance_id,
+            has_swap=self.agent.has_swap,
         )
 
     def _on_heartbeat_response(self, response: rm_pb.HeartbeatResponse) -> None:
@@ -414,14 +425,25 @@ class AgentDaemon:
                 self.agent.stop_allocation(stop.job_id, stop.allocation_id, stop.reason)
             elif kind == "suspend_allocation":
                 suspend = command.suspend_allocation
-                self.agent.suspend_allocation(suspend.job_id, suspend.allocation_id, suspend.reason)
+                self.agent.suspend_allocation(
+                    suspend.job_id,
+                    suspend.allocation_id,
+                    suspend.reason,
+                    _limits_of(suspend),
+                )
             elif kind == "resume_allocation":
                 resume = command.resume_allocation
-                self.agent.resume_allocation(resume.job_id, resume.allocation_id)
+                self.agent.resume_allocation(
+                    resume.job_id, resume.allocation_id, _limits_of(resume)
+                )
             elif kind == "resize_allocation":
                 resize = command.resize_allocation
                 self.agent.resize_allocation(
-                    resize.job_id, resize.allocation_id, resources_from_pb(resize.limits)
+                    resize.job_id,
+                    resize.allocation_id,
+                    resources_from_pb(resize.limits),
+                    resources_from_pb(resize.step) if resize.HasField("step") else None,
+                    resize.freeze_on_swap,
                 )
             else:
                 log.warning("ignoring an unknown command from the resource manager: %s", command)
@@ -435,6 +457,7 @@ class AgentDaemon:
     def monitor_loop(self, interval: float) -> None:
         while not self.stop_event.is_set():
             try:
+                self.agent.preemption_round()
                 self.agent.monitor_once(time.time())
                 self._report()
             except Exception:  # keep observing: one bad read must not blind the agent

@@ -1462,7 +1462,11 @@ class ResourceManagerCore:
                 allocation.limits,
             )
         if needed is ContainerCommand.RESUME:
-            return ResumeAllocation(allocation.job_id, allocation.allocation_id, allocation.limits)
+            # The limits to restore are always spelled out (the grant, or what it is shrunk
+            # to): the node restores them before it thaws the task.
+            return ResumeAllocation(
+                allocation.job_id, allocation.allocation_id, allocation.current_limits
+            )
         if needed is ContainerCommand.RESIZE:
             graceful = allocation.goal is Goal.SHRINK
             return ResizeAllocation(

@@ -164,6 +164,11 @@ class TaskRuntime(Protocol):
         where there is none (cgroup v1, no cgroups, an unknown or exited task)."""
         ...
 
+    def swap_bytes(self, task_key: str) -> int | None:
+        """The task's memory in swap now, or ``None`` where the node cannot tell (no swap
+        accounting, no cgroups, an unknown or exited task)."""
+        ...
+
     def cleanup(self, task_key: str) -> None:
         """Release an exited task's cgroup or container; its logs and exit status stay."""
         ...

@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from node_agent.preemption import swap_bytes_v1, swap_bytes_v2
 from node_agent.runtime.base import ResourceLimits, RuntimeError_, TaskUsage
 from plumbing.errors import UserError
 
@@ -237,6 +238,10 @@ class CgroupDriver(Protocol):
 
     def usage(self, task: str) -> TaskUsage: ...
 
+    def swap_bytes(self, task: str) -> int | None:
+        """The task's memory in swap now, or None where the node cannot tell."""
+        ...
+
     def pressure_dir(self, task: str) -> Path | None:
         """Where the task's PSI files are (cgroup v2 only)."""
         ...
@@ -398,6 +403,14 @@ class CgroupV1:
     def pressure_dir(self, task: str) -> Path | None:
         return None  # PSI per cgroup exists only on the unified hierarchy
 
+    def swap_bytes(self, task: str) -> int | None:
+        if "memory" not in self._roots:
+            return None
+        try:
+            return swap_bytes_v1(_read(self._dir("memory", task) / "memory.stat"))
+        except RuntimeError_:
+            return None
+
     def usage(self, task: str) -> TaskUsage:
         if "cpuacct" in self._roots:
             cpu_ns = int(_read(self._dir("cpuacct", task) / "cpuacct.usage"))
@@ -519,6 +532,13 @@ class CgroupV2:
 
     def pressure_dir(self, task: str) -> Path | None:
         return self._dir(task) if self.exists(task) else None
+
+    def swap_bytes(self, task: str) -> int | None:
+        path = self._dir(task) / "memory.swap.current"
+        try:
+            return swap_bytes_v2(path.read_text())
+        except OSError:
+            return None
 
     def usage(self, task: str) -> TaskUsage:
         directory = self._dir(task)

@@ -30,6 +30,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from node_agent.preemption import swap_bytes_v1, swap_bytes_v2
 from node_agent.runtime import cgroups
 from node_agent.runtime.base import (
     ResourceLimits,
@@ -82,10 +83,14 @@ def container_labels(cluster_id: str, node_id: str, launch: TaskLaunch) -> dict[
     }
 
 
-def docker_limits(limits: ResourceLimits, all_cpus: Sequence[int]) -> dict[str, Any]:
+def docker_limits(
+    limits: ResourceLimits, all_cpus: Sequence[int], *, swap: bool = False
+) -> dict[str, Any]:
     """Keyword arguments for ``containers.run``/``container.update`` granting ``limits``.
 
     An empty cpuset means all of the node's CPUs, spelled out so that a resize can widen it.
+    A task runs without swap on top of its memory limit, except while preempted (``swap``):
+    its memory is then cut below what it uses, and the pages must have somewhere to go.
     """
     memory = cgroups.memory_limit_bytes(limits.memory_mb)
     return {
@@ -93,7 +98,7 @@ def docker_limits(limits: ResourceLimits, all_cpus: Sequence[int]) -> dict[str, 
         "cpu_quota": cgroups.cfs_quota_us(limits.cpu),
         "cpuset_cpus": cgroups.format_cpuset(limits.cpuset or all_cpus),
         "mem_limit": memory,
-        "memswap_limit": memory,  # equal to mem_limit: no swap on top
+        "memswap_limit": -1 if swap else memory,  # -1: unlimited swap
     }
 
 
@@ -170,6 +175,7 @@ class DockerRuntime:
         self._images_ready: set[str] = set()
         self._cpus = cgroups.host_cpus()
         self._cgroup_root = cgroup_root
+        self._granted_mb: dict[str, int] = {}  # each task's memory as started
         with _docker_errors("reading the engine's version"):
             self._engine = client.version()
         self._adopt()
@@ -219,6 +225,7 @@ class DockerRuntime:
                 task_dir.remove()
                 raise
             self._tasks[launch.task_key] = task
+            self._granted_mb[launch.task_key] = launch.limits.memory_mb
 
     def observe(self) -> Sequence[RunObservation]:
         with self._lock:
@@ -262,8 +269,10 @@ class DockerRuntime:
         with self._lock:
             task = self._get(task_key)
             container = self._live_container(task_key, "resize")
+            granted = self._granted_mb.setdefault(task_key, task.launch.limits.memory_mb)
+            swap = limits.memory_mb < granted  # preempted: its pages may go to swap
             with _docker_errors(f"resizing task {task_key!r}"):
-                container.update(**docker_limits(limits, self._cpus))
+                container.update(**docker_limits(limits, self._cpus, swap=swap))
             task.dir.update_limits(limits)
             task.launch = replace(task.launch, limits=limits)
 
@@ -325,6 +334,15 @@ class DockerRuntime:
         # The container's cgroup depends on the engine's cgroup driver and version; per-task
         # PSI for containers is not reported yet (the machine-wide PSI always is).
         return None
+
+    def swap_bytes(self, task_key: str) -> int | None:
+        with self._lock:
+            try:
+                container = self._live_container(task_key, "measure")
+            except RuntimeError_:
+                return None
+            pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        return cgroup_swap_of(pid, self._cgroup_root) if pid > 0 else None
 
     def purge(self, grace_seconds: float = 1.0) -> None:
         """Stop and remove every container of this node (known or not) and all task state."""
@@ -495,6 +513,22 @@ class DockerRuntime:
         if state is RunState.EXITED:
             task.final = observation  # an ended task's result never changes: remember it
         return observation
+
+
+def cgroup_swap_of(pid: int, cgroup_root: Path) -> int | None:
+    """The memory in swap of process ``pid``'s cgroup (a container's init), or None."""
+    try:
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "memory" in controllers.split(","):  # v1
+                stat = (cgroup_root / "memory" / path.lstrip("/") / "memory.stat").read_text()
+                return swap_bytes_v1(stat)
+            if not controllers:  # v2
+                current = cgroup_root / path.lstrip("/") / "memory.swap.current"
+                return swap_bytes_v2(current.read_text())
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def cgroup_usage_of(pid: int, cgroup_root: Path) -> TaskUsage | None:

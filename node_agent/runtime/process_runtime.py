@@ -294,6 +294,13 @@ class ProcessRuntime:
                 return None
             return self._cgroups.pressure_dir(task.cgroup)
 
+    def swap_bytes(self, task_key: str) -> int | None:
+        with self._lock:
+            task = self._tasks.get(task_key)
+            if task is None or self._cgroups is None or not self._cgroups.exists(task.cgroup):
+                return None
+            return self._cgroups.swap_bytes(task.cgroup)
+
     def usage(self, task_key: str) -> TaskUsage:
         with self._lock:
             task = self._get(task_key)

@@ -222,6 +222,7 @@ class SlowAgent:
         self.release = threading.Event()
         self.config = AgentConfig(node_id="n1", cpu_ids=(0,), capacity=Resources(1.0, 1024))
         self.used = Resources()
+        self.has_swap = False
 
     def launch_master(self, job_id: str, allocation_id: str, *_: object) -> None:
         self.launched.append(allocation_id)

@@ -33,6 +33,7 @@ class FakeAgent:
     def __init__(self) -> None:
         self.config = AgentConfig(node_id="n1", cpu_ids=(0,), capacity=Resources(2.0, 2048))
         self.used = Resources()
+        self.has_swap = True
         self.launched: list[tuple[str, str]] = []
         self.launch = threading.Event()
 

@@ -100,7 +100,9 @@ def test_a_resumption_takes_the_cpu_back_at_once_and_is_resent_until_shown():
     assert core.resume(Resumption(allocation_id), now=4.0)
     assert core.node_allocated("n1") == res(2.0, 1024)
     for t in (5.0, 6.0):
-        assert commands(core, "n1", now=t, live=frozen) == [ResumeAllocation(job_id, allocation_id)]
+        assert commands(core, "n1", now=t, live=frozen) == [
+            ResumeAllocation(job_id, allocation_id, res(2.0, 1024))  # the grant, spelled out
+        ]
     assert commands(core, "n1", now=7.0, live=[report(job_id, allocation_id)]) == []
     assert core.allocations[allocation_id].goal is Goal.RUN
 

@@ -201,7 +201,7 @@ def test_a_suspended_container_resumes_after_declining_d_offers_limits_first():
         _, sent = core.heartbeat("n1", res(0, 0), live(), now=t)
         verdicts.append([c for c in sent if isinstance(c, ResumeAllocation)])
     assert verdicts[:2] == [[], []]
-    assert verdicts[2] == [ResumeAllocation(long_job, victim.allocation_id, None)]
+    assert verdicts[2] == [ResumeAllocation(long_job, victim.allocation_id, res(1.0, 1024))]
     assert core.allocations[victim.allocation_id].goal is Goal.RUN
     assert core.allocations[victim.allocation_id].preempted_at == 0.0
     assert_queue_totals(core)
