@@ -14,7 +14,7 @@ containers lazily).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from policies.preemption.cluster import (
@@ -181,16 +181,17 @@ class QueueView:
 class JobVictims:
     """A queue's running jobs, longest remaining time first (:mod:`policies.preemption.remaining`:
     unknown first, the youngest first among equals), each with its preemptible containers, the
-    last granted first: running task containers at their grant or shrunk, not already being
-    suspended or stopped.  Containers not yet running a task are left alone (nothing is gained
-    by preempting a container whose task is still starting)."""
+    last started first (the least work to lose): running task containers at their grant or
+    shrunk, not already being suspended or stopped (the tables keep them per job).  Containers
+    not yet running a task are left alone (nothing is gained by preempting a container whose
+    task is still starting)."""
 
     def __init__(self, tables: Tables, view: QueueView, now_wall: float) -> None:
         self._tables = tables
         self._view = view
         self._now = now_wall
 
-    def in_visit_order(self, queue: str) -> Iterable[Sequence[Container]]:
+    def in_visit_order(self, queue: str) -> Iterable[Iterable[Container]]:
         jobs = [
             self._tables.jobs[job_id]
             for job_id in self._tables.active_jobs
@@ -205,34 +206,24 @@ class JobVictims:
 
     def _containers(
         self, jobs: list[JobRecord], estimates: dict[str, float], queue: str
-    ) -> Iterator[Sequence[Container]]:
-        nodes = self._tables.nodes
+    ) -> Iterator[Iterator[Container]]:
         for job in jobs:
-            remaining = estimates[job.job_id]
-            allocations = sorted(
-                (
-                    a
-                    for a in self._tables.allocations_of_job(job.job_id)
-                    if not a.is_master
-                    and a.shown is Shown.RUNNING
-                    and a.goal in (Goal.RUN, Goal.SHRINK)
-                ),
-                key=lambda a: (-a.granted_time, a.allocation_id),
+            yield self._of_job(job, estimates[job.job_id], queue)
+
+    def _of_job(self, job: JobRecord, remaining: float, queue: str) -> Iterator[Container]:
+        """The job's running task containers, the last started first, read lazily."""
+        nodes = self._tables.nodes
+        for a in self._tables.preemptible_of_job_newest_first(job.job_id):
+            node = nodes.get(a.node_id)
+            yield Container(
+                container_id=a.allocation_id,
+                job_id=job.job_id,
+                queue=queue,
+                resources=eventual_holds(a),
+                remaining_time=remaining if math.isfinite(remaining) else 1e18,
+                swapping=a.swapping,
+                can_swap=node is not None and node.has_swap,
             )
-            containers = [
-                Container(
-                    container_id=a.allocation_id,
-                    job_id=job.job_id,
-                    queue=queue,
-                    resources=eventual_holds(a),
-                    remaining_time=remaining if math.isfinite(remaining) else 1e18,
-                    swapping=a.swapping,
-                    can_swap=(node := nodes.get(a.node_id)) is not None and node.has_swap,
-                )
-                for a in allocations
-            ]
-            if containers:
-                yield containers
 
 
 def _floor0(amount: Resources) -> Resources:

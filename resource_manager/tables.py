@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Generic, TypeVar
@@ -35,9 +35,11 @@ from policies.scheduling.framework import AllocationKind
 from policies.scheduling.resources import Resources
 from resource_manager.records import (
     AllocationRecord,
+    Goal,
     JobRecord,
     NodeRecord,
     NodeState,
+    Shown,
     TaskKey,
     TaskRecord,
     evolve,
@@ -105,6 +107,8 @@ class Tables:
         self._held_by_queue: dict[str, Resources] = {}
         self._taking_by_queue: dict[str, Resources] = {}
         self._preempted_of_node: _Index[str] = _Index()  # containers preempted, per node
+        # task containers running whole or shrunk, per job, in the order they became so
+        self._preemptible_of_job: _Index[str] = _Index()
         self._count_by_kind: dict[AllocationKind, int] = {}
         self._counters: dict[str, int] = {}
         self._moved_counters: set[str] = set()
@@ -398,6 +402,9 @@ class Tables:
             # The same container with a new goal or what its node showed (every task start
             # and end): the indexes stay; only what it holds of its node may move.
             self.allocations[new.allocation_id] = new
+            if _preemptible(old) != _preemptible(new):
+                self._index_preemptible(old, -1)
+                self._index_preemptible(new, +1)
             if old.preempted_at != new.preempted_at:
                 self._index_preempted(old, -1)
                 self._index_preempted(new, +1)
@@ -430,6 +437,7 @@ class Tables:
             if old.is_master:
                 self._masters_of_node.discard(old.node_id, old.allocation_id)
             self._index_preempted(old, -1)
+            self._index_preemptible(old, -1)
             if not same_hold:
                 self._add_allocated(old, -1)
         if new is not None:
@@ -443,6 +451,7 @@ class Tables:
             if new.is_master:
                 self._masters_of_node.add(new.node_id, new.allocation_id)
             self._index_preempted(new, +1)
+            self._index_preemptible(new, +1)
             if not same_hold:
                 self._add_allocated(new, +1)
 
@@ -464,6 +473,23 @@ class Tables:
             for members in self._preempted_of_node.groups.values()
             for a in members
         ]
+
+    def _index_preemptible(self, allocation: AllocationRecord, sign: int) -> None:
+        if _preemptible(allocation):
+            if sign > 0:
+                self._preemptible_of_job.add(allocation.job_id, allocation.allocation_id)
+            else:
+                self._preemptible_of_job.discard(allocation.job_id, allocation.allocation_id)
+
+    def preemptible_of_job_newest_first(self, job_id: str) -> Iterator[AllocationRecord]:
+        """The job's task containers whose task runs (whole or shrunk, not being suspended or
+        stopped), the one that became so last first, read lazily: a caller that stops early
+        pays for what it read."""
+        members = self._preemptible_of_job.groups.get(job_id)
+        if members is None:
+            return
+        for allocation_id in reversed(members):
+            yield self.allocations[allocation_id]
 
     def held_by_queue(self, queue: str) -> tuple[Resources, Resources]:
         """What the queue's containers hold, and what preemptions under way are taking from
@@ -591,6 +617,15 @@ class Tables:
 
 
 _NONE_DELIVERED: Mapping[str, int] = MappingProxyType({})
+
+
+def _preemptible(allocation: AllocationRecord) -> bool:
+    """A task container whose task runs and that no preemption is suspending or stopping."""
+    return (
+        not allocation.is_master
+        and allocation.shown is Shown.RUNNING
+        and allocation.goal in (Goal.RUN, Goal.SHRINK)
+    )
 
 
 def _event_seq(event: tuple[int, TaskKey]) -> int:

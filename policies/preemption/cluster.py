@@ -33,7 +33,7 @@ share first.  All of this reads no clock and does no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -84,10 +84,10 @@ class QueueUse:
 
 
 class Victims(Protocol):
-    def in_visit_order(self, queue: str) -> Iterable[Sequence[Container]]:
+    def in_visit_order(self, queue: str) -> Iterable[Iterable[Container]]:
         """The queue's jobs, longest remaining time first, each with the containers that may
         be preempted (running, not preempted already) in the order to take them.  Read
-        lazily: a decision visits only the jobs it takes from."""
+        lazily: a decision visits only the containers it takes from."""
         ...
 
 
@@ -159,13 +159,17 @@ def decide(
 
 
 def _recorded(
-    jobs: Iterable[Sequence[Container]], visited: dict[str, Container]
-) -> Iterable[Sequence[Container]]:
-    """``jobs`` as they are, remembering each container read (what it holds now)."""
+    jobs: Iterable[Iterable[Container]], visited: dict[str, Container]
+) -> Iterator[Iterator[Container]]:
+    """``jobs`` as they are, still lazy, remembering each container read (what it holds)."""
     for job in jobs:
-        for container in job:
-            visited[container.container_id] = container
-        yield job
+        yield _recorded_job(job, visited)
+
+
+def _recorded_job(job: Iterable[Container], visited: dict[str, Container]) -> Iterator[Container]:
+    for container in job:
+        visited[container.container_id] = container
+        yield container
 
 
 def _as_state(queue: QueueUse, capacity: Resources) -> QueueState:

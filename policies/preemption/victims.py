@@ -35,9 +35,10 @@ whatever p is. The job is left when it has no active container, and the walk goe
 next job (lines 9-10) until p is met.
 
 Reading of line 8 (documented choice): the plan works on a snapshot in which a container
-already swaps, so a swapping container is frozen when its job is visited and takes no further
+already swaps, so a swapping container is frozen when the first round reaches it and takes no
 step, as the text says ("it is immediately frozen and removed from resource reclamation"); the
-listing would take one more step r_GP from it first.
+listing would take one more step r_GP from it first.  A swapping container the walk does not
+reach (p was met before it) is left alone.
 
 Bounds: in graceful mode a plan reclaims at most min(p, a) of memory, and of CPU at most
 min(p, a) plus the CPU that freezes free; in kill and immediate modes, everything but the last
@@ -230,7 +231,7 @@ def choose_victims(
 
 
 def choose_victims_in_order(
-    jobs: Iterable[Sequence[Container]],
+    jobs: Iterable[Iterable[Container]],
     target: Resources,
     limit: Resources,
     mode: Mode,
@@ -240,8 +241,8 @@ def choose_victims_in_order(
 ) -> PreemptionPlan:
     """:func:`choose_victims` over jobs the caller has already put in visiting order (longest
     remaining time first, Alg. 2 line 3), each with its containers in order (line 5) and none
-    suspended.  ``jobs`` is consumed lazily: only the jobs the walk visits are read, so a shell
-    with a hundred thousand containers pays for the few it takes from."""
+    suspended.  ``jobs`` and each job are consumed lazily: only the containers the walk visits
+    are read, so a shell with a hundred thousand containers pays for the few it takes from."""
     check_resources("target", target)
     check_resources("limit", limit)
     cap = as_vector(limit)
@@ -290,7 +291,7 @@ class _Walk:
 
 
 def _whole_containers(
-    jobs: Iterable[Sequence[Container]],
+    jobs: Iterable[Iterable[Container]],
     walk: _Walk,
     dominant: int | None,
     mode: Mode,
@@ -362,55 +363,48 @@ def _freeze(
 
 
 def _graceful(
-    jobs: Iterable[Sequence[Container]], walk: _Walk, settings: PreemptionSettings
+    jobs: Iterable[Iterable[Container]], walk: _Walk, settings: PreemptionSettings
 ) -> None:
     """Shrink the visited jobs' containers a step r_GP at a time (Alg. 2 as modified for GP).
 
-    Per job (line 3): its swapping containers are frozen and left out (line 8), the CPU they
-    free counting towards p; then rounds, each taking one step from every active container
-    (lines 5-7), until p is met or the job has no active container (line 9), then the next job
-    (line 10).  Containers on nodes without swap take CPU steps only; if memory is still owed
+    Per job (line 3), rounds each take one step from every active container (lines 5-7) until
+    p is met or the job has no active container (line 9), then the next job (line 10).  A
+    container is visited when a round reaches it (line 5): one that swaps is frozen and left out
+    (line 8), the CPU it frees counting towards p.  The first round reads the job's containers
+    lazily and stops once p is met, so a job of thousands of containers costs only those it
+    takes from.  Containers on nodes without swap take CPU steps only; if memory is still owed
     after the walk, they are killed in visit order until it is not (module docstring).
     """
     footprint = as_vector(settings.minimal_footprint)
-    step = as_vector(settings.graceful_step)
-    cpu_step = step.copy()
-    cpu_step[MEMORY] = 0.0
+    full_step = as_vector(settings.graceful_step)
     need = walk.goal.copy()
-    total = walk.total
     actions = walk.actions
     no_swap: list[tuple[Container, NDArray[np.float64], int | None]] = []
     for job in jobs:
         if not (need > EPSILON).any():
             break
-        held = {c.container_id: walk.visit(c) for c in job}
-        left = {key: value.copy() for key, value in held.items()}
-        active = []
-        for c in job:
+        held: dict[str, NDArray[np.float64]] = {}
+        left: dict[str, NDArray[np.float64]] = {}
+        visited: list[Container] = []
+
+        active: list[Container] = []
+        for c in job:  # the first round, reading the job lazily
+            if not (need > EPSILON).any():
+                break
+            vector = walk.visit(c)
             if c.swapping:
                 action, freed = _freeze(c, settings)
                 actions.append(action)
-                total += freed
-                need = np.maximum(need - freed, 0.0)
-            else:
-                active.append(c)
-        while active and (need > EPSILON).any():
-            for c in list(active):
-                key = c.container_id
-                room = left[key] - footprint
-                if not c.can_swap:
-                    room[MEMORY] = 0.0
-                own_step = step if c.can_swap else cpu_step
-                take = np.clip(np.minimum(np.minimum(own_step, room), need), 0, None)
-                left[key] -= take
-                need -= take
-                total += take
-                room -= take
-                if not (take > EPSILON).any() or not (room > EPSILON).any():
-                    active.remove(c)
-        for c in job:
-            if c.swapping:
+                walk.total += freed
+                need[:] = np.maximum(need - freed, 0.0)
                 continue
+            held[c.container_id], left[c.container_id] = vector, vector.copy()
+            visited.append(c)
+            if _step(c, left, need, walk, footprint, full_step):
+                active.append(c)
+        while active and (need > EPSILON).any():  # the next rounds, over what is still active
+            active = [c for c in active if _step(c, left, need, walk, footprint, full_step)]
+        for c in visited:
             gain = held[c.container_id] - left[c.container_id]
             index_in_actions: int | None = None
             if (gain > EPSILON).any():
@@ -427,6 +421,31 @@ def _graceful(
             if not c.can_swap:
                 no_swap.append((c, gain, index_in_actions))
     _kill_for_memory(no_swap, need, walk)
+
+
+def _step(
+    c: Container,
+    left: dict[str, NDArray[np.float64]],
+    need: NDArray[np.float64],
+    walk: _Walk,
+    footprint: NDArray[np.float64],
+    full_step: NDArray[np.float64],
+) -> bool:
+    """One step r_GP from ``c`` (Alg. 2 line 7), never below the footprint nor beyond what is
+    still needed (``need`` and ``left`` are updated in place); CPU only on a node without swap.
+    False once it has nothing more to give."""
+    key = c.container_id
+    room = left[key] - footprint
+    own_step = full_step.copy()
+    if not c.can_swap:
+        room[MEMORY] = 0.0
+        own_step[MEMORY] = 0.0
+    take = np.clip(np.minimum(np.minimum(own_step, room), need), 0, None)
+    left[key] -= take
+    need -= take
+    walk.total += take
+    room -= take
+    return bool((take > EPSILON).any() and (room > EPSILON).any())
 
 
 def _kill_for_memory(

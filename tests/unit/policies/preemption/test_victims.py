@@ -153,13 +153,19 @@ def test_a_swapping_container_is_frozen_and_gives_back_its_cpu(
 
 
 def test_the_cpu_a_freeze_frees_counts_towards_p() -> None:
-    # b's freeze frees its 4 CPU, more than the 2 asked for: a is shrunk in memory only, and the
-    # plan reports the CPU the freeze actually frees
+    # a is reached first and gives one step; b, reached next, swaps: its freeze frees its 4
+    # CPU (more than is still owed), and the plan reports the CPU the freeze actually frees
     containers = [box("a", "j", 4, 4096, 100), box("b", "j", 4, 4096, 90, swapping=True)]
     plan = choose_victims(containers, R(2, 2048), R(100, 100_000), Mode.GRACEFUL, EXACT)
-    assert summary(plan) == [("b", "freeze", R(4, 0)), ("a", "shrink", R(0, 2048))]
-    assert plan.reclaimed == R(4, 2048)
+    assert summary(plan) == [("b", "freeze", R(4, 0)), ("a", "shrink", R(1, 2048))]
+    assert plan.reclaimed == R(5, 2048)
     assert plan.satisfied
+
+
+def test_a_swapping_container_the_walk_does_not_reach_is_left_alone() -> None:
+    containers = [box("a", "j", 4, 4096, 100), box("b", "j", 4, 4096, 90, swapping=True)]
+    plan = choose_victims(containers, R(1, 1024), R(100, 100_000), Mode.GRACEFUL, EXACT)
+    assert summary(plan) == [("a", "shrink", R(1, 1024))]
 
 
 SPREAD = [box(c, "j", 4, 4096, 100) for c in ("a", "b", "c")]
