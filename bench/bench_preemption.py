@@ -28,8 +28,11 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -37,7 +40,7 @@ from plumbing.gc_tuning import tune_for_large_heaps
 from policies.preemption.cluster import decide
 from policies.preemption.queues import parse_queue_config
 from policies.scheduling.asks import PhaseAsk
-from policies.scheduling.jobspec import parse_job_spec
+from policies.scheduling.jobspec import JobSpec, parse_job_spec
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
@@ -51,9 +54,10 @@ NODE = Resources(32.0, 128 * 1024)
 TASK = Resources(4.0, 16 * 1024)  # 8 per node: 100,000 containers fill 12,500 nodes
 SHORT = Resources(8.0, 32 * 1024)  # the short job's container: fits nowhere once full
 BUDGET_MS = 20.0
+T = TypeVar("T")
 
 
-def spec(name: str, queue: str, tasks: int, size: Resources) -> object:
+def spec(name: str, queue: str, tasks: int, size: Resources) -> JobSpec:
     return parse_job_spec(
         {
             "name": name,
@@ -82,10 +86,11 @@ def build(nodes: int, containers: int, jobs: int, mode: str) -> tuple[ResourceMa
     tables = core.tables
     clock = [1.0]
 
-    def unit(action):  # type: ignore[no-untyped-def]
+    def unit(action: Callable[..., T]) -> T:
+        """``action(now=...)`` as one unit of work, then the passes it made due."""
         tables.begin()
         now = Now(clock[0], clock[0])
-        result = action(now)
+        result = action(now=now)
         tables.commit()
         while core.needs_pass:
             tables.begin()
@@ -94,34 +99,29 @@ def build(nodes: int, containers: int, jobs: int, mode: str) -> tuple[ResourceMa
         return result
 
     for index in range(nodes):
+        node_id = f"n{index:05d}"
         unit(
-            lambda now, i=index: core.register_node(
-                f"n{i:05d}", f"n{i:05d}:1", "process", NODE, [], now=now, has_swap=True
-            )
+            partial(core.register_node, node_id, f"{node_id}:1", "process", NODE, [], has_swap=True)
         )
     per_job = containers // jobs
     long_jobs = []
     for number in range(jobs):
         job = unit(
-            lambda now, n=number: core.submit(
-                spec(f"long-{n}", "long", per_job * 2, TASK), client_mode=True, now=now
+            partial(
+                core.submit, spec(f"long-{number}", "long", per_job * 2, TASK), client_mode=True
             )
         )
-        unit(lambda now, j=job.job_id: core.register_master(j, attempt=1, now=now))
+        unit(partial(core.register_master, job.job_id, attempt=1))
         long_jobs.append(job.job_id)
     by_node: dict[str, list[TaskReport]] = {}
     for number, job_id in enumerate(long_jobs):
         clock[0] += 1.0
-        granted = unit(
-            lambda now, j=job_id: core.allocate(
-                j, [PhaseAsk("p", per_job, TASK)], [], [], 0, now=now
-            )
-        ).granted
+        granted = unit(partial(core.allocate, job_id, [PhaseAsk("p", per_job, TASK)], [], [], 0))
         # each job done to its own degree, so their remaining times differ
         done = (number * 7) % per_job
         progress = [PhaseProgress("p", per_job * 2, pending=per_job * 2 - done, succeeded=done)]
-        unit(lambda now, j=job_id, p=progress: core.allocate(j, [], [], p, 0, now=now))
-        for index, allocation in enumerate(granted):
+        unit(partial(core.allocate, job_id, [], [], progress, 0))
+        for index, allocation in enumerate(granted.granted):
             by_node.setdefault(allocation.node_id, []).append(
                 TaskReport(
                     job_id,
@@ -134,23 +134,15 @@ def build(nodes: int, containers: int, jobs: int, mode: str) -> tuple[ResourceMa
                 )
             )
     for node_id, reports in by_node.items():
-        unit(lambda now, n=node_id, r=reports: core.report_events(n, r, now=now))
+        unit(partial(core.report_events, node_id, reports))
     # Fill what is left (containers granted, no task yet), so the short job's fits nowhere.
     left = nodes * 8 - per_job * jobs
     if left:
-        filler = unit(
-            lambda now: core.submit(spec("filler", "long", left, TASK), client_mode=True, now=now)
-        )
-        unit(lambda now: core.register_master(filler.job_id, attempt=1, now=now))
-        unit(
-            lambda now: core.allocate(
-                filler.job_id, [PhaseAsk("p", left, TASK)], [], [], 0, now=now
-            )
-        )
-    short = unit(
-        lambda now: core.submit(spec("short", "short", 1, SHORT), client_mode=True, now=now)
-    )
-    unit(lambda now: core.register_master(short.job_id, attempt=1, now=now))
+        filler = unit(partial(core.submit, spec("filler", "long", left, TASK), client_mode=True))
+        unit(partial(core.register_master, filler.job_id, attempt=1))
+        unit(partial(core.allocate, filler.job_id, [PhaseAsk("p", left, TASK)], [], [], 0))
+    short = unit(partial(core.submit, spec("short", "short", 1, SHORT), client_mode=True))
+    unit(partial(core.register_master, short.job_id, attempt=1))
     return core, short.job_id
 
 
