@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from policies.preemption.steps import next_step
 from policies.scheduling.resources import Resources
 
 __all__ = [
@@ -48,21 +49,6 @@ class GracefulShrink:
     target: Resources
     step: Resources
     freeze_on_swap: bool
-
-
-def next_step(current: Resources, target: Resources, step: Resources) -> Resources:
-    """The limits after one round: each resource lowered towards ``target`` by at most
-    ``step``; a resource at or below its target is set to it at once (growing back is not a
-    preemption)."""
-
-    def one(now: float, goal: float, by: float) -> float:
-        if now <= goal:
-            return goal
-        return max(goal, now - by) if by > 0 else now
-
-    cpu = one(current.cpu, target.cpu, step.cpu)
-    memory = int(one(current.memory_mb, target.memory_mb, step.memory_mb))
-    return Resources(round(cpu, 9), memory)
 
 
 def machine_has_swap(proc_swaps: Path = Path("/proc/swaps")) -> bool:

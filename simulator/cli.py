@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from resource_manager.core import CoreSettings
+from simulator.bigc import POLICIES, format_bigc, plot_bigc, run_bigc, scale_jobs
 from simulator.distributions import WorkloadError
 from simulator.engine import SimResult, SimSettings, Simulation
 from simulator.results import (
@@ -48,6 +49,33 @@ Handler = Callable[[argparse.Namespace], int]
 
 _SIM_KEYS = {f.name for f in dataclasses.fields(SimSettings)} - {"core"}
 _CORE_KEYS = {f.name for f in dataclasses.fields(CoreSettings)} - {"cluster_id"}
+
+
+def cmd_bigc(args: argparse.Namespace) -> int:
+    nodes = _positive(args.nodes, "--nodes")
+    loaded, seed = _load(args.workload, args.seed)
+    jobs = scale_jobs(loaded, nodes)
+    base = SimSettings(
+        nodes=nodes, node_cpu=args.node_cpu, node_memory_mb=args.node_memory_mb, client_mode=True
+    )
+    started = time.monotonic()
+
+    def say(policy: str) -> None:
+        print(
+            f"sluice: {policy} on {nodes} nodes ({len(jobs)} jobs), "
+            f"{time.monotonic() - started:.0f} s so far",
+            file=sys.stderr,
+        )
+
+    rows = run_bigc(jobs, base, seed, args.policy or list(POLICIES), on_policy=say)
+    out = args.out or Path("sim-results") / f"bigc-{nodes}"
+    out.mkdir(parents=True, exist_ok=True)
+    table = format_bigc(rows, nodes)
+    (out / f"bigc-{nodes}.md").write_text(table + "\n")
+    plot_bigc(rows, nodes, out / f"bigc-{nodes}.png")
+    print(table)
+    print(f"results in {out}/ (bigc-{nodes}.md, bigc-{nodes}.png)")
+    return 0
 
 
 def register(subparsers: Any) -> None:
@@ -74,6 +102,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, help="results directory (default: sim-results/NAME)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     p.set_defaults(handler=cmd_compare)
+
+    p = actions.add_parser(
+        "bigc",
+        help="the BIG-C experiment: FIFO, reserve, kill, immediate and graceful on one workload",
+    )
+    p.add_argument("workload", type=Path, help="a workload whose jobs name queues short and long")
+    p.add_argument("--nodes", type=int, default=26, help="nodes (default: the paper's 26)")
+    p.add_argument("--node-cpu", type=float, default=32.0)
+    p.add_argument("--node-memory-mb", type=int, default=131072)
+    p.add_argument("--seed", type=int, help="default: the workload's")
+    p.add_argument("--policy", action="append", choices=list(POLICIES), help="default: all five")
+    p.add_argument("--out", type=Path, help="where the table and plot go (default: sim-results)")
+    p.set_defaults(handler=cmd_bigc)
 
     p = actions.add_parser("import", help="turn a public cluster trace into a Sluice trace CSV")
     sources = p.add_subparsers(dest="trace", required=True, metavar="TRACE")

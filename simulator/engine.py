@@ -13,6 +13,17 @@ simulated is everything around them:
   ``monitor_interval`` and reports what changed at once, as the live agent does.  A task runs
   for its duration divided by its rate (its current CPU limit over its grant: a shrunk task
   slows down, a frozen one makes no progress; a killed one loses its work).
+* **Memory and swap** (BIG-C preemption, docs/preemption.md).  A task's working set is
+  ``working_set`` of its grant's memory.  Lowering its memory limit below what it has resident
+  pushes the difference to swap at ``swap_mb_per_s`` (the paper's ~3 s per GB, Sec. 5.4); the
+  node reports the lower limit only once that is done, so the RM frees the memory late, as on a
+  real node.  An immediate preemption freezes the task at once, then swaps it out down to the
+  footprint.  A graceful one takes one step r_GP per monitor round (:func:`next_step`), CPU and
+  memory; a step below the working set means the task swaps, so it is frozen there.  A resumed
+  task first reads its swapped memory back at the same rate, then runs.  On nodes without swap
+  (``has_swap`` False) no memory limit goes below the working set.  A node holding a preempted
+  task heartbeats, so that it is offered resumption (delayed resumption counts offers at
+  heartbeats).
 * **Job masters.**  A job master starts ``master_startup`` seconds (plus up to
   ``master_startup_jitter``, drawn from the seed) after its node launches it, registers, then
   runs rounds every ``round_interval``: decide, launch (a task starts ``launch_latency``
@@ -52,6 +63,8 @@ from plumbing.intervals import (
     MONITOR_INTERVAL_S,
     SCHEDULING_PASS_DELAY_S,
 )
+from policies.preemption.queues import QueueConfig
+from policies.preemption.steps import next_step
 from policies.scheduling.framework import AllocationKind, Profile
 from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
@@ -97,6 +110,10 @@ class SimSettings:
     sample_interval: float = 10.0
     until: float = math.inf
     core: CoreSettings = field(default_factory=CoreSettings)
+    queues: QueueConfig | None = None  # None: one queue, no preemption
+    has_swap: bool = True
+    swap_mb_per_s: float = 341.0  # the paper's "3 seconds to reclaim 1 GB" (Sec. 5.4)
+    working_set: float = 0.7  # of a task's granted memory, what it has resident
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
@@ -110,6 +127,10 @@ class SimSettings:
         for name in ("pass_delay", "master_startup", "master_startup_jitter", "launch_latency"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name}: must not be negative, got {getattr(self, name)}")
+        if not self.swap_mb_per_s > 0:
+            raise ValueError(f"swap_mb_per_s: must be positive, got {self.swap_mb_per_s}")
+        if not 0 < self.working_set <= 1:
+            raise ValueError(f"working_set: must be in (0, 1], got {self.working_set}")
         if self.heartbeats not in ("needed", "all"):
             raise ValueError(f"heartbeats: must be 'needed' or 'all', got {self.heartbeats!r}")
 
@@ -142,6 +163,9 @@ class _Task:
     version: int = 0  # bumps invalidate scheduled completions
     duration: float = 0.0  # the work it started with
     limits: Resources | None = None  # as resized (None: the grant)
+    swapped_mb: int = 0  # of its memory, in swap
+    busy: bool = False  # swapping memory out or in: a command waits until it is done
+    graceful: tuple[Resources, Resources, bool] | None = None  # (target, step, freeze on swap)
 
 
 @dataclass
@@ -201,7 +225,9 @@ class Simulation:
         self.settings = settings
         self._seed = seed
         self.jobs = sorted(jobs, key=lambda j: (j.submit_time, j.name))
-        self.core = ResourceManagerCore(Tables(_SimulationStore()), settings.core, profile)
+        self.core = ResourceManagerCore(
+            Tables(_SimulationStore()), settings.core, profile, queues=settings.queues
+        )
         self._now = Now(0.0, 0.0)
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
@@ -326,7 +352,13 @@ class Simulation:
         capacity = Resources(self.settings.node_cpu, self.settings.node_memory_mb)
         self._unit(
             lambda core, now: core.register_node(
-                node.node_id, f"{node.node_id}:0", "simulated", capacity, [], now=now
+                node.node_id,
+                f"{node.node_id}:0",
+                "simulated",
+                capacity,
+                [],
+                now=now,
+                has_swap=self.settings.has_swap,
             )
         )
 
@@ -357,12 +389,15 @@ class Simulation:
                 else:
                     self._stop(node, command.allocation_id, TaskState.KILLED, command.reason)
             elif isinstance(command, SuspendAllocation):
-                self._suspend(node, command.allocation_id)
+                self._suspend(node, command.allocation_id, command.limits)
             elif isinstance(command, ResumeAllocation):
-                self._resume(node, command.allocation_id)
+                self._resume(node, command.allocation_id, command.limits)
             elif isinstance(command, ResizeAllocation):
-                self._resize(node, command.allocation_id, command.limits)
-        if every or commands:
+                if command.step is not None:
+                    self._graceful(node, command)
+                else:
+                    self._resize(node, command.allocation_id, command.limits)
+        if every or commands or self._holds_preempted(node):
             self._arm_heartbeat(node, every=every)  # re-sent until the reports show it done
 
     def _monitor(self, node: _Node) -> None:
@@ -438,26 +473,140 @@ class Simulation:
             if master is not None and master.allocation_id == allocation_id:
                 master.finished = True
 
-    def _suspend(self, node: _Node, allocation_id: str) -> None:
-        """Freeze a running task: no progress until resumed; nothing is lost."""
+    def _suspend(self, node: _Node, allocation_id: str, footprint: Resources | None) -> None:
+        """Freeze a running task: no progress until resumed; nothing is lost.  With a
+        footprint (immediate preemption), its memory then goes to swap down to it."""
         task = node.tasks.get(allocation_id)
-        if task is None or task.state is not TaskState.RUNNING:
+        if task is None or task.state.is_final or task.busy:
             return
-        if task.allocation_id not in self._suspended:
-            self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
-            self._suspended.add(task.allocation_id)
-        self.set_rate(allocation_id, 0.0)
-        task.state = TaskState.SUSPENDED
-        self._observe(node, task)
+        if task.state is TaskState.RUNNING:
+            if task.allocation_id not in self._suspended:
+                self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
+                self._suspended.add(task.allocation_id)
+            task.graceful = None
+            self.set_rate(allocation_id, 0.0)
+            task.state = TaskState.SUSPENDED
+            self._observe(node, task)
+        if footprint is not None and task.state is TaskState.SUSPENDED:
+            self._cut_memory(node, task, footprint)
 
-    def _resume(self, node: _Node, allocation_id: str) -> None:
-        task = node.tasks.get(allocation_id)
-        if task is None or task.state is not TaskState.SUSPENDED:
+    def _limits_of(self, task: _Task) -> Resources:
+        return task.granted if task.limits is None else task.limits
+
+    def _resident_mb(self, task: _Task) -> int:
+        """What the task has in memory: its working set, or less once its limit is lower."""
+        working = int(task.granted.memory_mb * self.settings.working_set)
+        return min(self._limits_of(task).memory_mb, working)
+
+    def _cut_memory(self, node: _Node, task: _Task, limits: Resources) -> None:
+        """Set a task's limits to ``limits``; what its memory loses below what it has resident
+        goes to swap first, and the node shows the new limits once that is done."""
+        current = self._limits_of(task)
+        if limits.memory_mb >= current.memory_mb:
+            task.limits = None if limits == task.granted else limits
+            self._observe(node, task)
             return
-        self._suspended.discard(allocation_id)
-        task.state = TaskState.RUNNING
-        self.set_rate(allocation_id, self._full_rate(task))
+        if not self.settings.has_swap:
+            limits = Resources(limits.cpu, max(limits.memory_mb, self._resident_mb(task)))
+            if limits.memory_mb >= current.memory_mb:
+                task.limits = None if limits == task.granted else limits
+                self._observe(node, task)
+                return
+        out = max(0, self._resident_mb(task) - limits.memory_mb)
+        task.busy = True  # a resume waits until this is done
+
+        def done() -> None:
+            task.busy = False
+            if task.state.is_final:
+                return
+            task.swapped_mb += out
+            task.limits = None if limits == task.granted else limits
+            self._observe(node, task)
+
+        self.at(self.now + out / self.settings.swap_mb_per_s, done)
+
+    def _resume(self, node: _Node, allocation_id: str, limits: Resources | None) -> None:
+        """Restore the limits (reading swapped memory back first), then let the task run."""
+        task = node.tasks.get(allocation_id)
+        if task is None or task.state is not TaskState.SUSPENDED or task.busy:
+            return
+        restored = limits or task.granted
+
+        def thaw() -> None:
+            task.busy = False
+            if task.state is not TaskState.SUSPENDED:
+                return
+            task.swapped_mb = 0
+            task.limits = None if restored == task.granted else restored
+            self._suspended.discard(allocation_id)
+            task.state = TaskState.RUNNING
+            self.set_rate(allocation_id, self._full_rate(task))
+            self._observe(node, task)
+
+        if task.swapped_mb > 0:
+            task.busy = True
+            self.at(self.now + task.swapped_mb / self.settings.swap_mb_per_s, thaw)
+        else:
+            thaw()
+
+    def _graceful(self, node: _Node, command: ResizeAllocation) -> None:
+        """A graceful preemption: one step per monitor round down to the target; the task is
+        frozen once a step takes its memory below its working set (it would swap)."""
+        task = node.tasks.get(command.allocation_id)
+        if task is None or task.state is not TaskState.RUNNING or command.step is None:
+            return
+        wanted = (command.limits, command.step, command.freeze_on_swap)
+        if task.graceful == wanted:
+            return  # asked again while it is carried out
+        first = task.graceful is None
+        task.graceful = wanted
+        if task.allocation_id not in self._suspended and task.limits is None:
+            self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
+        if first:
+            self._graceful_round(node, task)
+
+    def _graceful_round(self, node: _Node, task: _Task) -> None:
+        if task.graceful is None or task.state is not TaskState.RUNNING or task.busy:
+            task.graceful = None if task.state.is_final else task.graceful
+            if task.graceful is not None and task.busy:
+                self.at(
+                    self.now + self.settings.monitor_interval,
+                    lambda: self._graceful_round(node, task),
+                )
+            return
+        target, step, freeze = task.graceful
+        current = self._limits_of(task)
+        if not self.settings.has_swap:
+            target = Resources(target.cpu, max(target.memory_mb, self._resident_mb(task)))
+        following = next_step(current, target, step)
+        swaps = following.memory_mb < self._resident_mb(task)
+        if swaps and freeze:
+            task.graceful = None
+            if task.allocation_id not in self._suspended:
+                self._suspended.add(task.allocation_id)
+            self.set_rate(task.allocation_id, 0.0)
+            task.state = TaskState.SUSPENDED
+            self._observe(node, task)  # frozen now; the lower memory shows once swapped out
+            self._cut_memory(node, task, following)
+            return
+        task.limits = None if following == task.granted else following
+        self.set_rate(task.allocation_id, self._full_rate(task))
         self._observe(node, task)
+        if following == target:
+            task.graceful = None
+        else:
+            self.at(
+                self.now + self.settings.monitor_interval, lambda: self._graceful_round(node, task)
+            )
+
+    def _holds_preempted(self, node: _Node) -> bool:
+        """Does the node hold a task suspended or shrunk (so it must keep heartbeating, to be
+        offered its resumption)?"""
+        return any(
+            not t.state.is_final and (t.state is TaskState.SUSPENDED or t.limits is not None)
+            for t in node.tasks.values()
+            if not t.job_master
+        )
 
     def _resize(self, node: _Node, allocation_id: str, limits: Resources) -> None:
         """New limits: a running task progresses at its CPU limit over its grant from now."""

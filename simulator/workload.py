@@ -277,7 +277,7 @@ def parse_workload(document: object) -> Workload:
 
 
 _CLASS_REQUIRED = ("name", "arrival", "phases")
-_CLASS_OPTIONAL = ("priority", "max_retries")
+_CLASS_OPTIONAL = ("priority", "max_retries", "queue")
 _PHASE_REQUIRED = ("name", "tasks", "cpu", "memory_mb", "duration")
 _PHASE_OPTIONAL = ("after",)
 

@@ -48,9 +48,9 @@ settings' apply order (CPU first by default), the order in which the node agent 
 Nodes without swap (an extension the paper does not need: its machines all swap): memory cannot
 be taken from a live task there, so a container with ``can_swap`` False gives back CPU only when
 it is suspended or shrunk.  Where memory is what is needed, it is killed instead: in kill and
-immediate walks when the dominant resource is memory; in graceful mode, once every visited job
-has been shrunk and memory is still owed, the no-swap containers visited are killed in visit
-order until it is not.
+immediate walks while memory of p is still owed; in graceful mode, once every visited job has
+been shrunk and memory is still owed, the no-swap containers visited are killed in visit order
+until it is not.
 
 Whole MiB: target, limit, holdings, footprint and step are all :class:`Resources`, so whole
 MiB, and the walk only takes their differences and minima; every memory amount and limit it
@@ -304,7 +304,7 @@ def _whole_containers(
     gives back (line 7), and the next job is visited when this one has none left (lines 9-10).
     A container that would give back nothing (already at or below the footprint) is passed
     over: killing or suspending it cannot help p.  On a node without swap a suspension keeps
-    the memory, and a container there is killed instead when memory is the dominant resource.
+    the memory, and a container there is killed instead while memory of p is still owed.
     """
     footprint = as_vector(settings.minimal_footprint)
     goal, total = walk.goal, walk.total
@@ -316,7 +316,10 @@ def _whole_containers(
         if total[dominant] >= goal[dominant] - EPSILON:
             break
         held = walk.visit(container)
-        kill = mode is Mode.KILL or (not container.can_swap and dominant == MEMORY)
+        # Without swap, memory can only come back by a kill: one is chosen while memory is
+        # still owed, whichever resource is dominant.
+        memory_owed = total[MEMORY] < goal[MEMORY] - EPSILON
+        kill = mode is Mode.KILL or (not container.can_swap and memory_owed)
         if kill:
             kept = np.zeros_like(held)
         else:
