@@ -12,6 +12,7 @@ from policies.preemption.queues import parse_queue_config
 from policies.scheduling.jobspec import parse_job_spec
 from simulator.bigc import POLICIES, format_bigc, run_bigc
 from simulator.engine import SimSettings, Simulation
+from simulator.results import JobOutcome
 from simulator.workload import SimJob, load_workload
 
 WORKLOAD = Path(__file__).resolve().parents[3] / "bench" / "workloads" / "bigc_google.yaml"
@@ -58,7 +59,7 @@ LONG = job("long", "long", 4, 4.0, 16384, 600.0, 0.0)
 SHORT = job("short", "short", 2, 2.0, 8192, 30.0, 60.0)
 
 
-def outcomes(mode: str, **changes: object) -> dict[str, object]:
+def outcomes(mode: str, **changes: object) -> dict[str, JobOutcome]:
     result = Simulation([LONG, SHORT], cluster(mode, **changes), seed=3).run()
     return {o.name: o for o in result.outcomes}
 
@@ -96,7 +97,7 @@ def test_a_seed_gives_the_same_results():
 
 def test_the_bigc_workload_names_both_queues_and_every_policy_runs_on_a_small_cluster():
     workload = load_workload(WORKLOAD)
-    jobs = [j for j in workload.generate(workload.seed) if j.submit_time < 1000][:12]
+    jobs = [j for j in workload.generate(workload.seed or 1) if j.submit_time < 1000][:12]
     assert {j.spec.queue for j in jobs} <= {"short", "long"}
     base = SimSettings(nodes=3, node_cpu=32.0, node_memory_mb=131072, client_mode=True)
     rows = run_bigc(jobs, base, 1, tuple(POLICIES))
