@@ -16,6 +16,7 @@ removes it afterwards.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -66,7 +67,8 @@ PROGRAM = textwrap.dedent(
 @pytest.fixture(scope="module")
 def swap() -> Iterator[Path]:
     """A 1 GiB swap file, on for the module's tests."""
-    path = Path("/var/tmp/sluice-test-preemption.swap")
+    # Named for this run: a swap file left on by a run that was killed stays out of the way.
+    path = Path(f"/var/tmp/sluice-test-preemption-{os.getpid()}.swap")
     try:
         subprocess.run(["fallocate", "-l", "1G", str(path)], check=True, capture_output=True)
         path.chmod(0o600)
