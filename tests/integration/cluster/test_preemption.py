@@ -15,9 +15,6 @@ removes it afterwards.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +28,7 @@ from node_agent.runtime.task_state import encode_name
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import Cluster, start_cluster, unavailable, wait_until
+from tests.integration.swapfile import swap_file
 
 pytestmark = pytest.mark.integration
 
@@ -66,23 +64,8 @@ PROGRAM = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def swap() -> Iterator[Path]:
-    """A 1 GiB swap file, on for the module's tests."""
-    # Named for this run: a swap file left on by a run that was killed stays out of the way.
-    path = Path(f"/var/tmp/sluice-test-preemption-{os.getpid()}.swap")
-    try:
-        subprocess.run(["fallocate", "-l", "1G", str(path)], check=True, capture_output=True)
-        path.chmod(0o600)
-        subprocess.run(["mkswap", str(path)], check=True, capture_output=True)
-        subprocess.run(["swapon", str(path)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as error:
-        path.unlink(missing_ok=True)
-        unavailable(f"cannot enable a swap file: {error}")
-    try:
+    with swap_file("1G", "preemption", unavailable) as path:
         yield path
-    finally:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            subprocess.run(["swapoff", str(path)], check=True, capture_output=True)
-        path.unlink(missing_ok=True)
 
 
 def queues_file(directory: Path, mode: str) -> Path:

@@ -7,9 +7,6 @@ The machine has no swap by default: the module makes a 512 MiB swap file and rem
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ from node_agent.agent import AgentConfig, NodeAgent, task_key
 from node_agent.runtime.docker_runtime import DockerRuntime
 from policies.scheduling.resources import Resources
 from tests.integration.node_agent.conftest import unavailable, wait_until
+from tests.integration.swapfile import swap_file
 
 pytestmark = pytest.mark.integration
 MiB = 1024 * 1024
@@ -32,21 +30,8 @@ HOLD = (
 
 @pytest.fixture(scope="module")
 def swap() -> Iterator[Path]:
-    path = Path(f"/var/tmp/sluice-test-docker-preemption-{os.getpid()}.swap")
-    try:
-        subprocess.run(["fallocate", "-l", "512M", str(path)], check=True, capture_output=True)
-        path.chmod(0o600)
-        subprocess.run(["mkswap", str(path)], check=True, capture_output=True)
-        subprocess.run(["swapon", str(path)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as error:
-        path.unlink(missing_ok=True)
-        unavailable(f"cannot enable a swap file: {error}")
-    try:
+    with swap_file("512M", "docker-preemption", unavailable) as path:
         yield path
-    finally:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            subprocess.run(["swapoff", str(path)], check=True, capture_output=True)
-        path.unlink(missing_ok=True)
 
 
 @pytest.fixture
