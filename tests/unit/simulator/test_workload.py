@@ -166,7 +166,8 @@ REFUSALS: list[tuple[str, str]] = [
     (BATCH.replace("seed: 7", "seed: -1"), "seed: must be in 0..18446744073709551615, got -1"),
     (
         BATCH.replace("    priority: 0\n", "    colour: red\n"),
-        "classes[0].colour: unknown field (allowed: name, arrival, phases, priority, max_retries)",
+        "classes[0].colour: unknown field "
+        "(allowed: name, arrival, phases, priority, max_retries, queue)",
     ),
     (
         BATCH.replace("    arrival: {process: poisson, rate: 0.5, count: 100}\n", ""),
