@@ -105,6 +105,10 @@ class SimJob:
     durations: Mapping[str, tuple[float, ...]]
     """Phase name -> each task's duration in seconds at its full CPU grant, in task-index order;
     ``len(durations[p.name]) == p.tasks`` for every phase ``p``.  Not to be mutated."""
+    coupled: frozenset[str] = frozenset()
+    """Names of its tightly coupled phases: their tasks progress in lockstep, so a task that
+    stops (killed and waiting for its retry, frozen, swapping) holds every sibling still, and
+    a shrunk one slows them all (the engine's module docstring says how)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,8 @@ class JobClass:
     durations: tuple[Distribution, ...]
     """One per phase of ``spec``, in the same order."""
     arrival: Arrival
+    coupled: frozenset[str] = frozenset()
+    """Names of the phases marked ``coupled: true`` (:attr:`SimJob.coupled`)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +205,7 @@ def _generate_class(job_class: JobClass, seed: int) -> list[SimJob]:
                 submit_time=submit_time,
                 spec=dataclasses.replace(job_class.spec, name=name),
                 durations=durations,
+                coupled=job_class.coupled,
             )
         )
     return jobs
@@ -279,7 +286,7 @@ def parse_workload(document: object) -> Workload:
 _CLASS_REQUIRED = ("name", "arrival", "phases")
 _CLASS_OPTIONAL = ("priority", "max_retries", "queue")
 _PHASE_REQUIRED = ("name", "tasks", "cpu", "memory_mb", "duration")
-_PHASE_OPTIONAL = ("after",)
+_PHASE_OPTIONAL = ("after", "coupled")
 
 
 def _job_class(value: object, field: str) -> JobClass:
@@ -308,7 +315,18 @@ def _job_class(value: object, field: str) -> JobClass:
         parse_distribution(phase["duration"], f"{field}.phases[{index}].duration")
         for index, phase in enumerate(phase_docs)
     )
-    return JobClass(name=name, spec=spec, durations=durations, arrival=arrival)
+    coupled = frozenset(
+        str(phase["name"])
+        for index, phase in enumerate(phase_docs)
+        if _flag(phase.get("coupled", False), f"{field}.phases[{index}].coupled")
+    )
+    return JobClass(name=name, spec=spec, durations=durations, arrival=arrival, coupled=coupled)
+
+
+def _flag(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise WorkloadError(field, f"must be true or false, not {_what(value)}")
+    return value
 
 
 def _spec_phase(phase: Mapping[str, object]) -> dict[str, object]:

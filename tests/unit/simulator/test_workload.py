@@ -101,6 +101,26 @@ def test_generated_jobs() -> None:
     assert service[0].spec.max_retries == 2  # the job spec's default
 
 
+@pytest.mark.parametrize(
+    ("marks", "coupled"),
+    [
+        ({}, frozenset()),
+        ({"map": "false"}, frozenset()),
+        ({"reduce": "true"}, frozenset({"reduce"})),
+        ({"map": "true", "reduce": "true"}, frozenset({"map", "reduce"})),
+    ],
+)
+def test_coupled_phases_are_carried_to_every_job(
+    marks: dict[str, str], coupled: frozenset[str]
+) -> None:
+    text = BATCH
+    for phase, value in marks.items():
+        text = text.replace(f"name: {phase}\n", f"name: {phase}\n        coupled: {value}\n")
+    (batch,) = workload(text).classes
+    assert batch.coupled == coupled
+    assert {job.coupled for job in workload(text).generate(7)} == {coupled}
+
+
 def test_same_seed_same_jobs_different_seed_different_jobs() -> None:
     load = workload(BATCH + SERVICE_CLASS)
     assert load.generate(1) == load.generate(1)
@@ -265,7 +285,11 @@ REFUSALS: list[tuple[str, str]] = [
     ),
     (
         BATCH.replace("        tasks: 20\n", "        tasks: 20\n        command: [sleep, '1']\n"),
-        "classes[0].phases[0].command: unknown field (allowed: name, tasks, cpu, memory_mb, duration, after)",
+        "classes[0].phases[0].command: unknown field (allowed: name, tasks, cpu, memory_mb, duration, after, coupled)",
+    ),
+    (
+        BATCH.replace("        tasks: 20\n", "        tasks: 20\n        coupled: yes please\n"),
+        "classes[0].phases[0].coupled: must be true or false, not a string",
     ),
     (BATCH.replace("        duration: 30\n", ""), "classes[0].phases[1].duration: is required"),
     (BATCH.replace("tasks: 20", "tasks: 0"), "classes[0].phases[0].tasks: must be positive, got 0"),
