@@ -289,3 +289,93 @@ def test_a_kill_by_preemption_is_redone_and_uses_up_no_retry():
     assert outcomes["high"].finish_time < 40.0  # it did not wait 50 s for the low tasks
     assert outcomes["low"].preemptions >= 1
     assert outcomes["low"].lost_work > 0
+
+
+class _Directed(Simulation):
+    """A simulation that, at given times, changes one named task's rate, kills it, or only
+    looks; after each it records every running task's rate of progress."""
+
+    def __init__(self, jobs: list[SimJob], actions: list[tuple[float, str, str, float]]) -> None:
+        super().__init__(jobs, SimSettings(nodes=1, node_cpu=4), seed=1)
+        self.rates: list[dict[str, float]] = []
+        for time, task_id, what, rate in actions:
+            self.at(time, functools.partial(self._act, task_id, what, rate))
+
+    def _running(self) -> dict[str, str]:
+        """Task id -> allocation of each running task attempt."""
+        return {
+            task.task_id: allocation_id
+            for allocation_id, node in self._where.items()
+            for task in [node.tasks[allocation_id]]
+            if not task.job_master and task.state.value == "running"
+        }
+
+    def _act(self, task_id: str, what: str, rate: float) -> None:
+        if what == "rate":
+            self.set_rate(self._running()[task_id], rate)
+        elif what == "kill":
+            self.kill_task(self._running()[task_id], "preempted")
+        self.rates.append(
+            {
+                task_id: self._where[allocation_id].tasks[allocation_id].rate
+                for task_id, allocation_id in self._running().items()
+            }
+        )
+
+
+def pair_of_tasks(*, coupled: bool) -> list[SimJob]:
+    phase: dict[str, object] = {"name": "p", "tasks": 2, "cpu": 1, "memory_mb": 100}
+    phase |= {"duration": 40, "coupled": coupled}
+    return jobs_of(workload(job_class("pair", count=1, phases=[phase])))
+
+
+@pytest.mark.parametrize(
+    ("coupled", "actions", "rates"),
+    [
+        # uncoupled, each task keeps its own pace
+        (False, [(10.0, "p-0", "rate", 0.0)], {"p-0": 0.0, "p-1": 1.0}),
+        (False, [(10.0, "p-0", "rate", 0.5)], {"p-0": 0.5, "p-1": 1.0}),
+        (False, [(10.0, "p-0", "kill", 0.0)], {"p-1": 1.0}),
+        # coupled: a frozen task holds its sibling still, a shrunk one slows it
+        (True, [(10.0, "p-0", "rate", 0.0)], {"p-0": 0.0, "p-1": 0.0}),
+        (True, [(10.0, "p-0", "rate", 0.5)], {"p-0": 0.5, "p-1": 0.5}),
+        (True, [(10.0, "p-0", "rate", 0.0), (20.0, "p-0", "rate", 1.0)], {"p-0": 1, "p-1": 1}),
+        # ... and a killed one until its retry has started
+        (True, [(10.0, "p-0", "kill", 0.0)], {"p-1": 0.0}),
+        (True, [(10.0, "p-0", "kill", 0.0), (15.0, "p-1", "look", 0)], {"p-0": 1, "p-1": 1}),
+    ],
+)
+def test_the_tasks_of_a_coupled_phase_progress_in_lockstep(
+    coupled: bool, actions: list[tuple[float, str, str, float]], rates: dict[str, float]
+):
+    simulation = _Directed(pair_of_tasks(coupled=coupled), actions)
+    simulation.run()
+    assert simulation.rates[-1] == rates
+
+
+@pytest.mark.parametrize(
+    ("coupled", "actions", "lost_tasks"),
+    [
+        (False, [], 0),
+        (True, [], 0),
+        (False, [(10.0, "p-0", "rate", 0.0), (30.0, "p-0", "rate", 1.0)], 0),
+        (True, [(10.0, "p-0", "rate", 0.0), (30.0, "p-0", "rate", 1.0)], 0),
+        (False, [(10.0, "p-0", "kill", 0.0)], 1),  # the killed task's work
+        (True, [(10.0, "p-0", "kill", 0.0)], 2),  # ... and its sibling's: the phase restarts
+    ],
+)
+def test_a_kill_in_a_coupled_phase_loses_the_phases_progress(
+    coupled: bool, actions: list[tuple[float, str, str, float]], lost_tasks: int
+):
+    (alone,) = (
+        Simulation(pair_of_tasks(coupled=coupled), SimSettings(nodes=1, node_cpu=4), 1)
+        .run()
+        .outcomes
+    )
+    (outcome,) = _Directed(pair_of_tasks(coupled=coupled), actions).run().outcomes
+    done_at_10 = 10 - alone.start_time  # what each task had done when the action came
+    assert outcome.lost_work == pytest.approx(lost_tasks * done_at_10, abs=1e-6)
+    frozen = 20.0 if actions and actions[-1][1:3] == ("p-0", "rate") else 0.0
+    redone = done_at_10 if lost_tasks else 0.0
+    delay = outcome.finish_time - alone.finish_time
+    assert delay == pytest.approx(frozen + redone, abs=1.5)  # 1.5: the retry's launch
