@@ -13,16 +13,12 @@ simulated is everything around them:
   ``monitor_interval`` and reports what changed at once, as the live agent does.  A task runs
   for its duration divided by its rate (its current CPU limit over its grant: a shrunk task
   slows down, a frozen one makes no progress; a killed one loses its work).
-* **Tightly coupled phases** (a workload's ``coupled: true``; BIG-C Sec. 2.2 and 5.4: Spark
-  executors synchronise, so "when waiting for the killed or preempted task to relaunch or
-  resume, other sibling tasks were idling").  The tasks of such a phase progress in lockstep:
-  each runs at the rate of the slowest task of the phase that has started and not finished,
-  a task that is not running (killed and waiting for its retry, launching again, frozen,
-  swapping back in) counting as rate 0.  So a kill holds the phase still until the retry has
-  started; a freeze holds it still until the thaw; a shrink slows the whole phase.  A task
-  never started holds nobody back.  And a preemption kill of one member loses the phase's
-  progress: its running siblings start their work again (the paper's long Spark jobs were
-  "re-launched" when an executor was killed), which is counted as lost work.
+* **Coupled phases** (a workload's ``coupled: true``): tasks that share state, as the
+  executors of the paper's Spark jobs or MPI ranks.  A preemption kill of one loses the
+  phase's progress: its running siblings start their work again (BIG-C Sec. 5.4: killed long
+  Spark jobs "suffered significant slowdown due to job re-launch"), counted as lost work.
+  Otherwise coupled tasks progress on their own: the siblings' idling at Spark's stage
+  barriers is not modelled, since here a task that has finished gives its container back.
 * **Memory and swap** (BIG-C preemption, docs/preemption.md).  A task's working set is
   ``working_set`` of its grant's memory.  Lowering its memory limit below what it has resident
   pushes the difference to swap at ``swap_mb_per_s`` (the paper's ~3 s per GB, Sec. 5.4); the
@@ -168,8 +164,7 @@ class _Task:
     state: TaskState = TaskState.LAUNCHING
     job_master: bool = False
     start_time: float = 0.0
-    rate: float = 1.0  # progress per second: ``speed``, or its coupled phase's lockstep rate
-    speed: float = 1.0  # its own: CPU limit over grant, 0 while frozen
+    rate: float = 1.0
     progress_at: float = 0.0  # when ``work`` was last brought up to date
     version: int = 0  # bumps invalidate scheduled completions
     duration: float = 0.0  # the work it started with
@@ -260,8 +255,6 @@ class Simulation:
         self._lost_work: dict[str, float] = {}  # job -> task-seconds lost to kills
         self._preemptions: dict[str, int] = {}  # job -> containers preempted
         self._suspended: set[str] = set()  # allocations whose task is frozen
-        # (job, coupled phase) -> task id -> its latest attempt that has started
-        self._lockstep: dict[tuple[str, str], dict[str, _Task]] = {}
 
     # ------------------------------------------------------------------ the event loop
 
@@ -455,13 +448,7 @@ class Simulation:
         task.start_time = task.progress_at = self.now
         self._first_start.setdefault(task.job_id, self.now)
         self._observe(node, task)
-        group = self._group_of(task)
-        if group is None:
-            self._schedule_completion(node, task)
-        else:
-            group[task.task_id] = task
-            task.rate = 0.0  # the lockstep rate is set just below
-            self._lockstep_rates(group)
+        self._schedule_completion(node, task)
 
     def _schedule_completion(self, node: _Node, task: _Task) -> None:
         task.version += 1
@@ -479,23 +466,14 @@ class Simulation:
         task.work = 0.0
         task.state = TaskState.SUCCEEDED
         self._observe(node, task)
-        group = self._group_of(task)
-        if group is not None:
-            self._lockstep_rates(group)
 
     def _stop(self, node: _Node, allocation_id: str, state: TaskState, reason: str) -> None:
         task = node.tasks.get(allocation_id)
         if task is None or task.state.is_final:
             return
-        if task.state is TaskState.RUNNING and task.rate > 0:
-            task.work = max(0.0, task.work - (self.now - task.progress_at) * task.rate)
-            task.progress_at = self.now
         task.state = state
         task.version += 1
         self._observe(node, task)
-        group = self._group_of(task)
-        if group is not None and group.get(task.task_id) is task:
-            self._lockstep_rates(group)
         if task.job_master:
             master = self._masters.get(task.job_id)
             if master is not None and master.allocation_id == allocation_id:
@@ -655,52 +633,18 @@ class Simulation:
         return min(1.0, task.limits.cpu / task.granted.cpu)
 
     def set_rate(self, allocation_id: str, rate: float) -> None:
-        """A task's own rate of progress changes: its CPU limit over its grant (a shrunk
-        container runs slower), 0 while it is frozen.  For the shell carrying out a resize, a
-        suspend or a resume on a node.  In a coupled phase it moves the lockstep rate."""
+        """A task's rate of progress changes: its CPU limit over its grant (a shrunk container
+        runs slower), 0 while it is frozen.  For the shell carrying out a resize, a suspend or
+        a resume on a node."""
         node = self._where.get(allocation_id)
         task = node.tasks.get(allocation_id) if node is not None else None
         if node is None or task is None or task.state is not TaskState.RUNNING:
             return
-        task.speed = max(0.0, rate)
-        group = self._group_of(task)
-        if group is None:
-            self._progress_at(node, task, task.speed)
-        else:
-            self._lockstep_rates(group)
-
-    def _progress_at(self, node: _Node, task: _Task, rate: float) -> None:
-        """From now on the running ``task`` progresses at ``rate``."""
         if task.rate > 0:  # bring the work left up to date at the old rate
             task.work = max(0.0, task.work - (self.now - task.progress_at) * task.rate)
         task.progress_at = self.now
-        task.rate = rate
+        task.rate = max(0.0, rate)
         self._schedule_completion(node, task)
-
-    def _group_of(self, task: _Task) -> dict[str, _Task] | None:
-        """The lockstep group of a task of a coupled phase (None for any other task)."""
-        if task.job_master:
-            return None
-        job = self._sim_jobs.get(task.job_id)
-        if job is None or not job.coupled:
-            return None
-        phase = task.task_id.rsplit("-", 1)[0]
-        if phase not in job.coupled:
-            return None
-        return self._lockstep.setdefault((task.job_id, phase), {})
-
-    def _lockstep_rates(self, group: dict[str, _Task]) -> None:
-        """Every running task of a coupled phase progresses at the slowest started, unfinished
-        task's rate (0 while one of them is not running).  O(tasks of the phase)."""
-        unfinished = [t for t in group.values() if t.state is not TaskState.SUCCEEDED]
-        pace = min(
-            (t.speed if t.state is TaskState.RUNNING else 0.0 for t in unfinished), default=0.0
-        )
-        for member in unfinished:
-            if member.state is TaskState.RUNNING and member.rate != pace:
-                node = self._where.get(member.allocation_id)
-                if node is not None:
-                    self._progress_at(node, member, pace)
 
     def kill_task(self, allocation_id: str, reason: str) -> None:
         """Stop a task as a kill does: what it has done is lost (counted in the job's
@@ -715,21 +659,35 @@ class Simulation:
             self._lost_work[task.job_id] = self._lost_work.get(task.job_id, 0.0) + total
         self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
         self._stop(node, allocation_id, TaskState.KILLED, reason)
-        group = self._group_of(task)
-        if group is not None:
-            self._restart_gang(task.job_id, group)
+        job = self._sim_jobs.get(task.job_id)
+        phase = task.task_id.rsplit("-", 1)[0]
+        if not task.job_master and job is not None and phase in job.coupled:
+            self._restart_gang(task.job_id, phase)
 
-    def _restart_gang(self, job_id: str, group: dict[str, _Task]) -> None:
-        """A kill in a coupled phase loses the phase's progress: every sibling still running
-        starts its work again (counted as lost), as a gang restarts when a member is lost
-        (BIG-C Sec. 5.4: killed long Spark jobs were re-launched).  The kill has just set the
-        lockstep rate to 0, so the siblings' work is up to date; finished siblings keep their
-        output."""
-        for sibling in group.values():
-            if sibling.state is TaskState.RUNNING and sibling.work < sibling.duration:
-                lost = sibling.duration - sibling.work
-                self._lost_work[job_id] = self._lost_work.get(job_id, 0.0) + lost
+    def _restart_gang(self, job_id: str, phase: str) -> None:
+        """A preemption kill in a coupled phase loses the phase's progress: every sibling still
+        running (or frozen) starts its work again, and what it had done is counted as lost.
+        Finished siblings keep their output.  O(tasks of the job)."""
+        master = self._masters.get(job_id)
+        if master is None:
+            return
+        for task in master.plan.tasks.values():
+            if task.phase != phase:
+                continue
+            for attempt in task.attempts.values():
+                node = self._where.get(attempt.allocation_id)
+                sibling = node.tasks.get(attempt.allocation_id) if node is not None else None
+                if node is None or sibling is None or sibling.state is not TaskState.RUNNING:
+                    continue
+                done = (
+                    sibling.duration
+                    - sibling.work
+                    + (self.now - sibling.progress_at) * (sibling.rate)
+                )
+                self._lost_work[job_id] = self._lost_work.get(job_id, 0.0) + done
                 sibling.work = sibling.duration
+                sibling.progress_at = self.now
+                self._schedule_completion(node, sibling)
 
     # ------------------------------------------------------------------ job masters
 
@@ -873,8 +831,6 @@ class Simulation:
             if container is not None:
                 node = self._nodes[container.node_id]
                 self._stop(node, container.allocation_id, TaskState.KILLED, message or "job ended")
-        for phase in master.sim_job.coupled:
-            self._lockstep.pop((master.job_id, phase), None)
         self._unit(
             lambda core, now: core.finish_job(
                 master.job_id, state, message, plan.progress(), now=now, attempt=master.attempt

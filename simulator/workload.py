@@ -106,9 +106,8 @@ class SimJob:
     """Phase name -> each task's duration in seconds at its full CPU grant, in task-index order;
     ``len(durations[p.name]) == p.tasks`` for every phase ``p``.  Not to be mutated."""
     coupled: frozenset[str] = frozenset()
-    """Names of its tightly coupled phases: their tasks progress in lockstep, so a task that
-    stops (killed and waiting for its retry, frozen, swapping) holds every sibling still, and
-    a shrunk one slows them all (the engine's module docstring says how)."""
+    """Names of its tightly coupled phases: a preemption kill of one of their tasks restarts
+    the work of its running siblings (the engine's module docstring says how)."""
 
 
 @dataclass(frozen=True)
