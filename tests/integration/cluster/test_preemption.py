@@ -157,6 +157,14 @@ def preempted_task(cluster: Cluster, job_id: str) -> rm_pb.TaskInfo | None:
     return None
 
 
+def wait_frozen_victim(cluster: Cluster, job_id: str) -> rm_pb.TaskInfo:
+    """The job's first preempted task, once its cgroup is frozen."""
+    victim = wait_until(lambda: preempted_task(cluster, job_id), 60, "a long task preempted")
+    freezer = cgroup_file(cluster, victim, job_id, "freezer", "freezer.state")
+    wait_until(lambda: read(freezer) == "FROZEN", 30, "the long task frozen")
+    return victim
+
+
 @pytest.fixture
 def cluster(tmp_path: Path, swap: Path, request: Any) -> Iterator[Cluster]:
     mode = request.param
@@ -200,9 +208,7 @@ def test_immediate_suspends_to_the_footprint_and_resumes_where_it_stopped(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     long_id, short_id, out, gate = run_long_then_short(cluster, tmp_path)
-    victim = wait_until(lambda: preempted_task(cluster, long_id), 60, "a long task preempted")
-    freezer = cgroup_file(cluster, victim, long_id, "freezer", "freezer.state")
-    wait_until(lambda: read(freezer) == "FROZEN", 30, "the long task frozen")
+    victim = wait_frozen_victim(cluster, long_id)
     memory = cgroup_file(cluster, victim, long_id, "memory", "memory.limit_in_bytes")
     wait_until(lambda: read(memory) == str(64 << 20), 60, "memory cut to the 64 MiB footprint")
     assert swap_used_mb() > 0
@@ -281,9 +287,7 @@ def test_an_rm_restart_while_tasks_are_suspended_loses_nothing(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     long_id, short_id, out, gate = run_long_then_short(cluster, tmp_path)
-    victim = wait_until(lambda: preempted_task(cluster, long_id), 60, "a long task preempted")
-    freezer = cgroup_file(cluster, victim, long_id, "freezer", "freezer.state")
-    wait_until(lambda: read(freezer) == "FROZEN", 30, "the long task frozen")
+    victim = wait_frozen_victim(cluster, long_id)
     cluster.restart_rm()
     gate.touch()
     assert cluster.wait_final(short_id, timeout=90).summary.state == pb.JOB_SUCCEEDED
