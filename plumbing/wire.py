@@ -3,7 +3,7 @@ specs and phase progress."""
 
 from __future__ import annotations
 
-from policies.scheduling.jobspec import JobSpec
+from policies.scheduling.jobspec import JobSpec, ReservationSpec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
@@ -56,6 +56,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         priority=spec.priority,
         max_retries=spec.max_retries,
         queue=spec.queue,
+        reservation=None if spec.reservation is None else reservation_to_pb(spec.reservation),
         phases=[
             pb.PhaseSpec(
                 name=p.name,
@@ -85,13 +86,44 @@ def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
         if p.image:
             phase["image"] = p.image
         phases.append(phase)
-    return {
+    document: dict[str, object] = {
         "name": message.name,
         "priority": message.priority,
         "phases": phases,
         "max_retries": message.max_retries,
         "queue": message.queue,
     }
+    if message.HasField("reservation"):
+        document["reservation"] = reservation_document_from_pb(message.reservation)
+    return document
+
+
+def reservation_to_pb(reservation: ReservationSpec) -> pb.ReservationSpec:
+    message = pb.ReservationSpec(
+        isolation=reservation.isolation,
+        prereserve_at=reservation.prereserve_at,
+        straggler_copies=reservation.straggler_copies,
+        max_copies=reservation.max_copies or 0,
+    )
+    if reservation.prior is not None:
+        message.prior.alpha = reservation.prior.alpha
+        message.prior.t_min = reservation.prior.t_min
+    return message
+
+
+def reservation_document_from_pb(message: pb.ReservationSpec) -> dict[str, object]:
+    """The document form of a structured reservation block, for the validator."""
+    copies: object = message.straggler_copies
+    if message.straggler_copies and message.max_copies != 0:
+        copies = message.max_copies
+    document: dict[str, object] = {
+        "isolation": message.isolation,
+        "prereserve_at": message.prereserve_at,
+        "straggler_copies": copies,
+    }
+    if message.HasField("prior"):
+        document["prior"] = {"alpha": message.prior.alpha, "t_min": message.prior.t_min}
+    return document
 
 
 def progress_to_pb(progress: PhaseProgress) -> rm_pb.PhaseProgress:

@@ -70,18 +70,42 @@ class PhaseSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., image: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "priority", "phases", "max_retries", "queue")
+    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
     MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     phases: _containers.RepeatedCompositeFieldContainer[PhaseSpec]
     max_retries: int
     queue: str
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ...) -> None: ...
+    reservation: ReservationSpec
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ...) -> None: ...
+
+class ReservationSpec(_message.Message):
+    __slots__ = ("isolation", "prereserve_at", "straggler_copies", "max_copies", "prior")
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
+    PRERESERVE_AT_FIELD_NUMBER: _ClassVar[int]
+    STRAGGLER_COPIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_COPIES_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_FIELD_NUMBER: _ClassVar[int]
+    isolation: float
+    prereserve_at: float
+    straggler_copies: bool
+    max_copies: int
+    prior: TaskTimePrior
+    def __init__(self, isolation: _Optional[float] = ..., prereserve_at: _Optional[float] = ..., straggler_copies: _Optional[bool] = ..., max_copies: _Optional[int] = ..., prior: _Optional[_Union[TaskTimePrior, _Mapping]] = ...) -> None: ...
+
+class TaskTimePrior(_message.Message):
+    __slots__ = ("alpha", "t_min")
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    T_MIN_FIELD_NUMBER: _ClassVar[int]
+    alpha: float
+    t_min: float
+    def __init__(self, alpha: _Optional[float] = ..., t_min: _Optional[float] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
     __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "state", "exit_code", "message", "timestamp", "node_id", "start_time", "job_master", "limits", "preempted", "swapping", "swap_bytes")

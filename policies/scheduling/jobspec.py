@@ -99,6 +99,42 @@ class PhaseSpec:
     image: str | None = None
 
 
+DEFAULT_ISOLATION = 0.9
+DEFAULT_PRERESERVE_AT = 0.8  # R, as Hadoop's reduce slow-start (slot-reservation paper, III-B)
+MAX_STRAGGLER_COPIES = 100_000
+
+
+@dataclass(frozen=True)
+class TaskTimePrior:
+    """A Pareto task-time distribution (Eq. 1 of the slot-reservation paper): shape ``alpha``
+    > 1 (Eq. 3-4 need a finite mean) and scale ``t_min`` seconds > 0."""
+
+    alpha: float
+    t_min: float
+
+
+@dataclass(frozen=True)
+class ReservationSpec:
+    """Speculative slot reservation for a job (slot-reservation paper, Sec. III-IV).
+
+    ``isolation`` is the knob P of Eq. 2 in [0, 1): the probability that a phase's tasks all
+    finish before its reserved slots' deadline D (Eq. 4 gives D).  ``prereserve_at`` is R in
+    [0, 1]: the finished fraction of a phase past which the extra slots of a wider downstream
+    phase are pre-reserved (Alg. 1, Case-2.3; 1 never pre-reserves).  ``max_copies`` bounds the
+    straggler copies running at once for the job (Sec. IV-C: each task at most one copy); 0
+    turns copies off, ``None`` leaves them unbounded as in the paper.  ``prior`` stands for the
+    job's task times until enough of its tasks have finished for a maximum-likelihood fit."""
+
+    isolation: float = DEFAULT_ISOLATION
+    prereserve_at: float = DEFAULT_PRERESERVE_AT
+    max_copies: int | None = 0
+    prior: TaskTimePrior | None = None
+
+    @property
+    def straggler_copies(self) -> bool:
+        return self.max_copies != 0
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """A validated job: phases form a DAG (``after`` names upstream phases), in the order the
@@ -109,6 +145,7 @@ class JobSpec:
     phases: tuple[PhaseSpec, ...]
     max_retries: int = DEFAULT_MAX_RETRIES
     queue: str = ""  # the queue it is charged to; empty: the RM's default queue
+    reservation: ReservationSpec | None = None  # None: the RM's default (docs/reservation.md)
 
     def phase(self, name: str) -> PhaseSpec:
         for phase in self.phases:
@@ -270,7 +307,15 @@ JOB_FIELDS: Mapping[str, bool] = {
     "phases": True,
     "max_retries": False,
     "queue": False,
+    "reservation": False,
 }
+RESERVATION_FIELDS: Mapping[str, bool] = {
+    "isolation": False,
+    "prereserve_at": False,
+    "straggler_copies": False,
+    "prior": False,
+}
+PRIOR_FIELDS: Mapping[str, bool] = {"alpha": True, "t_min": True}
 PHASE_FIELDS: Mapping[str, bool] = {
     "name": True,
     "tasks": True,
@@ -393,7 +438,64 @@ def parse_job_spec(document: object) -> JobSpec:
             maximum=MAX_RETRIES_LIMIT,
         ),
         queue=_queue(doc.get("queue", ""), "queue"),
+        reservation=parse_reservation(doc["reservation"], "reservation")
+        if "reservation" in doc
+        else None,
     )
+
+
+def parse_reservation(value: object, field: str) -> ReservationSpec:
+    """A ``reservation`` block (of a job spec, or the RM's cluster default); raise SpecError."""
+    doc = _check_keys(value, field, RESERVATION_FIELDS)
+    isolation = _fraction(doc.get("isolation", DEFAULT_ISOLATION), join_field(field, "isolation"))
+    if isolation >= 1:
+        # P = 1 would keep the slots until every task has finished: an infinite D (Eq. 4).
+        raise SpecError(join_field(field, "isolation"), f"must be below 1, got {isolation:g}")
+    prereserve_at = _fraction(
+        doc.get("prereserve_at", DEFAULT_PRERESERVE_AT), join_field(field, "prereserve_at")
+    )
+    prior = None
+    if "prior" in doc:
+        prior_field = join_field(field, "prior")
+        prior_doc = _check_keys(doc["prior"], prior_field, PRIOR_FIELDS)
+        alpha = _number(
+            prior_doc["alpha"], join_field(prior_field, "alpha"), minimum=0, maximum=1e6
+        )
+        if alpha <= 1:
+            raise SpecError(join_field(prior_field, "alpha"), f"must be above 1, got {alpha:g}")
+        t_min = _number(
+            prior_doc["t_min"], join_field(prior_field, "t_min"), minimum=0, maximum=1e9
+        )
+        prior = TaskTimePrior(alpha, t_min)
+    return ReservationSpec(
+        isolation=isolation,
+        prereserve_at=prereserve_at,
+        max_copies=_copies(
+            doc.get("straggler_copies", False), join_field(field, "straggler_copies")
+        ),
+        prior=prior,
+    )
+
+
+def _fraction(value: object, field: str) -> float:
+    """A number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(field, f"must be a number in [0, 1], not {_describe(value)}")
+    if not 0 <= value <= 1:  # NaN fails too
+        raise SpecError(field, f"must be in [0, 1], got {_shown_scalar(value)}")
+    return float(value)
+
+
+def _copies(value: object, field: str) -> int | None:
+    """``straggler_copies``: false (off), true (on, unbounded, as the paper), or at most N at
+    once (0 is off)."""
+    if value is True:
+        return None
+    if value is False:
+        return 0
+    if isinstance(value, int):
+        return _integer(value, field, minimum=0, maximum=MAX_STRAGGLER_COPIES)
+    raise SpecError(field, f"must be true, false or a number of copies, not {_describe(value)}")
 
 
 def _queue(value: object, field: str) -> str:
@@ -472,4 +574,19 @@ def job_spec_to_document(spec: JobSpec) -> dict[str, object]:
     }
     if spec.queue:
         document["queue"] = spec.queue
+    if spec.reservation is not None:
+        document["reservation"] = reservation_to_document(spec.reservation)
+    return document
+
+
+def reservation_to_document(reservation: ReservationSpec) -> dict[str, object]:
+    """The inverse of :func:`parse_reservation`."""
+    copies = reservation.max_copies
+    document: dict[str, object] = {
+        "isolation": reservation.isolation,
+        "prereserve_at": reservation.prereserve_at,
+        "straggler_copies": True if copies is None else (False if copies == 0 else copies),
+    }
+    if reservation.prior is not None:
+        document["prior"] = {"alpha": reservation.prior.alpha, "t_min": reservation.prior.t_min}
     return document

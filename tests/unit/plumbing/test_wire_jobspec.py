@@ -18,7 +18,7 @@ from policies.scheduling.jobspec import (
     parse_job_spec,
 )
 from sluice_pb import common_pb2 as pb
-from tests.builders import job_spec, phase_doc
+from tests.builders import job_doc, job_spec, phase_doc
 
 INT64_MAX = 2**63 - 1
 
@@ -124,6 +124,26 @@ REFUSALS: list[tuple[Edit, str]] = [
     (_command("echo", "x" * 200 * 1024), "phases[0].command[1]: is 204800 bytes; at most 131071"),
     (_set("phases.0.image", " "), "phases[0].image: must be a non-empty image reference"),
     (_add_phases(MAX_PHASES), f"phases: has {MAX_PHASES + 1} phases; at most {MAX_PHASES}"),
+    # a reservation block set on the wire is validated like one written in YAML
+    (_set("reservation.isolation", 1.0), "reservation.isolation: must be below 1, got 1"),
+    (
+        _set("reservation.isolation", math.nan),
+        "reservation.isolation: must be in [0, 1], got nan",
+    ),
+    (
+        _set("reservation.prereserve_at", -0.5),
+        "reservation.prereserve_at: must be in [0, 1], got -0.5",
+    ),
+    (
+        lambda spec: spec.reservation.MergeFrom(
+            pb.ReservationSpec(straggler_copies=True, max_copies=-2)
+        ),
+        "reservation.straggler_copies: must be at least 0, got -2",
+    ),
+    (
+        _set("reservation.prior.alpha", 0.5),
+        "reservation.prior.alpha: must be above 1, got 0.5",
+    ),
 ]
 
 
@@ -153,3 +173,20 @@ def test_a_valid_spec_round_trips() -> None:
         max_retries=0,
     )
     assert parse_job_spec(spec_document_from_pb(spec_to_pb(original))) == original
+
+
+@pytest.mark.parametrize(
+    "reservation",
+    [
+        None,
+        {},
+        {"isolation": 0.0, "prereserve_at": 1.0, "straggler_copies": True},
+        {"isolation": 0.4, "straggler_copies": 8, "prior": {"alpha": 1.6, "t_min": 10}},
+    ],
+)
+def test_a_reservation_block_crosses_the_wire(reservation: dict[str, object] | None) -> None:
+    extra = {} if reservation is None else {"reservation": reservation}
+    spec = parse_job_spec(job_doc(phase_doc("map"), **extra))
+    message = spec_to_pb(spec)
+    assert message.HasField("reservation") == (reservation is not None)
+    assert parsed(message) == spec

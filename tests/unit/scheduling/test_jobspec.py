@@ -4,6 +4,7 @@ documents round-trip."""
 
 from __future__ import annotations
 
+import dataclasses
 import graphlib
 import itertools
 import math
@@ -31,7 +32,9 @@ from policies.scheduling.jobspec import (
     MIN_CPU,
     JobSpec,
     PhaseSpec,
+    ReservationSpec,
     SpecError,
+    TaskTimePrior,
     check_fits_cluster,
     job_spec_to_document,
     parse_job_spec,
@@ -93,16 +96,16 @@ REFUSALS: list[tuple[object, str]] = [
     ({1: "x", "name": "j", "phases": []}, "job: keys must be strings, not an integer"),
     (
         job_doc(owner="me"),
-        "owner: unknown field (allowed: name, priority, phases, max_retries, queue)",
+        "owner: unknown field (allowed: name, priority, phases, max_retries, queue, reservation)",
     ),
     # a key is shown escaped and cut: the message stays one short line
     (
         job_doc(**{"a\nb": 1}),
-        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries, queue)",
+        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries, queue, reservation)",
     ),
     (
         job_doc(**{"k" * 100_000: 1}),
-        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries, queue)",
+        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries, queue, reservation)",
     ),
     (_without(job_doc(), "name"), "name: is required"),
     (_without(job_doc(), "phases"), "phases: is required"),
@@ -311,6 +314,35 @@ REFUSALS: list[tuple[object, str]] = [
 ]
 
 
+RESERVATION_REFUSALS: list[tuple[object, str]] = [
+    ([], "reservation: must be a mapping, not a list"),
+    (
+        {"deadline": 3},
+        "reservation.deadline: unknown field (allowed: isolation, prereserve_at, "
+        "straggler_copies, prior)",
+    ),
+    ({"isolation": 1}, "reservation.isolation: must be below 1, got 1"),
+    ({"isolation": -0.1}, "reservation.isolation: must be in [0, 1], got -0.1"),
+    ({"isolation": "high"}, "reservation.isolation: must be a number in [0, 1], not a string"),
+    ({"isolation": True}, "reservation.isolation: must be a number in [0, 1], not a boolean"),
+    ({"prereserve_at": 2}, "reservation.prereserve_at: must be in [0, 1], got 2"),
+    ({"straggler_copies": -1}, "reservation.straggler_copies: must be at least 0, got -1"),
+    (
+        {"straggler_copies": "on"},
+        "reservation.straggler_copies: must be true, false or a number of copies, not a string",
+    ),
+    (
+        {"straggler_copies": 1.5},
+        "reservation.straggler_copies: must be true, false or a number of copies, not a number",
+    ),
+    ({"prior": {"alpha": 1.6}}, "reservation.prior.t_min: is required"),
+    ({"prior": {"alpha": 1, "t_min": 5}}, "reservation.prior.alpha: must be above 1, got 1"),
+    ({"prior": {"alpha": 2, "t_min": 0}}, "reservation.prior.t_min: must be positive, got 0"),
+    ({"prior": 3}, "reservation.prior: must be a mapping, not an integer"),
+]
+REFUSALS += [(job_doc(reservation=block), message) for block, message in RESERVATION_REFUSALS]
+
+
 @pytest.mark.parametrize(("document", "message"), REFUSALS)
 def test_refusal_names_field_and_problem(document: object, message: str):
     with pytest.raises(SpecError) as caught:
@@ -319,6 +351,22 @@ def test_refusal_names_field_and_problem(document: object, message: str):
     assert "\n" not in str(caught.value)
     field, problem = message.split(": ", 1)
     assert (caught.value.field, caught.value.problem) == (field, problem)
+
+
+@pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        ({}, ReservationSpec(isolation=0.9, prereserve_at=0.8, max_copies=0, prior=None)),
+        ({"straggler_copies": True}, ReservationSpec(max_copies=None)),
+        ({"straggler_copies": False}, ReservationSpec(max_copies=0)),
+        ({"straggler_copies": 4}, ReservationSpec(max_copies=4)),
+        ({"isolation": 0, "prereserve_at": 1}, ReservationSpec(isolation=0.0, prereserve_at=1.0)),
+        ({"prior": {"alpha": 1.6, "t_min": 10}}, ReservationSpec(prior=TaskTimePrior(1.6, 10.0))),
+    ],
+)
+def test_a_reservation_block_and_its_defaults(block: dict[str, object], expected: object):
+    assert parse_job_spec(job_doc(reservation=block)).reservation == expected
+    assert parse_job_spec(job_doc()).reservation is None  # absent: the RM's default applies
 
 
 def _first(spec: JobSpec) -> PhaseSpec:
@@ -490,12 +538,24 @@ def specs(draw: st.DrawFn) -> JobSpec:
                 **extra,
             )
         )
-    return job_spec(
+    spec = job_spec(
         *phases,
         name=draw(names),
         priority=draw(st.integers(INT32_MIN, INT32_MAX)),
         max_retries=draw(st.integers(0, MAX_RETRIES_LIMIT)),
     )
+    if draw(st.booleans()):
+        return spec
+    reservation = ReservationSpec(
+        isolation=draw(st.floats(0, 1, exclude_max=True)),
+        prereserve_at=draw(st.floats(0, 1)),
+        max_copies=draw(st.none() | st.integers(0, 100_000)),
+        prior=draw(
+            st.none()
+            | st.builds(TaskTimePrior, st.floats(1, 1e6, exclude_min=True), st.floats(1e-3, 1e9))
+        ),
+    )
+    return dataclasses.replace(spec, reservation=reservation)
 
 
 @given(specs())
