@@ -12,8 +12,10 @@ Rules:
   list is done: succeeded, or dropped (an approximation's choice, which counts as done).
 * A container is granted for one phase and runs one attempt; it is given back as soon as that
   attempt ends (or at once, if its phase no longer needs it), so the RM's priority order decides
-  who runs next.  Keeping slots across tasks and barriers is a policy of its own (speculative
-  slot reservation), not a side effect of reuse.
+  who runs next.  Keeping slots across tasks and barriers is a policy of its own, not a side
+  effect of reuse: with a ``reservation`` (:mod:`job_master.reservations`), the container of a
+  finished task may be *kept* for a downstream phase until a deadline, run a downstream task
+  when the barrier passes, and meanwhile run a copy of a straggler of its phase.
 * Attempts: a task has one *regular* attempt at a time, and may have more running beside it
   (:class:`AttemptKind`: a straggler's *copy*, a *speculative* attempt); the first attempt to
   succeed makes the task succeed, and the others are stopped (:attr:`Decisions.stops`).
@@ -34,9 +36,11 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from job_master.reservations import Kept, SlotReservations
 from policies.identity_enum import IdentityEnum
+from policies.reservation.stragglers import PhaseSlots, plan_copies
 from policies.scheduling.asks import PhaseAsk
-from policies.scheduling.jobspec import JobSpec, PhaseSpec
+from policies.scheduling.jobspec import JobSpec, PhaseSpec, ReservationSpec
 from policies.scheduling.lifecycle import JobState, TaskState, check_transition
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
@@ -93,6 +97,7 @@ class Attempt:
     kind: AttemptKind
     allocation_id: str
     running: bool = False
+    started_at: float | None = None  # the plan's ``now`` when it was first seen running
 
 
 @dataclass
@@ -117,6 +122,7 @@ class Container:
     resources: Resources
     task_id: str | None = None  # the task an attempt of which runs in it, if any
     grant_token: bytes = b""  # the RM's proof of the grant, for the node's agent (with TLS)
+    kept: Kept | None = None  # kept for a downstream phase (slot reservation), until a deadline
 
 
 @dataclass(frozen=True)
@@ -178,8 +184,14 @@ class _Phase:
 class JobPlan:
     """See the module docstring."""
 
-    def __init__(self, spec: JobSpec) -> None:
+    def __init__(
+        self, spec: JobSpec, reservation: ReservationSpec | None = None, *, now: float = 0.0
+    ) -> None:
+        """``reservation``: keep slots across barriers (the spec's block, or the cluster's
+        default); None gives every container back when its attempt ends.  ``now`` is the
+        caller's clock (see :meth:`advance`)."""
         self.spec = spec
+        self.now = now
         self.tasks: dict[str, Task] = {}
         self.containers: dict[str, Container] = {}
         self.finished_containers: list[str] = []  # to give back next round
@@ -201,6 +213,17 @@ class JobPlan:
         for phase in spec.phases:
             for upstream in phase.after:
                 self._phases[upstream].downstream.append(phase.name)
+        self._slots = (
+            None
+            if reservation is None
+            else SlotReservations(
+                spec, reservation, {n: tuple(p.downstream) for n, p in self._phases.items()}
+            )
+        )
+        self._copies = 0  # copies running on kept containers
+        # (task id, attempt) -> the kept container a stopped attempt still occupies
+        self._draining: dict[tuple[str, int], str] = {}
+        self._copied: set[str] = set()  # tasks that have had a copy (each gets one at most)
         for name, state in self._phases.items():
             if state.upstream_left == 0:
                 self._open(name)
@@ -208,16 +231,25 @@ class JobPlan:
 
     # ------------------------------------------------------------------ observations
 
+    def advance(self, now: float) -> None:
+        """The caller's clock (seconds, any origin, never going back): task times and
+        reservation deadlines are measured with it.  Called before each round's observations."""
+        self.now = max(self.now, now)
+
     def on_granted(self, container: Container) -> None:
         """A container arrived (or was re-announced after an RM restart)."""
         if container.allocation_id not in self.containers:
             self.containers[container.allocation_id] = container
             if container.task_id is None:
                 self._idle[container.allocation_id] = None
+                if self._slots is not None and container.kept is None:
+                    container.kept = self._slots.on_prereserved(container.phase, self.now)
 
     def on_allocation_lost(self, allocation_id: str) -> None:
         container = self.containers.pop(allocation_id, None)
         self._idle.pop(allocation_id, None)
+        if container is not None:
+            self._unkeep(container)
         if container is None or container.task_id is None:
             return
         task = self.tasks[container.task_id]
@@ -241,9 +273,13 @@ class JobPlan:
         task = self.tasks.get(task_id)
         live = task.attempts.get(attempt) if task is not None else None
         if task is None or live is None:
+            if state.is_final:
+                self._drained(task_id, attempt)
             return
         if state in (TaskState.RUNNING, TaskState.SUSPENDED):
             live.running = True
+            if live.started_at is None:
+                live.started_at = self.now
             if live.kind is AttemptKind.REGULAR and task.step is Step.LAUNCHING:
                 self._move(task, Step.RUNNING)
         elif state is TaskState.SUCCEEDED:
@@ -357,12 +393,16 @@ class JobPlan:
             container = self.containers[allocation_id]
             task = self._next_ready(container.phase)
             if task is not None:
+                self._unkeep(container)
                 launches.append(self._launch(task, container, AttemptKind.REGULAR))
-            else:
+            elif not self._still_kept(container):
+                self._unkeep(container)
                 releases.append(allocation_id)
         for allocation_id in releases:
             del self.containers[allocation_id]
             del self._idle[allocation_id]
+        if self._slots is not None and self._slots.settings.straggler_copies:
+            launches.extend(self._straggler_copies())
         releases = [*self.finished_containers, *releases]
         self.finished_containers = []  # (the ended attempts' containers go back first)
         if self._asks is None:  # (cached with progress: both move only with the counts)
@@ -371,7 +411,13 @@ class JobPlan:
                 for name, phase in self._phases.items()
                 if phase.counts[Step.READY]
             )
-        return Decisions(tuple(launches), tuple(releases), self._asks, stops)
+        asks = self._asks
+        if self._slots is not None:
+            asks += tuple(
+                PhaseAsk(name, count, self._phases[name].spec.resources)
+                for name, count in self._slots.prereserve_asks().items()
+            )
+        return Decisions(tuple(launches), tuple(releases), asks, stops)
 
     def progress(self) -> tuple[PhaseProgress, ...]:
         """Per phase, how many tasks are pending, running, done.  The same tuple comes back
@@ -415,7 +461,11 @@ class JobPlan:
         return Launch(task.task_id, attempt.number, container, self._phases[task.phase].spec, kind)
 
     def _succeeded(self, task: Task, winner: Attempt) -> None:
-        self._end_attempt(task, winner)
+        if self._slots is not None:
+            if winner.started_at is not None:
+                self._slots.task_time(self.now - winner.started_at)
+            self._slots.count_completion(task.phase)
+        self._end_attempt(task, winner, completed=True)
         for other in list(task.attempts.values()):
             self._stop_attempt(task, other, f"attempt {winner.number} succeeded")
         if not task.step.is_final:
@@ -445,16 +495,106 @@ class JobPlan:
         else:
             self._make_ready(task)
 
-    def _end_attempt(self, task: Task, attempt: Attempt) -> None:
-        """The attempt is over: its container goes back to the RM at the next round."""
+    def _end_attempt(
+        self, task: Task, attempt: Attempt, *, completed: bool = False, stopping: bool = False
+    ) -> None:
+        """The attempt is over: its container goes back to the RM at the next round, unless it
+        is kept (slot reservation): the winner's by Alg. 1 (``completed``), one that was kept
+        already in any case, once what runs in it has exited (``stopping``: when the stop is
+        seen done, :meth:`_drained`)."""
         del task.attempts[attempt.number]
+        if attempt.kind is AttemptKind.COPY:
+            self._copies -= 1
         if task.allocation_id == attempt.allocation_id:
             task.allocation_id = None
         container = self.containers.get(attempt.allocation_id)
-        if container is not None and container.task_id == task.task_id:
-            del self.containers[attempt.allocation_id]
-            self._idle.pop(attempt.allocation_id, None)
-            self.finished_containers.append(attempt.allocation_id)
+        if container is None or container.task_id != task.task_id:
+            return
+        if completed and self._slots is not None:
+            free = container.kept is None
+            kept = self._slots.decide_slot(task.phase, container.resources, self.now, free=free)
+            if free:
+                container.kept = kept
+        if container.kept is not None and stopping:
+            self._draining[(task.task_id, attempt.number)] = container.allocation_id
+            return
+        if container.kept is not None:
+            container.task_id = None
+            container.phase = container.kept.phase
+            self._idle[container.allocation_id] = None
+            return
+        del self.containers[attempt.allocation_id]
+        self._idle.pop(attempt.allocation_id, None)
+        self.finished_containers.append(attempt.allocation_id)
+
+    def _drained(self, task_id: str, attempt: int) -> None:
+        """A stopped attempt in a kept container is seen ended: the container is idle again."""
+        allocation_id = self._draining.pop((task_id, attempt), None)
+        container = self.containers.get(allocation_id) if allocation_id is not None else None
+        if container is None or container.task_id != task_id:
+            return
+        container.task_id = None
+        if container.kept is not None:
+            container.phase = container.kept.phase
+        self._idle[container.allocation_id] = None
+
+    def _still_kept(self, container: Container) -> bool:
+        """An idle kept container stays while its phase's barrier has not passed and its
+        deadline has not come."""
+        kept = container.kept
+        return (
+            kept is not None
+            and self.now < kept.expires_at
+            and self._phases[kept.phase].upstream_left > 0
+        )
+
+    def _unkeep(self, container: Container) -> None:
+        if container.kept is not None and self._slots is not None:
+            self._slots.released(container.kept)
+        container.kept = None
+
+    def _straggler_copies(self) -> list[Launch]:
+        """Sec. IV-C: once a phase's ongoing tasks are no more than the idle containers kept
+        from it, each ongoing task gets one copy there, the longest-running first, within the
+        spec's ``max_copies``."""
+        assert self._slots is not None
+        room = self._slots.settings.max_copies
+        idle_from: dict[str, list[str]] = {}
+        for allocation_id in self._idle:
+            kept = self.containers[allocation_id].kept
+            if kept is not None:
+                idle_from.setdefault(kept.origin, []).append(allocation_id)
+        launches: list[Launch] = []
+        for origin, slots in idle_from.items():
+            counts = self._phases[origin].counts
+            ongoing_count = counts[Step.LAUNCHING] + counts[Step.RUNNING]
+            if ongoing_count == 0 or ongoing_count > len(slots):
+                continue
+            ongoing = sorted(
+                (t for t in self.tasks.values() if t.phase == origin and t.step in _LIVE),
+                key=self._running_since,
+            )
+            planned = plan_copies(
+                PhaseSlots(
+                    ongoing_tasks=tuple(t.task_id for t in ongoing),
+                    copied_tasks=frozenset(self._copied),
+                    idle_reserved_slots=tuple(sorted(slots)),
+                )
+            )
+            for copy in planned:
+                if room is not None and self._copies >= room:
+                    return launches
+                task = self.tasks[copy.task_id]
+                container = self.containers[copy.slot_id]
+                self._copied.add(task.task_id)
+                self._copies += 1
+                launches.append(self._launch(task, container, AttemptKind.COPY))
+        return launches
+
+    def _running_since(self, task: Task) -> float:
+        regular = next((a for a in task.attempts.values() if a.kind is AttemptKind.REGULAR), None)
+        started = regular.started_at if regular is not None else None
+        return started if started is not None else self.now
 
     def _stop_attempt(self, task: Task, attempt: Attempt, reason: str) -> None:
         container = self.containers.get(attempt.allocation_id)
@@ -463,7 +603,7 @@ class JobPlan:
         self._stops.append(
             StopAttempt(task.task_id, attempt.number, attempt.allocation_id, address, reason, token)
         )
-        self._end_attempt(task, attempt)
+        self._end_attempt(task, attempt, stopping=True)
 
     def _move(self, task: Task, step: Step) -> None:
         check_transition(STEP_TRANSITIONS, task.step, step)
@@ -505,6 +645,8 @@ class JobPlan:
     def _open(self, name: str) -> None:
         """The barrier of a phase is passed: its waiting tasks become ready, in index order."""
         phase = self._phases[name]
+        if self._slots is not None:
+            self._slots.opened(name, self.now)
         for index in range(phase.spec.tasks):
             task = self.tasks[f"{name}-{index}"]
             if task.step is Step.WAITING:

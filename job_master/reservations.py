@@ -1,0 +1,185 @@
+"""Speculative slot reservation, as the job master keeps it (slot-reservation paper, Sec. III-IV).
+
+A job whose spec has a ``reservation`` block keeps the container of a finished task for its
+downstream phase instead of giving it back at the barrier, so that lower-priority work cannot
+take it (Algorithm 1, :func:`policies.reservation.slot_decisions.handle_task_completion`):
+
+* the container of a task of phase X is kept for X's first downstream phase whose tasks fit in
+  it and that is not yet full (a phase never holds more reserved containers than it has tasks;
+  the paper's phases are a chain of one downstream each, a DAG's join takes what it can);
+* X's final phase (no downstream phase) gives its containers back (Alg. 1 line 3);
+* m > n: the first m - n finishers give theirs back; m < n: once the finished fraction of X
+  passes R (``prereserve_at``), n - m more containers are asked for the downstream phase before
+  its barrier (Case-2.3);
+* every container kept from X is released at X's deadline, ``opened(X) + D``, with D from
+  Eq. 4 for the job's isolation P and X's N tasks (:func:`deadline_for_isolation`).  The task
+  times are the job's own, fitted by maximum likelihood once :data:`MIN_FIT_SAMPLES` of its
+  tasks have finished; before that, the spec's ``prior``; with neither, a Pareto of shape
+  :data:`FALLBACK_ALPHA` whose t_min is the shortest task time seen so far (the paper
+  approximates t_min by the first finisher; the fallback shape is Sluice's, not the paper's);
+* once a phase's ongoing tasks are no more than the idle containers kept from it, each ongoing
+  task gets one copy on one of them (Sec. IV-C, :func:`plan_copies`), the longest-running first,
+  at most ``max_copies`` at once.
+
+This module keeps the bookkeeping and answers questions; :class:`job_master.plan.JobPlan` owns
+the containers and calls it.  It reads no clock: times are the plan's ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from policies.reservation.deadline import deadline_for_isolation, fit_pareto
+from policies.reservation.slot_decisions import PhaseView, SlotAction, handle_task_completion
+from policies.scheduling.jobspec import JobSpec, PhaseSpec, ReservationSpec
+from policies.scheduling.resources import Resources
+
+MIN_FIT_SAMPLES = 5
+"""Finished tasks of the job before their own fit replaces the prior."""
+
+FALLBACK_ALPHA = 1.6
+"""The Pareto shape used with neither a fit nor a prior: the paper's "typical production
+workloads" (Sec. IV-C, after its reference [29])."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A container kept for ``phase`` (downstream of ``origin``) until ``expires_at``."""
+
+    phase: str
+    origin: str
+    expires_at: float
+
+
+@dataclass
+class _Origin:
+    """A phase whose finished tasks' containers are kept."""
+
+    opened_at: float | None = None
+    finished: int = 0  # tasks of it that have finished (the finish rank of the next)
+    deadline: float | None = None  # D, fixed at its first kept container
+
+
+@dataclass
+class SlotReservations:
+    """See the module docstring.  ``downstream`` maps each phase to the phases after it."""
+
+    spec: JobSpec
+    settings: ReservationSpec
+    downstream: Mapping[str, Sequence[str]]
+    _origins: dict[str, _Origin] = field(default_factory=dict)
+    _held: dict[str, int] = field(default_factory=dict)  # phase -> containers kept for it
+    _prereserve: dict[str, tuple[int, str]] = field(default_factory=dict)  # phase -> (n, origin)
+    _durations: list[float] = field(default_factory=list)
+    _open: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self._phases: dict[str, PhaseSpec] = {phase.name: phase for phase in self.spec.phases}
+
+    # ------------------------------------------------------------------ observations
+
+    def opened(self, phase: str, now: float) -> None:
+        """The phase's barrier has passed: its tasks are ready (time 0 of Sec. IV-B)."""
+        self._origins.setdefault(phase, _Origin()).opened_at = now
+        self._open.add(phase)
+        self._prereserve.pop(phase, None)
+
+    def task_time(self, seconds: float) -> None:
+        """A task of the job succeeded after running ``seconds``."""
+        if seconds > 0 and math.isfinite(seconds):
+            self._durations.append(seconds)
+
+    def released(self, kept: Kept) -> None:
+        """A kept container went back, or went to a task of its phase."""
+        self._held[kept.phase] -= 1
+
+    # ------------------------------------------------------------------ decisions
+
+    def count_completion(self, phase: str) -> None:
+        """A task of ``phase`` finished (once per task, whichever attempt won)."""
+        self._origins.setdefault(phase, _Origin()).finished += 1
+
+    def decide_slot(
+        self, phase: str, resources: Resources, now: float, *, free: bool = True
+    ) -> Kept | None:
+        """The container of ``resources`` a task of ``phase`` has just finished in (counted
+        already): keep it (for which phase, until when), or None to give it back (Alg. 1,
+        lines 1-17).  ``free`` False: the container is kept already (a copy won in it), and
+        only the pre-reservation of the completion is taken."""
+        origin = self._origins.setdefault(phase, _Origin())
+        target = self._target(phase, resources)
+        if target is None:
+            return None
+        tasks = self._phases[phase].tasks
+        decision = handle_task_completion(
+            PhaseView(
+                job_priority=self.spec.priority,
+                num_tasks=tasks,
+                finished_before=min(max(origin.finished - 1, 0), tasks - 1),
+                downstream_num_tasks=self._phases[target].tasks,
+                prereserve_threshold=self.settings.prereserve_at,
+            )
+        )
+        if decision.prereserve and target not in self._open:
+            self._prereserve[target] = (decision.prereserve, phase)
+        if decision.action is SlotAction.RELEASE or not free:
+            return None
+        return self.keep(target, phase, now)
+
+    def keep(self, phase: str, origin: str, now: float) -> Kept:
+        """Count a container kept for ``phase`` from ``origin``'s tasks."""
+        self._held[phase] = self._held.get(phase, 0) + 1
+        return Kept(phase, origin, self._expiry(origin, now))
+
+    def prereserve_asks(self) -> Mapping[str, int]:
+        """Downstream phase -> containers still to ask for ahead of its barrier (Case-2.3)."""
+        return {phase: count for phase, (count, _origin) in self._prereserve.items() if count > 0}
+
+    def on_prereserved(self, phase: str, now: float) -> Kept | None:
+        """A container granted for a phase not yet open: kept, if it was pre-reserved."""
+        wanted = self._prereserve.get(phase)
+        if wanted is None or wanted[0] <= 0:
+            return None
+        self._prereserve[phase] = (wanted[0] - 1, wanted[1])
+        return self.keep(phase, wanted[1], now)
+
+    def deadline(self, origin: str) -> float:
+        """D for the containers kept from ``origin`` (seconds after it opened; Eq. 4)."""
+        state = self._origins.setdefault(origin, _Origin())
+        if state.deadline is None:
+            alpha, t_min = self._task_times()
+            if t_min is None:
+                return math.inf  # nothing has finished: nothing is kept yet
+            tasks = self._phases[origin].tasks
+            state.deadline = deadline_for_isolation(self.settings.isolation, t_min, alpha, tasks)
+        return state.deadline
+
+    # ------------------------------------------------------------------ internals
+
+    def _target(self, phase: str, resources: Resources) -> str | None:
+        for name in self.downstream.get(phase, ()):
+            downstream = self._phases[name]
+            if name in self._open or self._held.get(name, 0) >= downstream.tasks:
+                continue
+            if downstream.resources.fits_in(resources):
+                return name
+        return None
+
+    def _expiry(self, origin: str, now: float) -> float:
+        opened = self._origins[origin].opened_at
+        return (now if opened is None else opened) + self.deadline(origin)
+
+    def _task_times(self) -> tuple[float, float | None]:
+        """(alpha, t_min) of the Pareto task times: fitted, the prior, or the fallback."""
+        if len(self._durations) >= MIN_FIT_SAMPLES:
+            try:
+                fit = fit_pareto(self._durations)
+            except ValueError:  # all equal: no shape to fit; the prior or fallback stands
+                pass
+            else:
+                return fit.alpha, fit.t_min
+        if self.settings.prior is not None:
+            return self.settings.prior.alpha, self.settings.prior.t_min
+        return FALLBACK_ALPHA, min(self._durations) if self._durations else None
