@@ -199,7 +199,7 @@ class JobMaster:
             ),
         )
         spec = parse_job_spec(spec_document_from_pb(registration.spec))
-        plan = JobPlan(spec)
+        plan = JobPlan(spec, spec.reservation, now=time.monotonic())
         for allocation in registration.allocations:
             plan.on_granted(_container(allocation))
         if registration.history:
@@ -224,6 +224,7 @@ class JobMaster:
         try:
             while True:
                 with self._lock:
+                    plan.advance(time.monotonic())
                     decisions = plan.decide()
                     progress = plan.progress()
                     outcome = plan.outcome
@@ -271,6 +272,7 @@ class JobMaster:
 
     def _absorb(self, plan: JobPlan, response: rm_pb.AllocateResponse) -> None:
         with self._lock:
+            plan.advance(time.monotonic())  # task times are measured as the answers come
             for allocation in response.granted:
                 plan.on_granted(_container(allocation))
             for sequenced in response.events:

@@ -544,8 +544,9 @@ class JobPlan:
         kept = container.kept
         return (
             kept is not None
-            and self.now < kept.expires_at
+            and self._slots is not None
             and self._phases[kept.phase].upstream_left > 0
+            and self.now < self._slots.expiry(kept.origin)
         )
 
     def _unkeep(self, container: Container) -> None:

@@ -14,9 +14,10 @@ take it (Algorithm 1, :func:`policies.reservation.slot_decisions.handle_task_com
 * every container kept from X is released at X's deadline, ``opened(X) + D``, with D from
   Eq. 4 for the job's isolation P and X's N tasks (:func:`deadline_for_isolation`).  The task
   times are the job's own, fitted by maximum likelihood once :data:`MIN_FIT_SAMPLES` of its
-  tasks have finished; before that, the spec's ``prior``; with neither, a Pareto of shape
-  :data:`FALLBACK_ALPHA` whose t_min is the shortest task time seen so far (the paper
-  approximates t_min by the first finisher; the fallback shape is Sluice's, not the paper's);
+  tasks (of any phase) have finished, and refitted as more finish; before that, the spec's
+  ``prior``.  With neither there is no deadline yet: the containers are kept until the barrier
+  passes, which is Alg. 1 without Sec. IV-B (the paper fits the task times of a recurring job's
+  earlier runs; a job seen for the first time has none, and Sluice then errs towards isolation);
 * once a phase's ongoing tasks are no more than the idle containers kept from it, each ongoing
   task gets one copy on one of them (Sec. IV-C, :func:`plan_copies`), the longest-running first,
   at most ``max_copies`` at once.
@@ -39,18 +40,14 @@ from policies.scheduling.resources import Resources
 MIN_FIT_SAMPLES = 5
 """Finished tasks of the job before their own fit replaces the prior."""
 
-FALLBACK_ALPHA = 1.6
-"""The Pareto shape used with neither a fit nor a prior: the paper's "typical production
-workloads" (Sec. IV-C, after its reference [29])."""
-
 
 @dataclass(frozen=True)
 class Kept:
-    """A container kept for ``phase`` (downstream of ``origin``) until ``expires_at``."""
+    """A container kept for ``phase`` from a finished task of ``origin`` (until
+    :meth:`SlotReservations.expiry` of ``origin``)."""
 
     phase: str
     origin: str
-    expires_at: float
 
 
 @dataclass
@@ -59,7 +56,7 @@ class _Origin:
 
     opened_at: float | None = None
     finished: int = 0  # tasks of it that have finished (the finish rank of the next)
-    deadline: float | None = None  # D, fixed at its first kept container
+    deadline: float | None = None  # D, until the task times change
 
 
 @dataclass
@@ -90,6 +87,9 @@ class SlotReservations:
         """A task of the job succeeded after running ``seconds``."""
         if seconds > 0 and math.isfinite(seconds):
             self._durations.append(seconds)
+            if len(self._durations) >= MIN_FIT_SAMPLES:
+                for origin in self._origins.values():  # the fit moves: so do the deadlines
+                    origin.deadline = None
 
     def released(self, kept: Kept) -> None:
         """A kept container went back, or went to a task of its phase."""
@@ -131,7 +131,15 @@ class SlotReservations:
     def keep(self, phase: str, origin: str, now: float) -> Kept:
         """Count a container kept for ``phase`` from ``origin``'s tasks."""
         self._held[phase] = self._held.get(phase, 0) + 1
-        return Kept(phase, origin, self._expiry(origin, now))
+        state = self._origins.setdefault(origin, _Origin())
+        if state.opened_at is None:  # (a phase is opened before its tasks finish)
+            state.opened_at = now
+        return Kept(phase, origin)
+
+    def expiry(self, origin: str) -> float:
+        """When the containers kept from ``origin``'s tasks go back: ``opened + D``."""
+        state = self._origins[origin]
+        return (state.opened_at or 0.0) + self.deadline(origin)
 
     def prereserve_asks(self) -> Mapping[str, int]:
         """Downstream phase -> containers still to ask for ahead of its barrier (Case-2.3)."""
@@ -146,12 +154,14 @@ class SlotReservations:
         return self.keep(phase, wanted[1], now)
 
     def deadline(self, origin: str) -> float:
-        """D for the containers kept from ``origin`` (seconds after it opened; Eq. 4)."""
+        """D for the containers kept from ``origin`` (seconds after it opened; Eq. 4), or
+        ``math.inf`` while the task times are unknown."""
         state = self._origins.setdefault(origin, _Origin())
         if state.deadline is None:
-            alpha, t_min = self._task_times()
-            if t_min is None:
-                return math.inf  # nothing has finished: nothing is kept yet
+            times = self._task_times()
+            if times is None:
+                return math.inf
+            alpha, t_min = times
             tasks = self._phases[origin].tasks
             state.deadline = deadline_for_isolation(self.settings.isolation, t_min, alpha, tasks)
         return state.deadline
@@ -167,19 +177,15 @@ class SlotReservations:
                 return name
         return None
 
-    def _expiry(self, origin: str, now: float) -> float:
-        opened = self._origins[origin].opened_at
-        return (now if opened is None else opened) + self.deadline(origin)
-
-    def _task_times(self) -> tuple[float, float | None]:
-        """(alpha, t_min) of the Pareto task times: fitted, the prior, or the fallback."""
+    def _task_times(self) -> tuple[float, float] | None:
+        """(alpha, t_min) of the Pareto task times: fitted, else the prior, else unknown."""
         if len(self._durations) >= MIN_FIT_SAMPLES:
             try:
                 fit = fit_pareto(self._durations)
-            except ValueError:  # all equal: no shape to fit; the prior or fallback stands
+            except ValueError:  # all equal: no shape to fit; the prior stands
                 pass
             else:
                 return fit.alpha, fit.t_min
         if self.settings.prior is not None:
             return self.settings.prior.alpha, self.settings.prior.t_min
-        return FALLBACK_ALPHA, min(self._durations) if self._durations else None
+        return None

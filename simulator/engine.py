@@ -722,7 +722,8 @@ class Simulation:
         registration = self._unit(
             lambda core, now: core.register_master(job_id, attempt=process.attempt, now=now)
         )
-        plan = JobPlan(registration.job.spec)
+        spec = registration.job.spec
+        plan = JobPlan(spec, spec.reservation, now=self.now)
         for allocation in registration.held:
             plan.on_granted(self._container(allocation.allocation_id))
         if registration.history:
@@ -758,6 +759,7 @@ class Simulation:
         if master.finished:
             return
         plan = master.plan
+        plan.advance(self.now)
         decisions = plan.decide()
         for launch in decisions.launches:
             self._launch_task(master, launch)

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from job_master.plan import AttemptKind, Container, Decisions, JobPlan
-from policies.reservation.deadline import deadline_for_isolation
+from policies.reservation.deadline import deadline_for_isolation, fit_pareto
 from policies.scheduling.jobspec import JobSpec, ReservationSpec, TaskTimePrior
 from policies.scheduling.lifecycle import TaskState
 from tests.builders import job_spec, phase_doc, res
@@ -131,17 +129,29 @@ def test_kept_containers_go_back_at_the_deadline_of_eq_4(
     assert kept_for(plan, "p1") == set()
 
 
+@pytest.mark.parametrize("finished", [1, 4])
+def test_with_no_prior_and_too_few_task_times_there_is_no_deadline_yet(finished: int):
+    plan = JobPlan(chain(8, 8), ReservationSpec(isolation=0.9))
+    start(plan, "p0", 8)
+    for index in range(finished):
+        finish(plan, f"p0-{index}", at=2.0 + index)
+    plan.advance(1e9)
+    assert plan.decide().releases == ()  # kept until the barrier
+    assert len(kept_for(plan, "p1")) == finished
+
+
 def test_the_deadline_follows_the_jobs_own_task_times_once_enough_have_finished():
-    plan = JobPlan(chain(6, 6), ReservationSpec(isolation=0.9))  # no prior
-    start(plan, "p0", 6)
+    plan = JobPlan(chain(8, 8), ReservationSpec(isolation=0.9))  # no prior
+    start(plan, "p0", 8)
     times = [2.0, 3.0, 4.0, 6.0, 9.0]
     for index, seconds in enumerate(times):
         finish(plan, f"p0-{index}", at=seconds)
-    (first, *_) = (c.kept for c in plan.containers.values() if c.kept is not None)
-    assert first is not None
-    # fixed at the first kept container: t_min = 2 s, the fallback shape
-    assert first.expires_at == pytest.approx(deadline_for_isolation(0.9, 2.0, 1.6, 6))
-    assert math.isfinite(first.expires_at)
+    fit = fit_pareto(times)  # the phase opened at 0: each task's time is its finish
+    deadline = deadline_for_isolation(0.9, fit.t_min, fit.alpha, 8)
+    plan.advance(deadline - 1e-6)
+    assert plan.decide().releases == ()
+    plan.advance(deadline)
+    assert len(plan.decide().releases) == 5
 
 
 def test_an_idle_kept_container_runs_a_copy_of_the_straggler_and_the_first_to_succeed_wins():
