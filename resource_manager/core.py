@@ -63,7 +63,12 @@ from policies.scheduling.framework import (
     schedule_pass,
 )
 from policies.scheduling.identifiers import node_id_problem
-from policies.scheduling.jobspec import JobSpec, SpecError, check_fits_cluster
+from policies.scheduling.jobspec import (
+    JobSpec,
+    ReservationSpec,
+    SpecError,
+    check_fits_cluster,
+)
 from policies.scheduling.lifecycle import (
     JOB_TRANSITIONS,
     TASK_TRANSITIONS,
@@ -137,7 +142,8 @@ class CoreSettings:
     of one owner's unfinished jobs not yet done, beyond which their submissions are refused (0:
     no limit; jobs without an owner, submitted without TLS, are not counted).
     ``preemption_interval``: the least time between two preemption decisions (BIG-C's
-    resource monitor runs every 3 s, Sec. 4.2)."""
+    resource monitor runs every 3 s, Sec. 4.2).  ``default_reservation``: the slot reservation
+    a job without one is given at submission (None: none)."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -149,6 +155,7 @@ class CoreSettings:
     max_placements_per_pass: int = 64
     max_open_tasks_per_user: int = 0
     preemption_interval: float = 3.0
+    default_reservation: ReservationSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -284,7 +291,10 @@ class ResourceManagerCore:
     ) -> JobRecord:
         """Accept a validated spec from ``owner``.  Raises SpecError when a phase fits on no
         node.  A repeated ``idempotency_key`` answers the job it created (ConflictError if the
-        spec or the owner differs)."""
+        spec or the owner differs).  A spec without a reservation gets the cluster's default
+        (recorded with the job, so what it ran with stays known)."""
+        if spec.reservation is None and self.settings.default_reservation is not None:
+            spec = replace(spec, reservation=self.settings.default_reservation)
         if idempotency_key:
             earlier = self.tables.job_by_key(idempotency_key)
             if earlier is not None:

@@ -19,11 +19,12 @@ from plumbing.bearer import TokenVerifier
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
-from plumbing.queue_file import QueueFileError, load_queue_file
+from plumbing.queue_file import QueueFileError, load_queue_file, load_reservation_file
 from plumbing.rpc import TokenPort, start_aio_server
 from plumbing.tls import Authority, Role, TlsError, TlsFiles, load_job_master_ca
 from policies.preemption.queues import QueueConfig, QueueError
 from policies.scheduling.identifiers import cluster_id_problem
+from policies.scheduling.jobspec import ReservationSpec
 from resource_manager.access import ACCESS
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.service import (
@@ -138,6 +139,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "re-read on SIGHUP.  Without it: one queue, no preemption",
     )
     parser.add_argument(
+        "--reservation",
+        type=Path,
+        help="a YAML file holding the cluster's default slot reservation, the `reservation` "
+        "block of a job spec (docs/jobspec.md), given to jobs that have none; without it, "
+        "only jobs that ask for it keep slots across barriers",
+    )
+    parser.add_argument(
         "--preemption-interval",
         type=float,
         default=3.0,
@@ -194,7 +202,17 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         nodes_to_score=args.nodes_to_score,
         max_open_tasks_per_user=args.max_open_tasks_per_user,
         preemption_interval=args.preemption_interval,
+        default_reservation=_default_reservation(args),
     )
+
+
+def _default_reservation(args: argparse.Namespace) -> ReservationSpec | None:
+    if args.reservation is None:
+        return None
+    try:
+        return load_reservation_file(args.reservation)
+    except QueueFileError as error:
+        raise UserError(f"--reservation: {error}") from None
 
 
 def _queues(args: argparse.Namespace) -> QueueConfig | None:

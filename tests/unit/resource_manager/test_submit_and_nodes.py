@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from policies.scheduling.jobspec import SpecError
+from policies.scheduling.jobspec import ReservationSpec, SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.core import MASTER_RESOURCES, LaunchMaster, StopAllocation
 from resource_manager.errors import (
@@ -48,6 +50,28 @@ def test_a_repeated_idempotency_key_answers_the_first_job():
         core.submit(spec_of(4), client_mode=True, now=7.0, idempotency_key="k-1")
     other = core.submit(spec_of(3), client_mode=True, now=8.0, idempotency_key="k-2")
     assert other.job_id == "job-000002"
+
+
+DEFAULT_RESERVATION = ReservationSpec(isolation=0.5, max_copies=None)
+
+
+@pytest.mark.parametrize(
+    ("own", "default", "recorded"),
+    [
+        (None, None, None),
+        (None, DEFAULT_RESERVATION, DEFAULT_RESERVATION),  # the cluster's default is recorded
+        (ReservationSpec(isolation=0.9), DEFAULT_RESERVATION, ReservationSpec(isolation=0.9)),
+        (ReservationSpec(isolation=0.9), None, ReservationSpec(isolation=0.9)),
+    ],
+)
+def test_a_job_without_a_reservation_gets_the_clusters_default(
+    own: ReservationSpec | None, default: ReservationSpec | None, recorded: object
+):
+    core = new_core(default_reservation=default)
+    spec = replace(spec_of(2), reservation=own)
+    job = core.submit(spec, client_mode=True, now=1.0, idempotency_key="k")
+    assert job.spec.reservation == recorded
+    assert core.submit(spec, client_mode=True, now=2.0, idempotency_key="k") == job  # a retry
 
 
 @pytest.mark.parametrize(
