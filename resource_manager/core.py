@@ -1271,7 +1271,9 @@ class ResourceManagerCore:
                 job_id=report.job_id,
                 task_id=report.task_id,
                 attempt=report.attempt,
-                phase=allocation.phase,
+                # (the task's own phase: a container kept across a barrier runs a task of
+                # the phase after the one it was granted for)
+                phase=report.task_id.rsplit("-", 1)[0],
                 state=TaskState.LAUNCHING,
                 node_id=node_id,
                 allocation_id=report.allocation_id,
