@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -228,6 +229,7 @@ class JobMaster:
                     decisions = plan.decide()
                     progress = plan.progress()
                     outcome = plan.outcome
+                    kept = _reserved_slots(plan.kept_changes())
                 for launch in decisions.launches:
                     self._launcher.submit(self._launch, plan, launch)
                 for stop in decisions.stops:  # attempts that lost to another, or were dropped
@@ -253,6 +255,7 @@ class JobMaster:
                     progress=_progress_to_pb(progress),
                     events_after=self._events_after,
                     master_attempt=self.attempt,
+                    kept=kept,
                 )
                 response = self._call_rm(
                     "allocate", functools.partial(self._rm.Allocate, request, timeout=RPC_TIMEOUT)
@@ -393,6 +396,20 @@ class JobMaster:
             )
         except grpc.RpcError as error:
             log.warning("stopping %s failed (the RM will stop it): %s", task_id, error)
+
+
+def _reserved_slots(changes: Sequence[tuple[str, str, float]]) -> list[rm_pb.ReservedSlot]:
+    """The plan's reservation changes for the RM, their expiries (on the monotonic clock the
+    plan runs on) as wall times; 0 for none."""
+    offset = time.time() - time.monotonic()
+    return [
+        rm_pb.ReservedSlot(
+            allocation_id=allocation_id,
+            phase=phase,
+            until=expiry + offset if math.isfinite(expiry) else 0.0,
+        )
+        for allocation_id, phase, expiry in changes
+    ]
 
 
 def _attempt(event: pb.TaskEvent) -> AttemptRecord:

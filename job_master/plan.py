@@ -33,6 +33,7 @@ changed), never a scan of every task.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -223,6 +224,8 @@ class JobPlan:
         self._copies = 0  # copies running on kept containers
         # (task id, attempt) -> the kept container a stopped attempt still occupies
         self._draining: dict[tuple[str, int], str] = {}
+        self._kept_changed: dict[str, None] = {}  # containers to report (kept_changes)
+        self._refits_seen = 0
         self._copied: set[str] = set()  # tasks that have had a copy (each gets one at most)
         for name, state in self._phases.items():
             if state.upstream_left == 0:
@@ -244,6 +247,8 @@ class JobPlan:
                 self._idle[container.allocation_id] = None
                 if self._slots is not None and container.kept is None:
                     container.kept = self._slots.on_prereserved(container.phase, self.now)
+                    if container.kept is not None:
+                        self._kept_changed[container.allocation_id] = None
 
     def on_allocation_lost(self, allocation_id: str) -> None:
         container = self.containers.pop(allocation_id, None)
@@ -513,8 +518,9 @@ class JobPlan:
         if completed and self._slots is not None:
             free = container.kept is None
             kept = self._slots.decide_slot(task.phase, container.resources, self.now, free=free)
-            if free:
+            if free and kept is not None:
                 container.kept = kept
+                self._kept_changed[container.allocation_id] = None
         if container.kept is not None and stopping:
             self._draining[(task.task_id, attempt.number)] = container.allocation_id
             return
@@ -552,7 +558,33 @@ class JobPlan:
     def _unkeep(self, container: Container) -> None:
         if container.kept is not None and self._slots is not None:
             self._slots.released(container.kept)
+            self._kept_changed[container.allocation_id] = None
         container.kept = None
+
+    def kept_changes(self) -> list[tuple[str, str, float]]:
+        """The containers whose reservation changed since the last call, for the RM:
+        (allocation id, the phase it is kept for or "" when no longer kept, its expiry on the
+        plan's clock or ``math.inf``).  Released and lost containers are not listed (the RM
+        knows they are gone)."""
+        if self._slots is None:
+            return []
+        if self._slots.refits != self._refits_seen:  # every deadline may have moved
+            self._refits_seen = self._slots.refits
+            for allocation_id, held in self.containers.items():
+                if held.kept is not None:
+                    self._kept_changed[allocation_id] = None
+        changes = []
+        for allocation_id in self._kept_changed:
+            container = self.containers.get(allocation_id)
+            if container is None:
+                continue
+            kept = container.kept
+            if kept is None:
+                changes.append((allocation_id, "", math.inf))
+            else:
+                changes.append((allocation_id, kept.phase, self._slots.expiry(kept.origin)))
+        self._kept_changed.clear()
+        return changes
 
     def _straggler_copies(self) -> list[Launch]:
         """Sec. IV-C: once a phase's ongoing tasks are no more than the idle containers kept

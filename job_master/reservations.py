@@ -71,6 +71,7 @@ class SlotReservations:
     _prereserve: dict[str, tuple[int, str]] = field(default_factory=dict)  # phase -> (n, origin)
     _durations: list[float] = field(default_factory=list)
     _open: set[str] = field(default_factory=set)
+    refits: int = 0  # bumps whenever the deadlines may have moved
 
     def __post_init__(self) -> None:
         self._phases: dict[str, PhaseSpec] = {phase.name: phase for phase in self.spec.phases}
@@ -90,6 +91,7 @@ class SlotReservations:
             if len(self._durations) >= MIN_FIT_SAMPLES:
                 for origin in self._origins.values():  # the fit moves: so do the deadlines
                     origin.deadline = None
+                self.refits += 1
 
     def released(self, kept: Kept) -> None:
         """A kept container went back, or went to a task of its phase."""

@@ -94,6 +94,7 @@ from resource_manager.records import (
     AllocationKind,
     AllocationRecord,
     JobRecord,
+    KeptSlot,
     NodeRecord,
     NodeState,
     Now,
@@ -915,14 +916,17 @@ class ResourceManagerCore:
         *,
         now: Now,
         attempt: int = 1,
+        kept: Sequence[KeptSlot] = (),
     ) -> AllocateResult:
-        """One job master round: give back ``releases``, record ``progress``, replace the job's
-        asks, place what fits, and answer new grants and task events after ``events_after``.
-        Everything is checked against the job's spec before anything changes."""
+        """One job master round: give back ``releases``, record ``progress`` and the slot
+        reservations that changed (``kept``), replace the job's asks, place what fits, and
+        answer new grants and task events after ``events_after``.  Everything is checked
+        against the job's spec before anything changes."""
         job = self.job(job_id)
         if not job.state.is_final:
             self._check_attempt(job, attempt)
         self._check_releases(job_id, releases)
+        self._check_kept(job, kept)
         progressed = self._check_progress(job, progress)
         delivered: Mapping[str, int] = self.tables.delivered_of_job(job_id)
         if releases:  # (what it gives back no longer counts; copied only then)
@@ -939,6 +943,13 @@ class ResourceManagerCore:
 
         for allocation_id in releases:
             self.tables.remove_allocation(allocation_id)
+        for slot in kept:
+            allocation = self.allocations.get(slot.allocation_id)
+            if allocation is not None:  # (gone meanwhile: nothing to keep)
+                until = slot.until if slot.phase else 0.0
+                self.tables.put_allocation(
+                    evolve(allocation, kept_for=slot.phase, kept_until=until)
+                )
         if job.state.is_final:
             return self._allocate_answer(job_id, events_after)
         if progressed:
@@ -1039,6 +1050,33 @@ class ResourceManagerCore:
                     f"releases[{index}]",
                     f"{allocation_id} is not a task container of {job_id}",
                 )
+
+    def _check_kept(self, job: JobRecord, kept: Sequence[KeptSlot]) -> None:
+        """Only the job's own task containers can be kept, for one of its phases, until a
+        finite time; unknown ids are ignored (released or lost meanwhile)."""
+        phases = {phase.name for phase in job.spec.phases}
+        for index, slot in enumerate(kept):
+            allocation = self.allocations.get(slot.allocation_id)
+            if allocation is not None and (allocation.job_id != job.job_id or allocation.is_master):
+                raise InvalidRequestError(
+                    f"kept[{index}].allocation_id",
+                    f"{slot.allocation_id} is not a task container of {job.job_id}",
+                )
+            if slot.phase and slot.phase not in phases:
+                raise InvalidRequestError(
+                    f"kept[{index}].phase", f"the job has no phase {slot.phase!r}"
+                )
+            if not (0 <= slot.until < float("inf")):
+                raise InvalidRequestError(
+                    f"kept[{index}].until", f"must be a time >= 0, got {slot.until}"
+                )
+
+    def kept_slots(self, job_id: str) -> list[AllocationRecord]:
+        """The job's task containers kept for a downstream phase now, oldest grant first."""
+        return sorted(
+            (a for a in self.tables.allocations_of_job(job_id) if a.kept_for),
+            key=lambda a: a.granted_time,
+        )
 
     def _check_progress(self, job: JobRecord, progress: Sequence[PhaseProgress]) -> bool:
         """Progress must describe the job's phases, in order, with counts within each phase.

@@ -139,6 +139,8 @@ class AllocationRecord:
     shown_limits: Resources | None = None
     preempted_at: float = 0.0  # wall time its goal left RUN at its grant; 0 while whole
     swapping: bool = False  # its node last showed its task swapping (memory only)
+    kept_for: str = ""  # the downstream phase its job keeps it for (slot reservation)
+    kept_until: float = 0.0  # wall time that reservation lapses; 0: no deadline yet
 
     @property
     def is_master(self) -> bool:
@@ -229,3 +231,14 @@ def evolve(record: R, **changes: Any) -> R:
     values.update(record.__dict__)
     values.update(changes)
     return new
+
+
+@dataclass(frozen=True)
+class KeptSlot:
+    """A job master's report that one of its task containers is kept for ``phase`` (its slot
+    reservation) until ``until`` (wall time; 0: no deadline yet), or no longer kept (empty
+    ``phase``)."""
+
+    allocation_id: str
+    phase: str
+    until: float = 0.0

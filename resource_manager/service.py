@@ -54,7 +54,7 @@ from resource_manager.errors import (
     PermissionDeniedError,
 )
 from resource_manager.limits import SubmissionRate
-from resource_manager.records import AllocationRecord, JobRecord, Now, TaskReport
+from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now, TaskReport
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -371,6 +371,15 @@ class JobServicer(rm_grpc.JobServiceServicer):
                 tasks=[
                     convert.task_to_pb(t, core.node_address(t.node_id))
                     for t in core.job_tasks(job.job_id)
+                ],
+                kept=[
+                    rm_pb.ReservedSlot(
+                        allocation_id=a.allocation_id,
+                        phase=a.kept_for,
+                        until=a.kept_until,
+                        node_id=a.node_id,
+                    )
+                    for a in core.kept_slots(job.job_id)
                 ],
             )
 
@@ -734,6 +743,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 PhaseAsk(a.phase, a.count, resources_from_pb(a.resources)) for a in request.asks
             ]
             progress = [wire.progress_from_pb(p) for p in request.progress]
+            kept = [KeptSlot(k.allocation_id, k.phase, k.until) for k in request.kept]
             result = self._state.run(
                 lambda core, now: core.allocate(
                     request.job_id,
@@ -743,6 +753,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                     request.events_after,
                     now=now,
                     attempt=request.master_attempt or 1,
+                    kept=kept,
                 )
             )
             return rm_pb.AllocateResponse(

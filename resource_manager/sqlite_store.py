@@ -47,7 +47,7 @@ from resource_manager.store import HotState, StoreError
 
 __all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StoreError"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -107,7 +107,9 @@ CREATE TABLE IF NOT EXISTS allocations (
     shown TEXT NOT NULL DEFAULT 'idle',
     shown_cpu REAL,
     shown_memory_mb INTEGER,
-    preempted_at REAL NOT NULL DEFAULT 0
+    preempted_at REAL NOT NULL DEFAULT 0,
+    kept_for TEXT NOT NULL DEFAULT '',
+    kept_until REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
@@ -154,6 +156,10 @@ _MIGRATE_5_TO_6 = {
     "tasks": ["preemptions TEXT NOT NULL DEFAULT ''"],
     "allocations": ["preempted_at REAL NOT NULL DEFAULT 0"],
 }
+# Version 6 -> 7: slot reservations (a container kept for a downstream phase, until when).
+_MIGRATE_6_TO_7 = {
+    "allocations": ["kept_for TEXT NOT NULL DEFAULT ''", "kept_until REAL NOT NULL DEFAULT 0"]
+}
 _FINAL_STATES = "('succeeded', 'failed', 'killed')"
 _JOB_COLUMNS = (
     "job_id, seq, state, submit_time, client_mode, kill_requested, start_time, "
@@ -167,7 +173,7 @@ _TASK_COLUMNS = (
 _ALLOCATION_COLUMNS = (
     "allocation_id, job_id, phase, node_id, cpu, memory_mb, granted_time, delivered, kind, "
     "goal, limit_cpu, limit_memory_mb, goal_reason, shown, shown_cpu, shown_memory_mb, "
-    "preempted_at"
+    "preempted_at, kept_for, kept_until"
 )
 
 
@@ -191,7 +197,7 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.synchronous}")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, 3, 4, 5, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, 4, 5, 6, SCHEMA_VERSION):
             raise StoreError(f"{path}: state schema version {version}, expected {SCHEMA_VERSION}")
         self._db.execute("BEGIN IMMEDIATE")
         if version == 1:
@@ -208,6 +214,8 @@ class SqliteStore:
             self._add_columns(_MIGRATE_4_TO_5)
         if version in (1, 2, 3, 4, 5):
             self._add_columns(_MIGRATE_5_TO_6)
+        if version in (1, 2, 3, 4, 5, 6):
+            self._add_columns(_MIGRATE_6_TO_7)
         for statement in _SCHEMA.strip().split(";\n"):
             self._db.execute(statement)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -448,7 +456,7 @@ class SqliteStore:
             "allocations",
             allocation.allocation_id,
             f"INSERT OR REPLACE INTO allocations ({_ALLOCATION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 allocation.allocation_id,
                 allocation.job_id,
@@ -465,6 +473,8 @@ class SqliteStore:
                 allocation.shown.value,
                 *_limits_row(allocation.shown_limits),
                 allocation.preempted_at,
+                allocation.kept_for,
+                allocation.kept_until,
             ),
         )
 
@@ -495,6 +505,8 @@ class SqliteStore:
                 shown=Shown(row[13]),
                 shown_limits=_limits_from(row[14], row[15]),
                 preempted_at=row[16],
+                kept_for=row[17],
+                kept_until=row[18],
             )
 
 

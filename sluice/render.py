@@ -134,6 +134,25 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
         for t in preempted:
             lines.append(f"  {t.task_id} attempt {t.attempt} on {t.node_id}")
             lines.extend(f"    {preemption_line(p)}" for p in t.preemptions)
+    if detail.kept:
+        lines.append("")
+        lines.append("kept containers (slot reservation, docs/jobspec.md)")
+        lines.append(
+            table(
+                ["CONTAINER", "NODE", "KEPT FOR", "UNTIL"],
+                [
+                    [
+                        k.allocation_id,
+                        k.node_id,
+                        k.phase,
+                        time.strftime("%H:%M:%S", time.localtime(k.until))
+                        if k.until
+                        else "its barrier (no deadline yet)",
+                    ]
+                    for k in detail.kept
+                ],
+            )
+        )
     return "\n".join(lines)
 
 

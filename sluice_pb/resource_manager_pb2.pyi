@@ -169,14 +169,16 @@ class PreemptionEvent(_message.Message):
     def __init__(self, time: _Optional[float] = ..., action: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reason: _Optional[str] = ..., work_lost_s: _Optional[float] = ...) -> None: ...
 
 class JobDetail(_message.Message):
-    __slots__ = ("summary", "spec", "tasks")
+    __slots__ = ("summary", "spec", "tasks", "kept")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     spec: _common_pb2.JobSpec
     tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ...) -> None: ...
+    kept: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ...) -> None: ...
 
 class ChangeTaskRequest(_message.Message):
     __slots__ = ("job_id", "task_id", "change", "limits", "reason")
@@ -483,20 +485,34 @@ class Allocation(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., job_id: _Optional[str] = ..., phase: _Optional[str] = ..., node_id: _Optional[str] = ..., node_address: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
-    __slots__ = ("job_id", "asks", "releases", "progress", "events_after", "master_attempt")
+    __slots__ = ("job_id", "asks", "releases", "progress", "events_after", "master_attempt", "kept")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ASKS_FIELD_NUMBER: _ClassVar[int]
     RELEASES_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_AFTER_FIELD_NUMBER: _ClassVar[int]
     MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     asks: _containers.RepeatedCompositeFieldContainer[Ask]
     releases: _containers.RepeatedScalarFieldContainer[str]
     progress: _containers.RepeatedCompositeFieldContainer[PhaseProgress]
     events_after: int
     master_attempt: int
-    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ..., master_attempt: _Optional[int] = ...) -> None: ...
+    kept: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
+    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ..., master_attempt: _Optional[int] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ...) -> None: ...
+
+class ReservedSlot(_message.Message):
+    __slots__ = ("allocation_id", "phase", "until", "node_id")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    phase: str
+    until: float
+    node_id: str
+    def __init__(self, allocation_id: _Optional[str] = ..., phase: _Optional[str] = ..., until: _Optional[float] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class SequencedTaskEvent(_message.Message):
     __slots__ = ("seq", "event")

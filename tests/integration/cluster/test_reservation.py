@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
 from sluice_pb import common_pb2 as pb
-from tests.integration.cluster.harness import Cluster, phase, running_cluster
+from tests.integration.cluster.harness import Cluster, Gate, phase, running_cluster, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +50,38 @@ def test_with_a_reservation_the_downstream_tasks_run_in_the_upstream_containers(
     down = {t.allocation_id for t in detail.tasks if t.phase == "down"}
     assert len(up) == len(down) == 3
     assert (down == up) is kept
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    held = Gate()
+    yield held
+    held.close()
+
+
+def test_the_rm_shows_the_kept_container_and_its_deadline_while_the_barrier_holds(
+    cluster: Cluster, gate: Gate
+) -> None:
+    document = {
+        "name": "held",
+        "priority": 5,
+        "max_retries": 0,
+        "reservation": {"isolation": 0.9, "prior": {"alpha": 2.0, "t_min": 600}},
+        "phases": [
+            # up-0 ends at once, up-1 waits for the gate: up-0's container is kept for "down"
+            phase("up", 2, f'[ "$SLUICE_TASK_ID" = up-0 ] || {{ {gate.hold("true")}; }}'),
+            phase("down", 2, "true", after=["up"]),  # m = n: every slot is kept (Alg. 1)
+        ],
+    }
+    job_id = gate.kill_on_close(cluster, cluster.submit(yaml.safe_dump(document)))
+    kept = wait_until(lambda: list(cluster.job(job_id).kept), 60, "a kept container")
+    (slot,) = kept
+    up_0 = next(t for t in cluster.job(job_id).tasks if t.task_id == "up-0")
+    assert (slot.allocation_id, slot.phase) == (up_0.allocation_id, "down")
+    assert slot.until > time.time() + 600  # D of Eq. 4 is past t_min
+    gate.open(cluster, job_id, ["up-1"])
+    detail = cluster.wait_final(job_id, timeout=60)
+    assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
+    down = {t.allocation_id for t in detail.tasks if t.phase == "down"}
+    assert slot.allocation_id in down
+    assert list(detail.kept) == []

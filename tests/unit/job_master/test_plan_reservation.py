@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -243,3 +245,28 @@ def test_no_phase_ever_holds_more_kept_containers_than_it_has_tasks(
             kept = [c for c in plan.containers.values() if c.kept and c.kept.phase == phase.name]
             assert len(kept) <= phase.tasks
         assert clock < 1e4
+
+
+def test_the_rm_is_told_of_each_change_of_a_reservation_once():
+    settings = ReservationSpec(isolation=0.5, prior=TaskTimePrior(2.0, 10.0))
+    plan = JobPlan(chain(2, 2), settings)
+    start(plan, "p0", 2)
+    assert plan.kept_changes() == []
+    finish(plan, "p0-0", at=5.0)
+    ((allocation_id, phase, expiry),) = plan.kept_changes()
+    assert (phase, expiry) == ("p1", deadline_for_isolation(0.5, 10.0, 2.0, 2))
+    assert plan.kept_changes() == []  # told once
+    last = finish(plan, "p0-1", at=6.0)  # the barrier: the kept container runs p1-0
+    assert allocation_id in {launch.container.allocation_id for launch in last.launches}
+    assert (allocation_id, "", math.inf) in plan.kept_changes()
+
+
+def test_without_a_prior_every_kept_container_is_told_again_once_the_deadline_is_known():
+    plan = JobPlan(chain(6, 6), ReservationSpec(isolation=0.9))
+    start(plan, "p0", 6)
+    for index in range(4):
+        finish(plan, f"p0-{index}", at=2.0 + index)
+    assert {expiry for _a, _p, expiry in plan.kept_changes()} == {math.inf}
+    finish(plan, "p0-4", at=9.0)
+    changes = plan.kept_changes()
+    assert len(changes) == 5 and all(math.isfinite(expiry) for _a, _p, expiry in changes)
