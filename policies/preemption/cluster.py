@@ -264,6 +264,7 @@ class QueueClaims:
     for a queue; it is not free for asks of any other queue."""
 
     claims: Mapping[str, Mapping[str, Resources]]
+    by_queue: bool = True  # what it holds depends on the ask's queue alone
 
     def held_for_others(self, ask: PendingAsk, node: NodeCapacity) -> Resources:
         on_node = self.claims.get(node.node_id)
@@ -289,6 +290,7 @@ class QueueCap:
     limits: Mapping[str, Resources]
     usage: dict[str, Resources]
     shape_only: bool = False  # the verdict depends on the ask's queue
+    by_queue: bool = True  # (as a reserve plugin it holds nothing)
 
     def admit(self, ask: PendingAsk, context: PassContext) -> bool:
         limit = self.limits.get(ask.queue)

@@ -246,6 +246,12 @@ class Score(Protocol):
 
 
 class Reserve(Protocol):
+    @property
+    def by_queue(self) -> bool:
+        """True when what it holds for others depends on the ask's queue alone (not its job):
+        a pass may then remember that a shape fits nowhere for a whole queue."""
+        ...
+
     def held_for_others(self, ask: PendingAsk, node: NodeCapacity) -> Resources:
         """Capacity of ``node`` held for jobs other than ``ask``'s: not free for it."""
         ...
@@ -362,10 +368,14 @@ def schedule_pass(
     of them (a fragmented cluster would otherwise cost a scan of every node per size and pass).
     Used only when no plugin makes the verdict depend on the job."""
     shape_only = all(f.shape_only for f in profile.filters) and not profile.reserves
+    by_queue = all(f.shape_only for f in profile.filters) and all(
+        r.by_queue for r in profile.reserves
+    )
     state = _PassState(
         context,
         profile,
         shape_only=shape_only,
+        by_queue=by_queue,
         permits_shape_only=all(p.shape_only for p in profile.permits),
         remembered=nowhere if shape_only and nowhere is not None else None,
         max_placements=max_placements,
@@ -406,6 +416,7 @@ class _PassState:
     context: PassContext
     profile: Profile
     shape_only: bool  # no plugin makes a verdict depend on the job
+    by_queue: bool  # ... or only on the job's queue (reserves that hold capacity per queue)
     permits_shape_only: bool
     remembered: dict[Resources, int] | None  # the shell's memo of sizes that fit nowhere
     max_placements: int
@@ -423,7 +434,15 @@ def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> bool |
     shape for the rest of the pass: True if a shape-only permit held it back, False if it fits
     nowhere, None if nothing does (all placed, the pass's limit, a job-dependent verdict)."""
     context, profile, remembered = state.context, state.profile, state.remembered
-    memo_key = "" if state.shape_only else ask.job_id
+    # What "fits nowhere" is remembered for, in this pass: any ask of the shape, the shape in
+    # the ask's queue, or the shape for the ask's job.  (One failed search per queue, not one
+    # per job: with capacity claimed for another queue, each search visits every node.)
+    if state.shape_only:
+        memo_key = ""
+    elif state.by_queue:
+        memo_key = f"queue:{ask.queue}"
+    else:
+        memo_key = ask.job_id
     for _ in range(ask.count):
         if _known_to_fail(ask.resources, memo_key, state.failed):
             return False

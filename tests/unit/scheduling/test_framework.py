@@ -4,6 +4,7 @@ the pending asks it serves."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -370,3 +371,33 @@ def test_a_pass_stops_at_its_placement_limit_and_the_next_goes_on_from_the_head(
     assert not whole.cut_short and len(whole.placements) == 7
     exact = schedule_pass(asks, context, baseline_profile(), max_placements=7)
     assert exact.cut_short  # it cannot know nothing more fits: one more pass will tell
+
+
+class _CountingClaims:
+    """Holds every node's capacity for queue "short"; counts the nodes it is asked about."""
+
+    def __init__(self, *, by_queue: bool) -> None:
+        self.by_queue = by_queue
+        self.asked = 0
+
+    def held_for_others(self, ask: PendingAsk, node: NodeCapacity) -> Resources:
+        self.asked += 1
+        return node.capacity if ask.queue != "short" else Resources()
+
+    def on_placed(self, placement: object) -> Sequence[object]:
+        return ()
+
+
+# (a small cluster: every feasible node is scored, so short-0's search visits all ten too)
+@pytest.mark.parametrize(("by_queue", "asked"), [(True, 10 + 10), (False, 20 * 10 + 10)])
+def test_a_shape_that_fits_nowhere_for_a_queue_is_searched_for_once_per_pass(
+    by_queue: bool, asked: int
+):
+    index = index_of(*((f"n{i}", 4, 4096, 0, 0) for i in range(10)))
+    claims = _CountingClaims(by_queue=by_queue)
+    profile = Profile(queue_order=PriorityFifo(), reserves=(claims,))  # type: ignore[arg-type]
+    long_jobs = [replace(pending(f"long-{i}", seq=i), queue="long") for i in range(20)]
+    short = replace(pending("short-0", seq=99), queue="short")
+    plan = run(index, [*long_jobs, short], profile)
+    assert placed(plan) == [("short-0", "n0")]  # the claims are the short queue's
+    assert claims.asked == asked  # every node once per search
