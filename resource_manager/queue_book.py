@@ -17,7 +17,8 @@ book as it was.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import heapq
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from policies.preemption.queues import QueueConfig
@@ -40,6 +41,23 @@ class _Claim:
 Journal = Callable[[Callable[[], None]], None]
 
 
+class _ClaimsView(Mapping[str, Mapping[str, Resources]]):
+    """node -> queue -> amount, read from the book as a pass asks (a pass visits few nodes;
+    copying every claim for each pass would cost O(claims))."""
+
+    def __init__(self, claims: dict[str, dict[str, _Claim]]) -> None:
+        self._claims = claims
+
+    def __getitem__(self, node_id: str) -> Mapping[str, Resources]:
+        return {queue: claim.amount for queue, claim in self._claims[node_id].items()}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._claims)
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+
 class QueueBook:
     """See the module docstring."""
 
@@ -51,6 +69,8 @@ class QueueBook:
         self.loaded_at = loaded_at
         self._journal = journal
         self._claims: dict[str, dict[str, _Claim]] = {}  # node -> queue -> claim
+        self._nodes_of: dict[str, set[str]] = {}  # queue -> nodes it has a claim on
+        self._by_age: list[tuple[float, str, str]] = []  # heap of (since, node, queue), lazy
         self._declined: dict[str, int] = {}  # allocation -> fitting offers declined
         self.last_decision = float("-inf")  # monotonic
         self.wanted = False  # a pass wanted a decision before it was due
@@ -69,11 +89,8 @@ class QueueBook:
     # ------------------------------------------------------------------ claims
 
     def claims(self) -> Mapping[str, Mapping[str, Resources]]:
-        """node -> queue -> capacity held there for the queue."""
-        return {
-            node: {queue: claim.amount for queue, claim in by_queue.items()}
-            for node, by_queue in self._claims.items()
-        }
+        """node -> queue -> capacity held there for the queue (a read-only view)."""
+        return _ClaimsView(self._claims)
 
     def has_claims(self) -> bool:
         return bool(self._claims)
@@ -116,11 +133,16 @@ class QueueBook:
         )
 
     def expire(self, now: float, queues_with_demand: set[str]) -> None:
-        """Drop claims older than :data:`CLAIM_TTL_S`, and those of queues that want nothing."""
-        for node_id, by_queue in list(self._claims.items()):
-            for queue, claim in list(by_queue.items()):
-                if queue not in queues_with_demand or now - claim.since > CLAIM_TTL_S:
-                    self._set(node_id, queue, None)
+        """Drop claims older than :data:`CLAIM_TTL_S`, and those of queues that want nothing.
+        O(claims dropped + queues with claims), whatever the claims held: it runs every pass."""
+        for queue in [q for q in self._nodes_of if q not in queues_with_demand]:
+            for node_id in list(self._nodes_of.get(queue, ())):
+                self._set(node_id, queue, None)
+        while self._by_age and now - self._by_age[0][0] > CLAIM_TTL_S:
+            since, node_id, queue = heapq.heappop(self._by_age)
+            claim = self._claims.get(node_id, {}).get(queue)
+            if claim is not None and claim.since == since:  # (else replaced or gone since)
+                self._set(node_id, queue, None)
 
     def _set(self, node_id: str, queue: str, claim: _Claim | None) -> None:
         previous = self._claims.get(node_id, {}).get(queue)
@@ -133,8 +155,16 @@ class QueueBook:
             by_queue.pop(queue, None)
             if not by_queue:
                 del self._claims[node_id]
+            nodes = self._nodes_of.get(queue)
+            if nodes is not None:
+                nodes.discard(node_id)
+                if not nodes:
+                    del self._nodes_of[queue]
         else:
+            if by_queue.get(queue) != claim:
+                heapq.heappush(self._by_age, (claim.since, node_id, queue))
             by_queue[queue] = claim
+            self._nodes_of.setdefault(queue, set()).add(node_id)
 
     # ------------------------------------------------------------------ delayed resumption
 
