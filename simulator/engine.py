@@ -378,11 +378,13 @@ class Simulation:
 
     def _heartbeat(self, node: _Node, *, every: bool) -> None:
         node.heartbeat_armed = False
-        live = [self._report(t) for t in node.tasks.values() if not t.state.is_final]
+        # Ended tasks were reported when they ended (_observe): they leave the node's map, so
+        # a heartbeat costs what runs there, not everything that ever ran there.
+        node.tasks = {a: t for a, t in node.tasks.items() if not t.state.is_final}
+        live = [self._report(t) for t in node.tasks.values()]
         used = Resources()
         for task in node.tasks.values():
-            if not task.state.is_final:
-                used = used + task.granted
+            used = used + task.granted
         _, commands = self._unit(
             lambda core, now: core.heartbeat(node.node_id, used, live, now=now)
         )
