@@ -283,7 +283,7 @@ def parse_workload(document: object) -> Workload:
 
 
 _CLASS_REQUIRED = ("name", "arrival", "phases")
-_CLASS_OPTIONAL = ("priority", "max_retries", "queue")
+_CLASS_OPTIONAL = ("priority", "max_retries", "queue", "reservation")
 _PHASE_REQUIRED = ("name", "tasks", "cpu", "memory_mb", "duration")
 _PHASE_OPTIONAL = ("after", "coupled")
 

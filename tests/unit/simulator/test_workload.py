@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policies.scheduling.jobspec import JobSpec, PhaseSpec
+from policies.scheduling.jobspec import JobSpec, PhaseSpec, ReservationSpec
 from policies.scheduling.resources import Resources
 from simulator.distributions import Fixed, Pareto
 from simulator.workload import (
@@ -121,6 +121,18 @@ def test_coupled_phases_are_carried_to_every_job(
     assert {job.coupled for job in workload(text).generate(7)} == {coupled}
 
 
+def test_a_class_may_give_its_jobs_a_slot_reservation() -> None:
+    text = BATCH.replace(
+        "    max_retries: 3\n", "    max_retries: 3\n    reservation: {isolation: 0.5}\n"
+    )
+    (batch,) = workload(text).classes
+    assert batch.spec.reservation == ReservationSpec(isolation=0.5)
+    assert all(
+        job.spec.reservation == ReservationSpec(isolation=0.5) for job in workload(text).generate(1)
+    )
+    assert workload(BATCH).classes[0].spec.reservation is None
+
+
 def test_same_seed_same_jobs_different_seed_different_jobs() -> None:
     load = workload(BATCH + SERVICE_CLASS)
     assert load.generate(1) == load.generate(1)
@@ -187,7 +199,7 @@ REFUSALS: list[tuple[str, str]] = [
     (
         BATCH.replace("    priority: 0\n", "    colour: red\n"),
         "classes[0].colour: unknown field "
-        "(allowed: name, arrival, phases, priority, max_retries, queue)",
+        "(allowed: name, arrival, phases, priority, max_retries, queue, reservation)",
     ),
     (
         BATCH.replace("    arrival: {process: poisson, rate: 0.5, count: 100}\n", ""),
@@ -339,6 +351,12 @@ REFUSALS: list[tuple[str, str]] = [
     (
         BATCH.replace("duration: 30", "duration: thirty"),
         "classes[0].phases[1].duration: must be a positive number or a mapping with 'distribution', not a string",
+    ),
+    (
+        BATCH.replace(
+            "    max_retries: 3\n", "    max_retries: 3\n    reservation: {isolation: 1}\n"
+        ),
+        "classes[0].reservation.isolation: must be below 1, got 1",
     ),
     ("classes: [\n", "workload: not valid YAML"),
     ("classes: []\nclasses: []\n", "classes: duplicate key (line 2; first at line 1)"),
