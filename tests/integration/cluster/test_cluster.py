@@ -129,13 +129,6 @@ def _cpu_seconds(cluster: Cluster, node_id: str, key: str) -> float:
 # ---------------------------------------------------------------------------- tests
 
 
-@pytest.fixture
-def gate() -> Iterator[Gate]:
-    held = Gate()
-    yield held
-    held.close()
-
-
 def test_two_phase_job_runs_with_granted_limits_and_a_held_barrier(
     cluster: Cluster, gate: Gate
 ) -> None:

@@ -52,13 +52,6 @@ def test_with_a_reservation_the_downstream_tasks_run_in_the_upstream_containers(
     assert (down == up) is kept
 
 
-@pytest.fixture
-def gate() -> Iterator[Gate]:
-    held = Gate()
-    yield held
-    held.close()
-
-
 def test_the_rm_shows_the_kept_container_and_its_deadline_while_the_barrier_holds(
     cluster: Cluster, gate: Gate
 ) -> None:
