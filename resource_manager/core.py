@@ -103,6 +103,7 @@ from resource_manager.records import (
     TaskReport,
     evolve,
 )
+from resource_manager.reservations import override_plugin
 from resource_manager.tables import Tables
 
 log = logging.getLogger(__name__)
@@ -572,6 +573,9 @@ class ResourceManagerCore:
                 due=self._decision_due(now),
             )
             asks = self.pending.in_queues(order)
+        override = override_plugin(self.tables, now.wall)
+        if override is not None:  # (slot reservation: kept containers yield to a higher priority)
+            profile = replace(profile, post_filters=(*profile.post_filters, override))
         granted: Counter[tuple[str, str]] = Counter()
         # The pass places tentatively in the capacity index; applying its plan makes the records
         # say the same, so the index keeps the pass's changes instead of undoing and redoing them.

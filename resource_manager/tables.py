@@ -109,6 +109,7 @@ class Tables:
         self._preempted_of_node: _Index[str] = _Index()  # containers preempted, per node
         # task containers running whole or shrunk, per job, in the order they became so
         self._preemptible_of_job: _Index[str] = _Index()
+        self._kept_on_node: _Index[str] = _Index()  # node -> containers kept for a phase
         self._count_by_kind: dict[AllocationKind, int] = {}
         self._counters: dict[str, int] = {}
         self._moved_counters: set[str] = set()
@@ -363,6 +364,10 @@ class Tables:
             self._count_delivered(old, -1)
             self._undelivered_of_job.add(new.job_id, new.allocation_id)
 
+    def kept_on_nodes(self) -> Mapping[str, Iterable[str]]:
+        """Node -> the task containers kept there for a downstream phase (a live view)."""
+        return self._kept_on_node.groups
+
     def allocations_of_job(self, job_id: str) -> list[AllocationRecord]:
         return [self.allocations[a] for a in self._allocations_of_job.get(job_id)]
 
@@ -392,7 +397,14 @@ class Tables:
         :meth:`allocated_on` counts)."""
         return dict(self._held_by_kind)
 
+    def _index_kept(self, old: AllocationRecord | None, new: AllocationRecord | None) -> None:
+        if old is not None and old.kept_for:
+            self._kept_on_node.discard(old.node_id, old.allocation_id)
+        if new is not None and new.kept_for:
+            self._kept_on_node.add(new.node_id, new.allocation_id)
+
     def _index_allocation(self, old: AllocationRecord | None, new: AllocationRecord | None) -> None:
+        self._index_kept(old, new)
         if (
             old is not None
             and new is not None

@@ -83,3 +83,30 @@ def test_a_version_6_state_directory_is_migrated(tmp_path: Path):
     assert len(after.allocations) == 2 and after.kept_slots(job_id) == []
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize(
+    ("priority", "until", "taken"),
+    [
+        (9, 0.0, True),  # a strictly higher priority takes the idle kept container
+        (3, 0.0, False),  # the same priority waits ...
+        (3, 2.5, True),  # ... until the reservation has lapsed
+        (1, 0.0, False),  # a lower one waits
+    ],
+)
+def test_a_kept_container_yields_to_a_higher_priority_or_once_it_lapsed(
+    priority: int, until: float, taken: bool
+):
+    core = new_core()
+    add_node(core, "n1", 2.0, 4096)  # room for the keeper's two containers, no more
+    keeper = running_job(core, chain_spec("map", "sum", tasks=2, priority=3))
+    first, second = core.allocate(keeper, [want(2, phase="map")], [], [], 0, now=2.0).granted
+    kept = KeptSlot(first.allocation_id, "sum", until)
+    core.allocate(keeper, [], [], [], 0, now=3.0, kept=[kept])
+    other = running_job(core, chain_spec("x", tasks=1, priority=priority), now=3.0)
+    core.allocate(other, [want(1, phase="x")], [], [], 0, now=4.0)  # fits nowhere
+    answer = core.allocate(keeper, [], [], [], 0, now=5.0)
+    assert (answer.lost_allocations == (first.allocation_id,)) is taken
+    assert second.allocation_id in core.allocations  # never the one that is not kept
+    granted = core.allocate(other, [want(1, phase="x")], [], [], 0, now=6.0).granted
+    assert bool(granted) is taken
