@@ -260,7 +260,10 @@ class JobPlan:
         task = self.tasks[container.task_id]
         for attempt in list(task.attempts.values()):
             if attempt.allocation_id == allocation_id:
-                self._attempt_ended(task, attempt, "its node was lost", preempted=False)
+                # An attempt never seen running uses up no retry: the task did not run there
+                # (e.g. a kept container taken back by a higher priority as it was launched).
+                problem = "its node was lost" if attempt.running else "its container was lost"
+                self._attempt_ended(task, attempt, problem, preempted=not attempt.running)
 
     def on_task_event(
         self,
@@ -560,6 +563,19 @@ class JobPlan:
             self._slots.released(container.kept)
             self._kept_changed[container.allocation_id] = None
         container.kept = None
+
+    def next_deadline(self) -> float:
+        """The earliest time (the plan's clock) an idle kept container goes back, or
+        ``math.inf``: a caller that runs rounds only on events wakes the plan then.
+        O(idle containers)."""
+        if self._slots is None:
+            return math.inf
+        expiries = (
+            self._slots.expiry(container.kept.origin)
+            for allocation_id in self._idle
+            if (container := self.containers[allocation_id]).kept is not None
+        )
+        return min(expiries, default=math.inf)
 
     def kept_changes(self) -> list[tuple[str, str, float]]:
         """The containers whose reservation changed since the last call, for the RM:

@@ -246,17 +246,26 @@ def test_running_and_suspended_count_as_running(state: TaskState):
     assert list(plan.running_tasks()) == [plan.tasks["map-0"]]
 
 
-def test_a_lost_allocation_retries_its_task_without_releasing_it_again():
+@pytest.mark.parametrize(
+    ("seen_running", "failures", "problem"),
+    [(True, 1, "its node was lost"), (False, 0, "its container was lost")],
+)
+def test_a_lost_allocation_retries_its_task_without_releasing_it_again(
+    seen_running: bool, failures: int, problem: str
+):
     plan = JobPlan(chain_spec("map", tasks=2))
     busy, idle = grant(plan, "map", 2)
     plan.decide()
+    if seen_running:
+        report(plan, "map-0", TaskState.RUNNING)
     report(plan, "map-1", TaskState.SUCCEEDED)  # idle's task is done; its release is pending
     plan.decide()
     plan.on_allocation_lost(busy)
     plan.on_allocation_lost(idle)  # already given back: nothing happens
     plan.on_allocation_lost("a-never-granted")
     task = plan.tasks["map-0"]
-    assert (task.step, task.failures, task.last_problem) == (Step.READY, 1, "its node was lost")
+    # A task never seen running there uses up no retry for it.
+    assert (task.step, task.failures, task.last_problem) == (Step.READY, failures, problem)
     decisions = plan.decide()
     assert busy not in decisions.releases  # the RM released it when the node was lost
     assert asked(decisions) == {"map": 1}
