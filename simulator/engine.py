@@ -196,6 +196,7 @@ class _Master:
     events_after: int = 0
     round_armed: bool = False
     finished: bool = False
+    deadline_armed: float = math.inf  # a wake-up armed for its plan's next kept deadline
 
 
 class _SimulationStore(MemoryStore):
@@ -810,6 +811,16 @@ class Simulation:
         )
         if heard or result.kill_requested or self.settings.heartbeats == "all":
             self._wake_master(master.job_id)
+        deadline = plan.next_deadline()
+        if deadline < master.deadline_armed:
+            # A kept container goes back at its deadline, which no event of the job's marks:
+            # the master is woken for it (slot reservation).
+            master.deadline_armed = deadline
+            self.at(deadline, lambda: self._deadline_reached(master))
+
+    def _deadline_reached(self, master: _Master) -> None:
+        master.deadline_armed = math.inf
+        self._wake_master(master.job_id)
 
     def _launch_task(self, master: _Master, launch: Launch) -> None:
         node = self._nodes[launch.container.node_id]

@@ -17,6 +17,7 @@ from policies.scheduling.framework import (
     PreemptionAction,
     baseline_profile,
 )
+from policies.scheduling.jobspec import parse_job_spec
 from simulator.engine import SimSettings, Simulation
 from simulator.results import summarize, write_results
 from simulator.workload import SimJob, parse_workload
@@ -353,3 +354,50 @@ def test_a_kill_in_a_coupled_phase_loses_the_phases_progress(
     }[delay]
     late = outcome.finish_time - alone.finish_time
     assert late == pytest.approx(expected, abs=1.5)  # 1.5: a retry's launch
+
+
+def kept_job(reservation: dict[str, object] | None) -> SimJob:
+    """p0 (tasks of 10 s and 100 s) -> p1: p0-0's container is kept while p0-1 runs."""
+    document: dict[str, object] = {
+        "name": "kept",
+        "phases": [
+            {
+                "name": "p0",
+                "tasks": 2,
+                "command": ["true"],
+                "resources": {"cpu": 1, "memory_mb": 64},
+            },
+            {
+                "name": "p1",
+                "after": ["p0"],
+                "tasks": 2,
+                "command": ["true"],
+                "resources": {"cpu": 1, "memory_mb": 64},
+            },
+        ],
+    }
+    if reservation is not None:
+        document["reservation"] = reservation
+    spec = parse_job_spec(document)
+    return SimJob("kept", "kept", 0.0, spec, {"p0": (10.0, 100.0), "p1": (5.0, 5.0)})
+
+
+@pytest.mark.parametrize(
+    ("reservation", "containers_at_50"),
+    [
+        (None, 1),  # p0-0's container went back when it ended
+        ({"isolation": 0.5}, 2),  # kept: no task times to fit, no deadline yet
+        # D = 10 (1 - 0.5^(1/2))^(-1/2) = 18.5 s after p0 opened: back before 50 s, although
+        # no event of the job's marks it
+        ({"isolation": 0.5, "prior": {"alpha": 2, "t_min": 10}}, 1),
+    ],
+)
+def test_a_kept_container_goes_back_at_its_deadline(
+    reservation: dict[str, object] | None, containers_at_50: int
+):
+    simulation = Simulation(
+        [kept_job(reservation)], SimSettings(nodes=1, node_cpu=4, until=50.0), 1
+    )
+    simulation.run()
+    held = [a for a in simulation.core.allocations.values() if not a.is_master]
+    assert len(held) == containers_at_50
