@@ -620,7 +620,11 @@ class JobPlan:
             if ongoing_count == 0 or ongoing_count > len(slots):
                 continue
             ongoing = sorted(
-                (t for t in self.tasks.values() if t.phase == origin and t.step in _LIVE),
+                (
+                    task
+                    for index in range(self._phases[origin].spec.tasks)
+                    if (task := self.tasks[f"{origin}-{index}"]).step in _LIVE
+                ),
                 key=self._running_since,
             )
             planned = plan_copies(

@@ -21,6 +21,7 @@ from policies.scheduling.jobspec import parse_job_spec
 from simulator.engine import SimSettings, Simulation
 from simulator.results import summarize, write_results
 from simulator.workload import SimJob, parse_workload
+from tests.builders import job_doc, phase_doc
 
 
 def workload(*classes: dict[str, object]) -> dict[str, object]:
@@ -358,27 +359,9 @@ def test_a_kill_in_a_coupled_phase_loses_the_phases_progress(
 
 def kept_job(reservation: dict[str, object] | None) -> SimJob:
     """p0 (tasks of 10 s and 100 s) -> p1: p0-0's container is kept while p0-1 runs."""
-    document: dict[str, object] = {
-        "name": "kept",
-        "phases": [
-            {
-                "name": "p0",
-                "tasks": 2,
-                "command": ["true"],
-                "resources": {"cpu": 1, "memory_mb": 64},
-            },
-            {
-                "name": "p1",
-                "after": ["p0"],
-                "tasks": 2,
-                "command": ["true"],
-                "resources": {"cpu": 1, "memory_mb": 64},
-            },
-        ],
-    }
-    if reservation is not None:
-        document["reservation"] = reservation
-    spec = parse_job_spec(document)
+    extra = {} if reservation is None else {"reservation": reservation}
+    phases = (phase_doc("p0", 2, memory_mb=64), phase_doc("p1", 2, memory_mb=64, after=["p0"]))
+    spec = parse_job_spec(job_doc(*phases, name="kept", **extra))
     return SimJob("kept", "kept", 0.0, spec, {"p0": (10.0, 100.0), "p1": (5.0, 5.0)})
 
 
