@@ -7,11 +7,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from resource_manager.errors import InvalidRequestError
 from resource_manager.records import KeptSlot
 from resource_manager.sqlite_store import SCHEMA_VERSION
-from tests.builders import chain_spec
+from tests.builders import chain_spec, job_spec, phase_doc
 from tests.unit.resource_manager.harness import Driver, add_node, new_core, running_job, want
 
 
@@ -110,3 +112,47 @@ def test_a_kept_container_yields_to_a_higher_priority_or_once_it_lapsed(
     assert second.allocation_id in core.allocations  # never the one that is not kept
     granted = core.allocate(other, [want(1, phase="x")], [], [], 0, now=6.0).granted
     assert bool(granted) is taken
+
+
+KEEPER_PRIORITY = 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 10.0, 20.0, 30.0]), min_size=1, max_size=4),
+    st.lists(
+        st.tuples(st.floats(0.5, 8.0), st.integers(0, 9), st.sampled_from(["cpu", "memory"])),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_a_kept_container_is_never_granted_to_another_job_before_its_deadline(
+    deadlines: list[float], arrivals: list[tuple[float, int, str]]
+):
+    """Property (Alg. 1, TryAllocateTask): whatever other jobs ask for, and when, the RM takes
+    a kept container back only once its deadline has passed or for a strictly higher
+    priority; a container the keeper runs a task in is never taken."""
+    core = new_core()
+    add_node(core, "n1", 4.0, 4096)  # exactly the keeper's four containers
+    keeper = running_job(core, chain_spec("map", "sum", tasks=4, priority=KEEPER_PRIORITY))
+    held = core.allocate(keeper, [want(4, phase="map")], [], [], 0, now=2.0).granted
+    kept = {c.allocation_id: until for c, until in zip(held, deadlines, strict=False)}
+    core.allocate(
+        keeper, [], [], [], 0, now=3.0, kept=[KeptSlot(a, "sum", u) for a, u in kept.items()]
+    )
+    clock, highest = 3.0, -1
+    for step, priority, shape in arrivals:
+        clock += step
+        cpu, memory_mb = (1.0, 256) if shape == "cpu" else (0.5, 900)
+        spec = job_spec(phase_doc("x", 1, cpu=cpu, memory_mb=memory_mb), priority=priority)
+        other = running_job(core, spec, now=clock)
+        highest = max(highest, priority)
+        core.allocate(
+            other, [want(1, phase="x", cpu=cpu, memory_mb=memory_mb)], [], [], 0, now=clock
+        )
+        lost = core.allocate(keeper, [], [], [], 0, now=clock).lost_allocations
+        for allocation_id in lost:
+            assert allocation_id in kept, "a container running the keeper's task was taken"
+            until = kept[allocation_id]
+            lapsed = 0.0 < until <= clock
+            assert lapsed or highest > KEEPER_PRIORITY, (allocation_id, until, clock, highest)
