@@ -247,7 +247,11 @@ class JobMaster:
                     job_id=self.job_id,
                     asks=[
                         rm_pb.Ask(
-                            phase=a.phase, count=a.count, resources=resources_to_pb(a.resources)
+                            phase=a.phase,
+                            count=a.count,
+                            resources=resources_to_pb(a.resources),
+                            preferred_nodes=a.preferred_nodes,
+                            local_only=a.local_only,
                         )
                         for a in decisions.asks
                     ],

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from job_master.reservations import Kept, SlotReservations
 from policies.identity_enum import IdentityEnum
 from policies.reservation.stragglers import PhaseSlots, plan_copies
-from policies.scheduling.asks import PhaseAsk
+from policies.scheduling.asks import MAX_PREFERRED_NODES, PhaseAsk
 from policies.scheduling.jobspec import JobSpec, PhaseSpec, ReservationSpec
 from policies.scheduling.lifecycle import JobState, TaskState, check_transition
 from policies.scheduling.progress import PhaseProgress
@@ -176,6 +176,7 @@ class _Phase:
     failed_attempts: int = 0
     upstream_left: int = 0  # upstream phases not done yet
     downstream: list[str] = field(default_factory=list)
+    output_nodes: dict[str, None] = field(default_factory=dict)  # where its tasks succeeded
 
     @property
     def done(self) -> bool:
@@ -415,17 +416,35 @@ class JobPlan:
         self.finished_containers = []  # (the ended attempts' containers go back first)
         if self._asks is None:  # (cached with progress: both move only with the counts)
             self._asks = tuple(
-                PhaseAsk(name, phase.counts[Step.READY], phase.spec.resources)
+                PhaseAsk(
+                    name, phase.counts[Step.READY], phase.spec.resources, self._input_nodes(name)
+                )
                 for name, phase in self._phases.items()
                 if phase.counts[Step.READY]
             )
         asks = self._asks
         if self._slots is not None:
             asks += tuple(
-                PhaseAsk(name, count, self._phases[name].spec.resources)
+                # Pre-reserved slots are wanted near the phase's input only (where the RM
+                # waits for locality at all): far from it the phase would run no faster.
+                PhaseAsk(
+                    name,
+                    count,
+                    self._phases[name].spec.resources,
+                    self._input_nodes(name),
+                    local_only=True,
+                )
                 for name, count in self._slots.prereserve_asks().items()
             )
         return Decisions(tuple(launches), tuple(releases), asks, stops)
+
+    def _input_nodes(self, phase: str) -> tuple[str, ...]:
+        """Where a phase's input is: the nodes its upstream phases' tasks succeeded on, which
+        its asks prefer (data locality; the RM's locality wait says for how long)."""
+        nodes: dict[str, None] = {}
+        for upstream in self._phases[phase].spec.after:
+            nodes.update(self._phases[upstream].output_nodes)
+        return tuple(nodes)[:MAX_PREFERRED_NODES]
 
     def progress(self) -> tuple[PhaseProgress, ...]:
         """Per phase, how many tasks are pending, running, done.  The same tuple comes back
@@ -469,6 +488,9 @@ class JobPlan:
         return Launch(task.task_id, attempt.number, container, self._phases[task.phase].spec, kind)
 
     def _succeeded(self, task: Task, winner: Attempt) -> None:
+        container = self.containers.get(winner.allocation_id)
+        if container is not None:  # its output is there: downstream asks prefer the node
+            self._phases[task.phase].output_nodes[container.node_id] = None
         if self._slots is not None:
             if winner.started_at is not None:
                 self._slots.task_time(self.now - winner.started_at)

@@ -38,7 +38,9 @@ older attempt that is still alive (a partition healed) is refused from then on.
 
 from __future__ import annotations
 
+import heapq
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -145,7 +147,9 @@ class CoreSettings:
     no limit; jobs without an owner, submitted without TLS, are not counted).
     ``preemption_interval``: the least time between two preemption decisions (BIG-C's
     resource monitor runs every 3 s, Sec. 4.2).  ``default_reservation``: the slot reservation
-    a job without one is given at submission (None: none)."""
+    a job without one is given at submission (None: none).  ``locality_wait``: how long an ask
+    that names preferred nodes (where its input is) waits for one of them before it takes any
+    node (delay scheduling; 0: preferred nodes are tried first, never waited for)."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -158,6 +162,7 @@ class CoreSettings:
     max_open_tasks_per_user: int = 0
     preemption_interval: float = 3.0
     default_reservation: ReservationSpec | None = None
+    locality_wait: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -259,6 +264,10 @@ class ResourceManagerCore:
         self._placed: list[Placement] = []  # applied, not yet drained by the shell
         self._to_tell: dict[str, None] = {}  # nodes with a container goal changed, not drained
         self._nowhere: dict[Resources, int] = {}  # sizes that fitted on no node, and when
+        # When asks held back for a preferred node may take any (monotonic; a heap): a pass runs
+        # then (delay scheduling).
+        self._locality_ends: list[tuple[float, str, str]] = []  # (when, job, phase)
+        self._locality_armed: set[tuple[float, str, str]] = set()  # what the heap holds
         self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
         self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
         for job in tables.jobs.values():
@@ -501,6 +510,21 @@ class ResourceManagerCore:
             )
         if self._decision_due(now) and self.book.wanted:
             self._asks_grew = True  # run the pass that wanted a decision
+        self.end_locality_waits(now)
+
+    def end_locality_waits(self, now: Now) -> None:
+        """Asks whose locality wait is over may now take any node: a pass is due.  O(what is
+        due).  :meth:`tick` calls it; a shell that runs no tick (the simulator) calls it at
+        :meth:`next_locality_end`."""
+        ends = self._locality_ends
+        if ends and ends[0][0] <= now.monotonic:
+            while ends and ends[0][0] <= now.monotonic:
+                self._locality_armed.discard(heapq.heappop(ends))
+            self._asks_grew = True
+
+    def next_locality_end(self) -> float | None:
+        """When (monotonic) the earliest held-back ask's locality wait ends, if any."""
+        return self._locality_ends[0][0] if self._locality_ends else None
 
     def drain_placements(self) -> list[Placement]:
         """The placements applied since the last call, for a shell that wants to tell whom they
@@ -539,6 +563,8 @@ class ResourceManagerCore:
             break
         if self.book.wanted:
             times.append(self.book.last_decision + self.settings.preemption_interval)
+        if self._locality_ends:
+            times.append(self._locality_ends[0][0])
         deadline = self._next_suspension_deadline()
         if deadline is not None:
             # Suspensions are timed by the wall clock (they outlive an RM restart); the shell
@@ -590,6 +616,12 @@ class ResourceManagerCore:
                 self.settings.max_placements_per_pass,
             )
             self._cut_short = plan.cut_short
+            for held_back in plan.waiting:
+                if held_back.local_only(now.monotonic) and held_back.local_until < math.inf:
+                    entry = (held_back.local_until, held_back.job_id, held_back.phase)
+                    if entry not in self._locality_armed:
+                        self._locality_armed.add(entry)
+                        heapq.heappush(self._locality_ends, entry)
             for placement in plan.placements:
                 if self._grant(placement, now) and placement.kind is AllocationKind.TASK:
                     granted[placement.job_id, placement.phase] += 1
@@ -966,6 +998,7 @@ class ResourceManagerCore:
             undelivered = Counter(a.phase for a in waiting) if waiting else None
             grew = self._set_asks(
                 job,
+                now.monotonic,
                 [
                     replace(a, count=a.count - undelivered[a.phase])
                     for a in asks
@@ -979,7 +1012,7 @@ class ResourceManagerCore:
                 # a round that repeats itself changes nothing (the simulator skips such rounds).
                 self.schedule(now)
         else:
-            self._set_asks(job, ())
+            self._set_asks(job, now.monotonic, ())
         return self._allocate_answer(job_id, events_after)
 
     def _allocate_answer(self, job_id: str, events_after: int) -> AllocateResult:
@@ -1117,7 +1150,7 @@ class ResourceManagerCore:
         self.tables.put_job(moved)
         self._sync_master_ask(moved)
         if state is not JobState.RUNNING:
-            self._set_asks(moved, ())
+            self._set_asks(moved, 0.0, ())
         return moved
 
     def _finish(self, job: JobRecord, state: JobState, message: str, now: Now) -> None:
@@ -1212,8 +1245,12 @@ class ResourceManagerCore:
 
         self.tables.journal(undo)
 
-    def _set_asks(self, job: JobRecord, asks: Iterable[PhaseAsk]) -> bool:
-        """Replace a job's task asks, undoably; True if any grew (a pass may place more)."""
+    def _set_asks(self, job: JobRecord, now: float, asks: Iterable[PhaseAsk]) -> bool:
+        """Replace a job's task asks, undoably; True if any grew (a pass may place more).  An
+        ask's locality wait runs from when its phase first named preferred nodes (``now``,
+        monotonic): asking again does not restart it.  A local-only ask (a pre-reservation)
+        waits for them with no end, where the cluster has a locality wait at all; once its
+        phase opens and asks as usual, the usual wait starts."""
         wanted = {ask.phase: ask for ask in asks}
         grew = False
         held: dict[str, PendingAsk] = {}
@@ -1223,15 +1260,28 @@ class ResourceManagerCore:
                     held[previous.phase] = previous
                 else:
                     self._put_ask(replace(previous, count=0))
+        wait = self.settings.locality_wait
         for ask in wanted.values():
             before = held.get(ask.phase)
+            preferred = frozenset(ask.preferred_nodes)
+            strict = bool(preferred) and wait > 0 and ask.local_only
             if (
                 before is not None
                 and before.count == ask.count
                 and before.resources == ask.resources
                 and before.priority == job.spec.priority
+                and before.preferred_nodes == preferred
+                and (before.local_until == math.inf) == strict
             ):
                 continue  # unchanged (most rounds repeat the asks before): nothing to do
+            local_until = 0.0
+            if strict:
+                local_until = math.inf  # (a pre-reservation: near its input or not at all)
+            elif preferred:
+                if before is not None and before.preferred_nodes and before.local_until < math.inf:
+                    local_until = before.local_until  # the wait goes on
+                else:
+                    local_until = now + wait
             grew |= self._put_ask(
                 PendingAsk(
                     job.job_id,
@@ -1241,8 +1291,14 @@ class ResourceManagerCore:
                     ask.count,
                     ask.resources,
                     queue=self.queues.queue_of(job),
+                    preferred_nodes=preferred,
+                    local_until=local_until,
                 )
             )
+            if before is not None and (
+                before.preferred_nodes != preferred or before.local_until != local_until
+            ):
+                grew = self._asks_grew = True  # more nodes will do: a pass may place it now
         return grew
 
     def _put_ask(self, ask: PendingAsk) -> bool:

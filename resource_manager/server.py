@@ -152,6 +152,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between two preemption decisions at most (default %(default)s, as "
         "BIG-C's resource monitor)",
     )
+    parser.add_argument(
+        "--locality-wait",
+        type=float,
+        default=0.0,
+        help="seconds an ask waits for a node holding its input (its upstream tasks' nodes) "
+        "before it takes any node; 0 (default) tries those nodes first without waiting",
+    )
     data_plane.add_arguments(parser)
 
 
@@ -191,6 +198,8 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         raise UserError("--nodes-to-score: must be at least 1")
     if not args.preemption_interval >= 0:
         raise UserError("--preemption-interval: must be 0 or more seconds")
+    if not 0 <= args.locality_wait <= 3600:
+        raise UserError("--locality-wait: must be 0 to 3600 seconds")
     for flag in ("max_streams_per_caller", "submissions_per_minute", "max_open_tasks_per_user"):
         if getattr(args, flag) < 0:
             raise UserError(f"--{flag.replace('_', '-')}: must be 0 (no limit) or more")
@@ -202,6 +211,7 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         nodes_to_score=args.nodes_to_score,
         max_open_tasks_per_user=args.max_open_tasks_per_user,
         preemption_interval=args.preemption_interval,
+        locality_wait=args.locality_wait,
         default_reservation=_default_reservation(args),
     )
 

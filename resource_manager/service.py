@@ -740,7 +740,14 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
 
         def allocate() -> rm_pb.AllocateResponse:
             asks = [
-                PhaseAsk(a.phase, a.count, resources_from_pb(a.resources)) for a in request.asks
+                PhaseAsk(
+                    a.phase,
+                    a.count,
+                    resources_from_pb(a.resources),
+                    tuple(a.preferred_nodes),
+                    a.local_only,
+                )
+                for a in request.asks
             ]
             progress = [wire.progress_from_pb(p) for p in request.progress]
             kept = [KeptSlot(k.allocation_id, k.phase, k.until) for k in request.kept]

@@ -457,14 +457,18 @@ class RegisterMasterResponse(_message.Message):
     def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., history: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ...) -> None: ...
 
 class Ask(_message.Message):
-    __slots__ = ("phase", "count", "resources")
+    __slots__ = ("phase", "count", "resources", "preferred_nodes", "local_only")
     PHASE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_NODES_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_ONLY_FIELD_NUMBER: _ClassVar[int]
     phase: str
     count: int
     resources: _common_pb2.Resources
-    def __init__(self, phase: _Optional[str] = ..., count: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+    preferred_nodes: _containers.RepeatedScalarFieldContainer[str]
+    local_only: bool
+    def __init__(self, phase: _Optional[str] = ..., count: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., preferred_nodes: _Optional[_Iterable[str]] = ..., local_only: _Optional[bool] = ...) -> None: ...
 
 class Allocation(_message.Message):
     __slots__ = ("allocation_id", "job_id", "phase", "node_id", "node_address", "resources", "grant_token")

@@ -5,6 +5,11 @@ A job master asks per phase for the number of containers it still wants (an abso
 a lost answer costs nothing).  The RM holds each ask to the job's spec before anything changes:
 the phase exists, the containers are the phase's size, and the count is no more than the phase
 can still use.  The check is a pure function so the simulator applies exactly the same rules.
+
+An ask may name the nodes its containers would rather be on (``preferred_nodes``: where the
+phase's input is, the nodes that ran its upstream tasks).  The RM tries them first and, for up
+to its locality wait, only them (delay scheduling, as Spark's ``spark.locality.wait`` and
+YARN's node-local requests; docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -24,6 +29,15 @@ class PhaseAsk:
     phase: str
     count: int
     resources: Resources
+    preferred_nodes: tuple[str, ...] = ()
+    local_only: bool = False
+    """Take only preferred nodes, however long that takes, where the RM has a locality wait:
+    a slot pre-reserved ahead of a barrier is worth having only near the phase's input."""
+
+
+MAX_PREFERRED_NODES = 4096
+"""Nodes one ask may prefer: the job master names the nodes its upstream tasks ran on, and
+trims the list to this many."""
 
 
 class AskError(ValueError):
@@ -63,6 +77,7 @@ def check_asks(spec: JobSpec, asks: Sequence[PhaseAsk], held: Mapping[str, int])
             )
         if ask.count < 0:
             raise AskError(f"{field}.count", f"must not be negative, got {ask.count}")
+        _check_preferred(ask.preferred_nodes, f"{field}.preferred_nodes")
         usable = phase.tasks - held.get(ask.phase, 0)
         if ask.count > usable:
             raise AskError(
@@ -70,3 +85,15 @@ def check_asks(spec: JobSpec, asks: Sequence[PhaseAsk], held: Mapping[str, int])
                 f"{ask.count} is more than phase {ask.phase!r} can still use ({phase.tasks} "
                 f"tasks, {held.get(ask.phase, 0)} containers held)",
             )
+
+
+def _check_preferred(nodes: Sequence[str], field: str) -> None:
+    if len(nodes) > MAX_PREFERRED_NODES:
+        raise AskError(field, f"at most {MAX_PREFERRED_NODES} nodes, got {len(nodes)}")
+    seen: set[str] = set()
+    for position, node_id in enumerate(nodes):
+        if not node_id:
+            raise AskError(f"{field}[{position}]", "must be a node id, got an empty string")
+        if node_id in seen:
+            raise AskError(f"{field}[{position}]", f"{node_id!r} is named twice")
+        seen.add(node_id)

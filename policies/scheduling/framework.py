@@ -41,6 +41,12 @@ queue order, :mod:`pending_asks`), container by container:
 3. *score*: the feasible node with the highest weighted score wins; ties go to the lowest node id.
 4. *reserve*: plugins are told of the placement and may change reservations.
 5. *post-filter*: when a container fits nowhere, post-filter plugins may propose preemptions.
+
+*Locality* (delay scheduling, Zaharia et al., EuroSys 2010): an ask that names
+``preferred_nodes`` is placed on one of them when one fits (filters and reserves apply; the best
+score wins), looked up directly, O(preferred).  Until its ``local_until`` it takes no other node:
+it waits (listed in :attr:`Plan.waiting`, no post-filter), and the shell runs a pass when that
+time comes.  After, it takes any node, as any ask.
    The pass never counts the capacity they would free (it is freed when the nodes report it
    done); the next pass places the ask.
 
@@ -111,6 +117,12 @@ class PendingAsk:
     resources: Resources
     kind: AllocationKind = AllocationKind.TASK
     queue: str = ""  # the queue the job is charged to (empty: queues are not in use)
+    preferred_nodes: frozenset[str] = frozenset()  # where its input is (locality)
+    local_until: float = 0.0  # until then (the pass's ``now``), only preferred nodes will do
+
+    def local_only(self, now: float) -> bool:
+        """Does it still wait for a preferred node (its locality wait not yet over)?"""
+        return bool(self.preferred_nodes) and now < self.local_until
 
 
 # ------------------------------------------------------------------------------ the plan
@@ -455,6 +467,16 @@ def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> bool |
                 return None
             state.refused.append((ask.kind, ask.resources))
             return True
+        if ask.preferred_nodes:
+            local = _choose_preferred(ask, cluster, context, profile)
+            if local is not None:
+                _place(ask, local, cluster, state)
+                if state.cut_short:
+                    return None
+                continue
+            if ask.local_only(context.now):
+                state.waiting.append(ask)  # delay scheduling: no other node yet
+                return None
         if remembered is not None and _still_nowhere(ask, cluster, context, profile, remembered):
             state.failed.append((memo_key, ask.resources))
             node = None
@@ -470,18 +492,48 @@ def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> bool |
             for post_filter in profile.post_filters:
                 state.preemptions.extend(post_filter.preempt(ask, context))
             return False  # identical containers: if one fits nowhere, the rest do not either
-        cluster.take(node.node_id, ask.resources)
-        placement = Placement(
-            ask.job_id, ask.phase, node.node_id, ask.resources, ask.kind, ask.queue
-        )
-        state.placements.append(placement)
-        context.placed(placement)
-        for reserve in profile.reserves:
-            state.reservations.extend(reserve.on_placed(placement))
-        if len(state.placements) == state.max_placements:
-            state.cut_short = True
+        _place(ask, node, cluster, state)
+        if state.cut_short:
             return None
     return None
+
+
+def _place(ask: PendingAsk, node: NodeCapacity, cluster: CapacityIndex, state: _PassState) -> None:
+    cluster.take(node.node_id, ask.resources)
+    placement = Placement(ask.job_id, ask.phase, node.node_id, ask.resources, ask.kind, ask.queue)
+    state.placements.append(placement)
+    state.context.placed(placement)
+    for reserve in state.profile.reserves:
+        state.reservations.extend(reserve.on_placed(placement))
+    if len(state.placements) == state.max_placements:
+        state.cut_short = True
+
+
+def _choose_preferred(
+    ask: PendingAsk, cluster: CapacityIndex, context: PassContext, profile: Profile
+) -> NodeCapacity | None:
+    """The best-scoring preferred node the container fits on, or None.  O(preferred nodes)."""
+    best: NodeCapacity | None = None
+    best_score = 0.0
+    for node_id in ask.preferred_nodes:
+        node = cluster.get(node_id)
+        if node is None:
+            continue  # gone, or not schedulable now
+        free = node.free
+        for reserve in profile.reserves:
+            free = free - reserve.held_for_others(ask, node)
+        if not ask.resources.fits_in(free):
+            continue
+        if not all(f.feasible(ask, node, context) for f in profile.filters):
+            continue
+        score = _total_score(ask, node, context, profile)
+        if (
+            best is None
+            or score > best_score
+            or (score == best_score and node.node_id < best.node_id)
+        ):
+            best, best_score = node, score
+    return best
 
 
 def _choose_node(

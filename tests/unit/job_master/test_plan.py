@@ -521,3 +521,22 @@ def test_incremental_counts_always_match_a_recount(actions: list[tuple[str, int]
         assert progress.running == steps_now[Step.LAUNCHING] + steps_now[Step.RUNNING]
         assert progress.succeeded == steps_now[Step.SUCCEEDED]
         assert progress.dropped == steps_now[Step.DROPPED] + steps_now[Step.GAVE_UP]
+
+
+def test_a_downstream_phase_asks_for_the_nodes_its_upstream_tasks_succeeded_on():
+    plan = JobPlan(DIAMOND)
+    (first,) = plan.decide().asks
+    assert first.preferred_nodes == ()  # a first phase reads no upstream output
+    for node_id in ("n7", "n3"):
+        plan.on_granted(container("a", node_id))
+        (launch,) = plan.decide().launches
+        report(plan, launch.task_id, TaskState.SUCCEEDED)
+    preferred = {a.phase: a.preferred_nodes for a in plan.decide().asks}
+    assert preferred == {"b": ("n7", "n3"), "c": ("n7", "n3")}
+    b_task = launch_next(plan, "b")
+    plan.on_granted(container("c", "n9"))
+    (c_launch,) = plan.decide().launches
+    report(plan, b_task, TaskState.SUCCEEDED)
+    report(plan, c_launch.task_id, TaskState.SUCCEEDED)
+    (d_ask,) = plan.decide().asks
+    assert d_ask.preferred_nodes == ("n1", "n9")  # b ran on n1, c on n9

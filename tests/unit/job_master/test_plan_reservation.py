@@ -105,6 +105,8 @@ def test_past_the_threshold_the_extra_slots_of_a_wider_phase_are_asked_for_ahead
     start(plan, "p0", 2)
     decisions = finish(plan, "p0-0", at=3.0)  # 1/2 finished: past R = 0.4
     assert asked(decisions) == {"p1": 2}  # n - m, before p1's barrier
+    (ahead,) = decisions.asks  # near p0's output only (where the RM waits for locality)
+    assert (ahead.preferred_nodes, ahead.local_only) == (("n1",), True)
     start(plan, "p1", 2)  # granted: kept idle, nothing to run yet
     assert len(kept_for(plan, "p1")) == 3
     assert asked(plan.decide()) == {}  # asked once
