@@ -2,6 +2,8 @@
 
     sluice sim run WORKLOAD [--seed N] [--nodes N] [--out DIR] [--json]
     sluice sim compare WORKLOAD --config NAME:KEY=VALUE[,KEY=VALUE...] ... [--out DIR]
+    sluice sim bigc WORKLOAD [--nodes N] [--policy P ...] [--out DIR]
+    sluice sim reservation WORKLOAD [--nodes N] [--study isolation|stragglers] [--out DIR]
     sluice sim import google --job-events F --task-events F --machine-cpu C \
         --machine-memory-mb M -o OUT
     sluice sim import alibaba --batch-task F --machine-memory-mb M -o OUT
@@ -28,6 +30,16 @@ from resource_manager.core import CoreSettings
 from simulator.bigc import POLICIES, format_bigc, plot_bigc, run_bigc, scale_jobs
 from simulator.distributions import WorkloadError
 from simulator.engine import SimResult, SimSettings, Simulation
+from simulator.reservation_study import (
+    ALPHAS,
+    format_isolation,
+    format_stragglers,
+    plot_isolation,
+    plot_isolation_utilisation,
+    plot_stragglers,
+    run_isolation,
+    run_stragglers,
+)
 from simulator.results import (
     ComparisonRow,
     format_comparison,
@@ -78,6 +90,61 @@ def cmd_bigc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reservation(args: argparse.Namespace) -> int:
+    nodes = _positive(args.nodes, "--nodes")
+    jobs, seed = _load(args.workload, args.seed)
+    try:
+        base = SimSettings(
+            nodes=nodes,
+            node_cpu=args.node_cpu,
+            node_memory_mb=args.node_memory_mb,
+            client_mode=True,
+            locality=True,
+            locality_factor=args.locality_factor,
+            core=CoreSettings(locality_wait=args.locality_wait),
+        )
+        base.check()
+    except ValueError as error:
+        raise UserError(f"settings: {error}") from None
+    if not args.locality_wait >= 0:
+        raise UserError(f"--locality-wait: must not be negative, got {args.locality_wait:g}")
+    for alpha in args.alpha or ():
+        if not alpha > 1:
+            raise UserError(f"--alpha: must be above 1 (a finite mean), got {alpha:g}")
+    if not any(job.spec.priority > 0 for job in jobs):
+        raise UserError(f"{args.workload}: no job above priority 0, so no foreground to study")
+    started = time.monotonic()
+
+    def say(run: str) -> None:
+        print(
+            f"sluice: {run} on {nodes} nodes ({len(jobs)} jobs), "
+            f"{time.monotonic() - started:.0f} s so far",
+            file=sys.stderr,
+        )
+
+    out = args.out or Path("sim-results") / f"reservation-{nodes}"
+    out.mkdir(parents=True, exist_ok=True)
+    studies = args.study or ["isolation", "stragglers"]
+    written = []
+    if "isolation" in studies:
+        rows = run_isolation(jobs, base, seed, on_run=say)
+        table = format_isolation(rows, nodes, args.node_cpu)
+        (out / f"isolation-{nodes}.md").write_text(table + "\n")
+        plot_isolation(rows, nodes, out / f"isolation-{nodes}.png")
+        plot_isolation_utilisation(out / "isolation-utilisation.png")
+        print(table + "\n")
+        written += [f"isolation-{nodes}.md", f"isolation-{nodes}.png", "isolation-utilisation.png"]
+    if "stragglers" in studies:
+        straggler_rows = run_stragglers(jobs, base, seed, args.alpha or ALPHAS, on_run=say)
+        table = format_stragglers(straggler_rows)
+        (out / f"stragglers-{nodes}.md").write_text(table + "\n")
+        plot_stragglers(straggler_rows, out / f"stragglers-{nodes}.png")
+        print(table + "\n")
+        written += [f"stragglers-{nodes}.md", f"stragglers-{nodes}.png"]
+    print(f"results in {out}/ ({', '.join(written)})")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add ``sim`` and its actions to the ``sluice`` command."""
     sim = subparsers.add_parser("sim", help="simulate a workload on the scheduler's own code")
@@ -116,6 +183,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, help="where the table and plot go (default: sim-results)")
     p.set_defaults(handler=cmd_bigc)
 
+    _add_reservation(actions)
+
     p = actions.add_parser("import", help="turn a public cluster trace into a Sluice trace CSV")
     sources = p.add_subparsers(dest="trace", required=True, metavar="TRACE")
     g = sources.add_parser("google", help="Google cluster-usage trace 2011 (job and task events)")
@@ -132,6 +201,48 @@ def register(subparsers: Any) -> None:
     a.add_argument("--limit", type=int, help="keep the first N jobs")
     a.add_argument("-o", "--output", type=Path, required=True)
     a.set_defaults(handler=cmd_import)
+
+
+def _add_reservation(actions: Any) -> None:
+    p = actions.add_parser(
+        "reservation",
+        help="the slot-reservation experiments: isolation of high-priority DAG jobs, and "
+        "straggler copies (docs/reservation.md)",
+    )
+    p.add_argument(
+        "workload",
+        type=Path,
+        help="a workload whose jobs above priority 0 are the "
+        "foreground (e.g. bench/workloads/reservation_study.yaml)",
+    )
+    p.add_argument("--nodes", type=int, default=1000, help="nodes (default: the paper's 1,000)")
+    p.add_argument("--node-cpu", type=float, default=4.0, help="default 4: 4,000 one-cpu slots")
+    p.add_argument("--node-memory-mb", type=int, default=16384)
+    p.add_argument("--seed", type=int, help="default: the workload's")
+    p.add_argument(
+        "--study", action="append", choices=["isolation", "stragglers"], help="default: both"
+    )
+    p.add_argument(
+        "--alpha",
+        action="append",
+        type=float,
+        help="Pareto shapes of the straggler study "
+        f"(repeat; default {', '.join(f'{a:g}' for a in ALPHAS)})",
+    )
+    p.add_argument(
+        "--locality-factor",
+        type=float,
+        default=5.0,
+        help="a task without local input runs this many times longer (default 5)",
+    )
+    p.add_argument(
+        "--locality-wait",
+        type=float,
+        default=3.0,
+        help="seconds such a task waits first (default 3, Spark's)",
+    )
+    p.add_argument("--out", type=Path, help="default: sim-results/reservation-NODES")
+    p.set_defaults(handler=cmd_reservation)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:

@@ -30,6 +30,15 @@ simulated is everything around them:
   (``has_swap`` False) no memory limit goes below the working set.  A node holding a preempted
   task heartbeats, so that it is offered resumption (delayed resumption counts offers at
   heartbeats).
+* **Data locality** (``locality``, off by default; the slot-reservation paper's simulation,
+  Sec. VI-B).  A task of a phase with upstream phases (``after``) reads their output: its input
+  is local when its node ran a task of one of them that succeeded (node locality, as Spark's
+  NODE_LOCAL; a kept container always is).  A task placed elsewhere runs ``locality_factor``
+  times its duration (the paper's conservative 5x).  Tasks of first phases read replicated
+  storage and are always local.  Waiting for a local slot is the product's own: job masters'
+  asks name the nodes of their upstream output, and the core holds such an ask for them for
+  its ``locality_wait`` (:class:`~resource_manager.core.CoreSettings`; Spark's 3 s in the
+  paper), woken when the wait ends.
 * **Job masters.**  A job master starts ``master_startup`` seconds (plus up to
   ``master_startup_jitter``, drawn from the seed) after its node launches it, registers, then
   runs rounds every ``round_interval``: decide, launch (a task starts ``launch_latency``
@@ -62,7 +71,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from job_master.plan import AttemptRecord, Container, Decisions, JobPlan, Launch
+from job_master.plan import AttemptKind, AttemptRecord, Container, Decisions, JobPlan, Launch
 from plumbing.intervals import (
     HEARTBEAT_INTERVAL_S,
     JOB_MASTER_ROUND_S,
@@ -120,6 +129,8 @@ class SimSettings:
     has_swap: bool = True
     swap_mb_per_s: float = 341.0  # the paper's "3 seconds to reclaim 1 GB" (Sec. 5.4)
     working_set: float = 0.7  # of a task's granted memory, what it has resident
+    locality: bool = False  # the data-locality model (module docstring)
+    locality_factor: float = 5.0  # a non-local task's runtime, times its duration
 
     def check(self) -> None:
         """Raise ValueError naming the first setting out of range."""
@@ -135,6 +146,8 @@ class SimSettings:
                 raise ValueError(f"{name}: must not be negative, got {getattr(self, name)}")
         if not self.swap_mb_per_s > 0:
             raise ValueError(f"swap_mb_per_s: must be positive, got {self.swap_mb_per_s}")
+        if not self.locality_factor >= 1:
+            raise ValueError(f"locality_factor: must be at least 1, got {self.locality_factor}")
         if not 0 < self.working_set <= 1:
             raise ValueError(f"working_set: must be in (0, 1], got {self.working_set}")
         if self.heartbeats not in ("needed", "all"):
@@ -172,6 +185,7 @@ class _Task:
     swapped_mb: int = 0  # of its memory, in swap
     busy: bool = False  # swapping memory out or in: a command waits until it is done
     graceful: tuple[Resources, Resources, bool] | None = None  # (target, step, freeze on swap)
+    phase: str = ""  # of its job (empty for a job master)
 
 
 @dataclass
@@ -249,6 +263,7 @@ class Simulation:
         self._first_start: dict[str, float] = {}
         self._unfinished = len(self.jobs)
         self._pass_armed = False
+        self._locality_armed = math.inf  # when a locality wake-up is armed for
         self._samples: list[UtilisationSample] = []
         self.on_progress: Callable[[Simulation], None] | None = None
         self.refused: list[tuple[str, str]] = []  # (job name, why) of jobs submit refused
@@ -256,6 +271,9 @@ class Simulation:
         self._lost_work: dict[str, float] = {}  # job -> task-seconds lost to kills
         self._preemptions: dict[str, int] = {}  # job -> containers preempted
         self._suspended: set[str] = set()  # allocations whose task is frozen
+        # (job, phase) -> nodes where a task of it succeeded: where its output is (locality)
+        self._output_on: dict[tuple[str, str], set[str]] = {}
+        self.nonlocal_tasks: dict[str, int] = {}  # job -> tasks that ran without local input
 
     # ------------------------------------------------------------------ the event loop
 
@@ -320,11 +338,21 @@ class Simulation:
                 self._wake_master(placement.job_id)
         for node_id in self.core.drain_nodes_to_tell():
             self._arm_heartbeat(self._nodes[node_id])
+        locality_end = self.core.next_locality_end()
+        if locality_end is not None and locality_end < self._locality_armed:
+            # An ask held back for a node near its input may take any once its wait is over:
+            # the live RM's tick notices; here a wake-up is armed for it.
+            self._locality_armed = locality_end
+            self.at(max(locality_end, self.now), self._end_locality_wait)
         if self.core.needs_pass and not self._pass_armed:
             self._pass_armed = True
             delay = 0.0 if self.core.pass_backlog else self.settings.pass_delay
             self.at(self.now + delay, self._pass)
         return result
+
+    def _end_locality_wait(self) -> None:
+        self._locality_armed = math.inf
+        self._unit(lambda core, now: core.end_locality_waits(now))
 
     def _pass(self) -> None:
         self._pass_armed = False
@@ -468,6 +496,8 @@ class Simulation:
             return
         task.work = 0.0
         task.state = TaskState.SUCCEEDED
+        if self.settings.locality and task.phase:
+            self._output_on.setdefault((task.job_id, task.phase), set()).add(node.node_id)
         self._observe(node, task)
 
     def _stop(self, node: _Node, allocation_id: str, state: TaskState, reason: str) -> None:
@@ -832,12 +862,31 @@ class Simulation:
             launch.attempt,
             launch.container.allocation_id,
             launch.container.resources,
-            work=master.sim_job.durations[phase][index],
+            work=self._duration(master.sim_job, phase, index, launch.kind),
+            phase=phase,
         )
+        if self.settings.locality and not self._input_local(master.job_id, launch, node):
+            task.work *= self.settings.locality_factor
+            self.nonlocal_tasks[master.job_id] = self.nonlocal_tasks.get(master.job_id, 0) + 1
         task.duration = task.work
         node.tasks[task.allocation_id] = task
         self._where[task.allocation_id] = node
         self.at(self.now + self.settings.launch_latency, lambda: self._start_task(node, task))
+
+    @staticmethod
+    def _duration(job: SimJob, phase: str, index: int, kind: AttemptKind) -> float:
+        """A straggler copy runs its own draw (the workload's ``copy_durations``); any other
+        attempt, a retry included, the task's duration."""
+        copies = job.copy_durations.get(phase) if kind is AttemptKind.COPY else None
+        return copies[index] if copies else job.durations[phase][index]
+
+    def _input_local(self, job_id: str, launch: Launch, node: _Node) -> bool:
+        """Is the task's input on ``node``: a first phase's always is; a downstream task's is
+        where a task of one of its upstream phases succeeded."""
+        return not launch.phase.after or any(
+            node.node_id in self._output_on.get((job_id, upstream), ())
+            for upstream in launch.phase.after
+        )
 
     def _finish(self, master: _Master, outcome: tuple[JobState, str], decisions: Decisions) -> None:
         state, message = outcome

@@ -108,6 +108,10 @@ class SimJob:
     coupled: frozenset[str] = frozenset()
     """Names of its tightly coupled phases: a preemption kill of one of their tasks restarts
     the work of its running siblings (the engine's module docstring says how)."""
+    copy_durations: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    """Like ``durations``, for a straggler copy of each task (slot reservation, Sec. IV-C): an
+    independent draw from the phase's distribution, as the paper's model has it.  A phase not
+    listed (a trace gives one duration per task) runs its copies as long as the original."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,10 @@ def _generate_class(job_class: JobClass, seed: int) -> list[SimJob]:
     phase_rngs = [
         _stream(seed, job_class.name, "phase", phase.name) for phase in job_class.spec.phases
     ]
+    # Copies draw from streams of their own: asking for copies changes no original's duration.
+    copy_rngs = [
+        _stream(seed, job_class.name, "copy", phase.name) for phase in job_class.spec.phases
+    ]
     jobs: list[SimJob] = []
     for index, submit_time in enumerate(times):
         name = f"{job_class.name}-{index:06d}"
@@ -195,6 +203,12 @@ def _generate_class(job_class: JobClass, seed: int) -> list[SimJob]:
             phase.name: tuple(distribution.sample(rng) for _ in range(phase.tasks))
             for phase, distribution, rng in zip(
                 job_class.spec.phases, job_class.durations, phase_rngs, strict=True
+            )
+        }
+        copy_durations = {
+            phase.name: tuple(distribution.sample(rng) for _ in range(phase.tasks))
+            for phase, distribution, rng in zip(
+                job_class.spec.phases, job_class.durations, copy_rngs, strict=True
             )
         }
         jobs.append(
@@ -205,6 +219,7 @@ def _generate_class(job_class: JobClass, seed: int) -> list[SimJob]:
                 spec=dataclasses.replace(job_class.spec, name=name),
                 durations=durations,
                 coupled=job_class.coupled,
+                copy_durations=copy_durations,
             )
         )
     return jobs

@@ -18,6 +18,7 @@ from policies.scheduling.framework import (
     baseline_profile,
 )
 from policies.scheduling.jobspec import parse_job_spec
+from resource_manager.core import CoreSettings
 from simulator.engine import SimSettings, Simulation
 from simulator.results import summarize, write_results
 from simulator.workload import SimJob, parse_workload
@@ -384,3 +385,32 @@ def test_a_kept_container_goes_back_at_its_deadline(
     simulation.run()
     held = [a for a in simulation.core.allocations.values() if not a.is_master]
     assert len(held) == containers_at_50
+
+
+@pytest.mark.parametrize(
+    ("locality", "wait", "expected"),
+    [
+        (False, 0.0, 20.0),  # no locality model: 10 s + 10 s
+        (True, 0.0, 60.0),  # the second p1 task runs away from p0's output: 5 x 10 s
+        (True, 3.0, 63.0),  # ... after waiting 3 s for p0's node (the RM's locality wait)
+    ],
+)
+def test_a_downstream_task_away_from_its_input_runs_slower_after_the_locality_wait(
+    locality: bool, wait: float, expected: float
+):
+    """Two nodes of one slot; p0 (one task) -> p1 (two tasks): one p1 task fits on p0's node,
+    the other must go to the other node."""
+    phases = (phase_doc("p0", 1, memory_mb=64), phase_doc("p1", 2, memory_mb=64, after=["p0"]))
+    spec = parse_job_spec(job_doc(*phases, name="pipe"))
+    job = SimJob("pipe", "pipe", 0.0, spec, {"p0": (10.0,), "p1": (10.0, 10.0)})
+    settings = SimSettings(
+        nodes=2,
+        node_cpu=1,
+        client_mode=True,
+        locality=locality,
+        core=CoreSettings(locality_wait=wait),
+    )
+    simulation = Simulation([job], settings, 1)
+    (outcome,) = simulation.run().outcomes
+    assert outcome.finish_time - outcome.start_time == pytest.approx(expected, abs=1.5)
+    assert simulation.nonlocal_tasks.get(outcome.job_id, 0) == (1 if locality else 0)

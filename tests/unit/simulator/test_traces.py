@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import logging
 import shutil
@@ -57,7 +58,8 @@ def test_round_trip_is_exact(tmp_path: Path, name: str) -> None:
     jobs = generated()
     write_trace_csv(jobs, tmp_path / name)
     again = read_trace_csv(tmp_path / name)
-    assert again == jobs
+    # A trace holds each task's duration; a straggler copy's own draw is not written
+    assert again == [dataclasses.replace(job, copy_durations={}) for job in jobs]
     for before, after in zip(jobs, again, strict=True):
         for phase in before.spec.phases:  # bit for bit, not approximately
             assert [d.hex() for d in before.durations[phase.name]] == [
