@@ -570,15 +570,14 @@ class JobPlan:
         self._idle[container.allocation_id] = None
 
     def _still_kept(self, container: Container) -> bool:
-        """An idle kept container stays while its phase's barrier has not passed and its
-        deadline has not come."""
+        """An idle kept container stays while its phase's barrier has not passed (a final
+        phase's own: while it runs) and its deadline has not come."""
         kept = container.kept
-        return (
-            kept is not None
-            and self._slots is not None
-            and self._phases[kept.phase].upstream_left > 0
-            and self.now < self._slots.expiry(kept.origin)
-        )
+        if kept is None or self._slots is None or self.now >= self._slots.expiry(kept.origin):
+            return False
+        if kept.phase == kept.origin:  # a final phase's, for its copies: until it is done
+            return not self._phases[kept.phase].done
+        return self._phases[kept.phase].upstream_left > 0
 
     def _unkeep(self, container: Container) -> None:
         if container.kept is not None and self._slots is not None:

@@ -7,7 +7,11 @@ take it (Algorithm 1, :func:`policies.reservation.slot_decisions.handle_task_com
 * the container of a task of phase X is kept for X's first downstream phase whose tasks fit in
   it and that is not yet full (a phase never holds more reserved containers than it has tasks;
   the paper's phases are a chain of one downstream each, a DAG's join takes what it can);
-* X's final phase (no downstream phase) gives its containers back (Alg. 1 line 3);
+* X's final phase (no downstream phase) gives its containers back (Alg. 1 line 3), except
+  with straggler copies on: then it keeps them for copies of its own stragglers until it ends
+  (or its deadline), as a Spark application keeps its executors through its last stage
+  (a departure: Alg. 1 has no reserved slot in the last phase, so Sec. IV-C could not help it;
+  docs/reservation.md);
 * m > n: the first m - n finishers give theirs back; m < n: once the finished fraction of X
   passes R (``prereserve_at``), n - m more containers are asked for the downstream phase before
   its barrier (Case-2.3);
@@ -113,6 +117,8 @@ class SlotReservations:
         origin = self._origins.setdefault(phase, _Origin())
         target = self._target(phase, resources)
         if target is None:
+            if free and not self.downstream.get(phase) and self.settings.straggler_copies:
+                return self.keep(phase, phase, now)  # a final phase's: for its own copies
             return None
         tasks = self._phases[phase].tasks
         decision = handle_task_completion(

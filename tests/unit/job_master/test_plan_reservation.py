@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from job_master.plan import AttemptKind, Container, Decisions, JobPlan
 from policies.reservation.deadline import deadline_for_isolation, fit_pareto
 from policies.scheduling.jobspec import JobSpec, ReservationSpec, TaskTimePrior
-from policies.scheduling.lifecycle import TaskState
+from policies.scheduling.lifecycle import JobState, TaskState
 from tests.builders import job_spec, phase_doc, res
 from tests.unit.job_master.test_plan import asked, container
 
@@ -98,6 +98,19 @@ def test_the_final_phase_gives_its_containers_back():
     finish(plan, "p0-0", at=5.0)
     start(plan, "p1", 1)  # p1-0 in the kept container, p1-1 in a new one
     assert finish(plan, "p1-0", at=6.0).releases  # Alg. 1 line 3
+
+
+def test_with_copies_the_final_phase_keeps_its_containers_for_copies_of_its_stragglers():
+    plan = JobPlan(chain(1, 2), ReservationSpec(max_copies=None))
+    start(plan, "p0", 1)
+    finish(plan, "p0-0", at=5.0)
+    start(plan, "p1", 1)
+    decisions = finish(plan, "p1-0", at=6.0)  # one ongoing, one idle container of p1's
+    (copy,) = decisions.launches
+    assert (copy.task_id, copy.kind, decisions.releases) == ("p1-1", AttemptKind.COPY, ())
+    report(plan, "p1-1", TaskState.RUNNING, attempt=2)
+    report(plan, "p1-1", TaskState.SUCCEEDED, attempt=2)
+    assert plan.outcome is not None and plan.outcome[0] is JobState.SUCCEEDED
 
 
 def test_past_the_threshold_the_extra_slots_of_a_wider_phase_are_asked_for_ahead():
