@@ -37,6 +37,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from job_master.idle import IdleContainers
 from job_master.reservations import Kept, SlotReservations
 from policies.identity_enum import IdentityEnum
 from policies.reservation.stragglers import PhaseSlots, plan_copies
@@ -177,6 +178,8 @@ class _Phase:
     upstream_left: int = 0  # upstream phases not done yet
     downstream: list[str] = field(default_factory=list)
     output_nodes: dict[str, None] = field(default_factory=dict)  # where its tasks succeeded
+    live: dict[str, None] = field(default_factory=dict)  # its tasks LAUNCHING or RUNNING
+    copied_live: int = 0  # of those, the ones that have had a straggler copy
 
     @property
     def done(self) -> bool:
@@ -199,7 +202,7 @@ class JobPlan:
         self.finished_containers: list[str] = []  # to give back next round
         self.outcome: tuple[JobState, str] | None = None
         self._phases: dict[str, _Phase] = {}
-        self._idle: dict[str, None] = {}  # containers running nothing, in grant order
+        self._idle = IdleContainers()  # containers running nothing
         self._stops: list[StopAttempt] = []
         self._unfinished = 0  # tasks not succeeded or dropped
         self._progress: tuple[PhaseProgress, ...] | None = None  # cached until a count moves
@@ -245,15 +248,15 @@ class JobPlan:
         if container.allocation_id not in self.containers:
             self.containers[container.allocation_id] = container
             if container.task_id is None:
-                self._idle[container.allocation_id] = None
                 if self._slots is not None and container.kept is None:
                     container.kept = self._slots.on_prereserved(container.phase, self.now)
                     if container.kept is not None:
                         self._kept_changed[container.allocation_id] = None
+                self._set_idle(container)
 
     def on_allocation_lost(self, allocation_id: str) -> None:
         container = self.containers.pop(allocation_id, None)
-        self._idle.pop(allocation_id, None)
+        self._idle.discard(allocation_id)
         if container is not None:
             self._unkeep(container)
         if container is None or container.task_id is None:
@@ -348,7 +351,7 @@ class JobPlan:
             )
             task.allocation_id = container.allocation_id
             container.task_id = task.task_id
-            self._idle.pop(container.allocation_id, None)
+            self._idle.discard(container.allocation_id)
         elif task.failures > self.spec.max_retries:
             self._force(task, Step.GAVE_UP)
             if self.outcome is None:
@@ -398,7 +401,7 @@ class JobPlan:
             return Decisions(releases=everything, stops=stops)
         launches: list[Launch] = []
         releases: list[str] = []
-        for allocation_id in sorted(self._idle):
+        for allocation_id in self._idle_to_visit():
             container = self.containers[allocation_id]
             task = self._next_ready(container.phase)
             if task is not None:
@@ -409,7 +412,7 @@ class JobPlan:
                 releases.append(allocation_id)
         for allocation_id in releases:
             del self.containers[allocation_id]
-            del self._idle[allocation_id]
+            self._idle.discard(allocation_id)
         if self._slots is not None and self._slots.settings.straggler_copies:
             launches.extend(self._straggler_copies())
         releases = [*self.finished_containers, *releases]
@@ -446,6 +449,26 @@ class JobPlan:
             nodes.update(self._phases[upstream].output_nodes)
         return tuple(nodes)[:MAX_PREFERRED_NODES]
 
+    def _idle_to_visit(self) -> list[str]:
+        """The idle containers a round must look at, in grant order: those idle since the last
+        round, those of phases with ready tasks, and those kept from a phase whose deadline
+        has come (or, kept for copies, that is done).  The rest stay as they are: visiting
+        only these keeps a round at O(what changed), not O(idle containers)."""
+        visit = dict.fromkeys(self._idle.take_fresh())
+        for name, phase in self._phases.items():
+            if phase.counts[Step.READY]:
+                visit.update(dict.fromkeys(self._idle.of_phase(name)))
+        if self._slots is not None:
+            for origin in self._idle.origins():
+                final = not self._phases[origin].downstream
+                if self.now >= self._slots.expiry(origin) or (final and self._phases[origin].done):
+                    visit.update(dict.fromkeys(self._idle.of_origin(origin)))
+        return sorted(visit)
+
+    def _set_idle(self, container: Container) -> None:
+        kept = container.kept
+        self._idle.add(container.allocation_id, container.phase, kept.origin if kept else None)
+
     def progress(self) -> tuple[PhaseProgress, ...]:
         """Per phase, how many tasks are pending, running, done.  The same tuple comes back
         until a count moves (every round reports it; most rounds change nothing)."""
@@ -481,7 +504,7 @@ class JobPlan:
         attempt = Attempt(task.task_id, task.attempt, kind, container.allocation_id)
         task.attempts[attempt.number] = attempt
         container.task_id = task.task_id
-        self._idle.pop(container.allocation_id, None)
+        self._idle.discard(container.allocation_id)
         if kind is AttemptKind.REGULAR:
             task.allocation_id = container.allocation_id
             self._move(task, Step.LAUNCHING)
@@ -552,10 +575,10 @@ class JobPlan:
         if container.kept is not None:
             container.task_id = None
             container.phase = container.kept.phase
-            self._idle[container.allocation_id] = None
+            self._set_idle(container)
             return
         del self.containers[attempt.allocation_id]
-        self._idle.pop(attempt.allocation_id, None)
+        self._idle.discard(attempt.allocation_id)
         self.finished_containers.append(attempt.allocation_id)
 
     def _drained(self, task_id: str, attempt: int) -> None:
@@ -567,7 +590,7 @@ class JobPlan:
         container.task_id = None
         if container.kept is not None:
             container.phase = container.kept.phase
-        self._idle[container.allocation_id] = None
+        self._set_idle(container)
 
     def _still_kept(self, container: Container) -> bool:
         """An idle kept container stays while its phase's barrier has not passed (a final
@@ -584,19 +607,17 @@ class JobPlan:
             self._slots.released(container.kept)
             self._kept_changed[container.allocation_id] = None
         container.kept = None
+        self._idle.unkept(container.allocation_id)
 
     def next_deadline(self) -> float:
         """The earliest time (the plan's clock) an idle kept container goes back, or
         ``math.inf``: a caller that runs rounds only on events wakes the plan then.
-        O(idle containers)."""
+        O(phases that kept idle containers)."""
         if self._slots is None:
             return math.inf
-        expiries = (
-            self._slots.expiry(container.kept.origin)
-            for allocation_id in self._idle
-            if (container := self.containers[allocation_id]).kept is not None
+        return min(
+            (self._slots.expiry(origin) for origin in self._idle.origins()), default=math.inf
         )
-        return min(expiries, default=math.inf)
 
     def kept_changes(self) -> list[tuple[str, str, float]]:
         """The containers whose reservation changed since the last call, for the RM:
@@ -629,25 +650,18 @@ class JobPlan:
         spec's ``max_copies``."""
         assert self._slots is not None
         room = self._slots.settings.max_copies
-        idle_from: dict[str, list[str]] = {}
-        for allocation_id in self._idle:
-            kept = self.containers[allocation_id].kept
-            if kept is not None:
-                idle_from.setdefault(kept.origin, []).append(allocation_id)
         launches: list[Launch] = []
-        for origin, slots in idle_from.items():
-            counts = self._phases[origin].counts
-            ongoing_count = counts[Step.LAUNCHING] + counts[Step.RUNNING]
+        if room is not None and self._copies >= room:
+            return launches
+        for origin in self._idle.origins():
+            slots = self._idle.of_origin(origin)
+            phase = self._phases[origin]
+            ongoing_count = len(phase.live)
             if ongoing_count == 0 or ongoing_count > len(slots):
                 continue
-            ongoing = sorted(
-                (
-                    task
-                    for index in range(self._phases[origin].spec.tasks)
-                    if (task := self.tasks[f"{origin}-{index}"]).step in _LIVE
-                ),
-                key=self._running_since,
-            )
+            if phase.copied_live == ongoing_count:
+                continue  # every ongoing task has had its copy (O(1), most rounds)
+            ongoing = sorted((self.tasks[t] for t in phase.live), key=self._running_since)
             planned = plan_copies(
                 PhaseSlots(
                     ongoing_tasks=tuple(t.task_id for t in ongoing),
@@ -661,6 +675,7 @@ class JobPlan:
                 task = self.tasks[copy.task_id]
                 container = self.containers[copy.slot_id]
                 self._copied.add(task.task_id)
+                self._phases[origin].copied_live += 1
                 self._copies += 1
                 launches.append(self._launch(task, container, AttemptKind.COPY))
         return launches
@@ -685,9 +700,17 @@ class JobPlan:
 
     def _force(self, task: Task, step: Step) -> None:
         """Set a step without the table (adoption rebuilds what an earlier attempt reached)."""
-        counts = self._phases[task.phase].counts
-        counts[task.step] -= 1
-        counts[step] += 1
+        phase = self._phases[task.phase]
+        phase.counts[task.step] -= 1
+        phase.counts[step] += 1
+        if step in _LIVE and task.step not in _LIVE:
+            phase.live[task.task_id] = None
+            if task.task_id in self._copied:
+                phase.copied_live += 1
+        elif step not in _LIVE and task.step in _LIVE:
+            del phase.live[task.task_id]
+            if task.task_id in self._copied:
+                phase.copied_live -= 1
         task.step = step
         self._progress = self._asks = None
 
@@ -719,6 +742,7 @@ class JobPlan:
     def _open(self, name: str) -> None:
         """The barrier of a phase is passed: its waiting tasks become ready, in index order."""
         phase = self._phases[name]
+        self._idle.touch_phase(name)
         if self._slots is not None:
             self._slots.opened(name, self.now)
         for index in range(phase.spec.tasks):

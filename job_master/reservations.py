@@ -18,7 +18,8 @@ take it (Algorithm 1, :func:`policies.reservation.slot_decisions.handle_task_com
 * every container kept from X is released at X's deadline, ``opened(X) + D``, with D from
   Eq. 4 for the job's isolation P and X's N tasks (:func:`deadline_for_isolation`).  The task
   times are the job's own, fitted by maximum likelihood once :data:`MIN_FIT_SAMPLES` of its
-  tasks (of any phase) have finished, and refitted as more finish; before that, the spec's
+  tasks (of any phase) have finished, and refitted each time their number doubles (so the
+  deadlines, and what the RM is told of them, move O(log n) times); before that, the spec's
   ``prior``.  With neither there is no deadline yet: the containers are kept until the barrier
   passes, which is Alg. 1 without Sec. IV-B (the paper fits the task times of a recurring job's
   earlier runs; a job seen for the first time has none, and Sluice then errs towards isolation);
@@ -75,6 +76,8 @@ class SlotReservations:
     _prereserve: dict[str, tuple[int, str]] = field(default_factory=dict)  # phase -> (n, origin)
     _durations: list[float] = field(default_factory=list)
     _open: set[str] = field(default_factory=set)
+    _fit: tuple[float, float] | None = None  # (alpha, t_min) of the last fit
+    _next_fit: int = MIN_FIT_SAMPLES  # task times at which to fit again
     refits: int = 0  # bumps whenever the deadlines may have moved
 
     def __post_init__(self) -> None:
@@ -92,7 +95,16 @@ class SlotReservations:
         """A task of the job succeeded after running ``seconds``."""
         if seconds > 0 and math.isfinite(seconds):
             self._durations.append(seconds)
-            if len(self._durations) >= MIN_FIT_SAMPLES:
+            if len(self._durations) >= self._next_fit:
+                # Fitted again each time the samples double: the estimate settles as they grow,
+                # and each refit moves every kept container's deadline (told to the RM), so a
+                # refit per task would cost O(kept) per task.
+                self._next_fit = 2 * len(self._durations)
+                try:
+                    fit = fit_pareto(self._durations)
+                except ValueError:  # all equal: no shape to fit; the prior stands
+                    return
+                self._fit = (fit.alpha, fit.t_min)
                 for origin in self._origins.values():  # the fit moves: so do the deadlines
                     origin.deadline = None
                 self.refits += 1
@@ -187,13 +199,8 @@ class SlotReservations:
 
     def _task_times(self) -> tuple[float, float] | None:
         """(alpha, t_min) of the Pareto task times: fitted, else the prior, else unknown."""
-        if len(self._durations) >= MIN_FIT_SAMPLES:
-            try:
-                fit = fit_pareto(self._durations)
-            except ValueError:  # all equal: no shape to fit; the prior stands
-                pass
-            else:
-                return fit.alpha, fit.t_min
+        if self._fit is not None:
+            return self._fit
         if self.settings.prior is not None:
             return self.settings.prior.alpha, self.settings.prior.t_min
         return None
