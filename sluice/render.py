@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 
@@ -135,16 +136,20 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
             lines.append(f"  {t.task_id} attempt {t.attempt} on {t.node_id}")
             lines.extend(f"    {preemption_line(p)}" for p in t.preemptions)
     if detail.kept:
+        ran_in = {t.allocation_id: t.task_id for t in detail.tasks}
         lines.append("")
-        lines.append("kept containers (slot reservation, docs/jobspec.md)")
+        lines.append("kept containers (slot reservation, docs/reservation.md)")
         lines.append(
             table(
-                ["CONTAINER", "NODE", "KEPT FOR", "UNTIL"],
+                ["CONTAINER", "NODE", "KEPT FOR", "FROM", "UNTIL"],
                 [
                     [
                         k.allocation_id,
                         k.node_id,
                         k.phase,
+                        f"task {ran_in[k.allocation_id]}"
+                        if k.allocation_id in ran_in
+                        else "pre-reserved",
                         time.strftime("%H:%M:%S", time.localtime(k.until))
                         if k.until
                         else "its barrier (no deadline yet)",
@@ -153,7 +158,37 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
                 ],
             )
         )
+    copies = side_by_side(detail.tasks)
+    if copies:
+        lines.append("")
+        lines.append("straggler copies (attempts that ran side by side; the first to succeed won)")
+        for task_id, attempts in copies.items():
+            won = [a.attempt for a in attempts if a.state == pb.TASK_SUCCEEDED]
+            numbers = ", ".join(str(a.attempt) for a in attempts)
+            verdict = f"attempt {won[0]} won" if won else "none has won yet"
+            lines.append(f"  {task_id}: attempts {numbers}; {verdict}")
     return "\n".join(lines)
+
+
+def side_by_side(tasks: Sequence[rm_pb.TaskInfo]) -> dict[str, list[rm_pb.TaskInfo]]:
+    """Per task, its attempts if two of them ran at the same time (a straggler's copy beside
+    its original; a retry starts only after the attempt before it ended)."""
+    by_task: dict[str, list[rm_pb.TaskInfo]] = {}
+    for task in tasks:
+        by_task.setdefault(task.task_id, []).append(task)
+    copies = {}
+    for task_id, attempts in by_task.items():
+        if len(attempts) < 2:
+            continue
+        ordered = sorted((a for a in attempts if a.start_time), key=lambda a: a.start_time)
+        overlap = any(
+            later.start_time < (earlier.finish_time or math.inf)
+            for index, earlier in enumerate(ordered)
+            for later in ordered[index + 1 :]
+        )
+        if overlap:
+            copies[task_id] = sorted(attempts, key=lambda a: a.attempt)
+    return copies
 
 
 def preemption_line(step: rm_pb.PreemptionEvent) -> str:
