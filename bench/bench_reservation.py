@@ -43,7 +43,7 @@ from policies.scheduling.jobspec import JobSpec, ReservationSpec, parse_job_spec
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.core import CoreSettings, ResourceManagerCore
-from resource_manager.records import KeptSlot, Now
+from resource_manager.records import KeptSlot, Now, TaskReport
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
 
@@ -125,7 +125,24 @@ def build(nodes: int, jobs: int) -> tuple[Cluster, list[tuple[str, list[str]]]]:
             partial(cluster.core.allocate, job_id, [PhaseAsk("p0", PER_JOB, SLOT)], [], [], 0)
         )
         held.append((job_id, [a.allocation_id for a in answer.granted]))
-    for job_id, containers in held[: jobs // 2]:  # half keep theirs for p1, with a deadline
+    by_node: dict[str, list[TaskReport]] = {}
+    for job_id, containers in held[: jobs // 2]:  # half ran p0 and keep theirs for p1
+        for index, allocation_id in enumerate(containers):
+            node_id = cluster.core.allocations[allocation_id].node_id
+            by_node.setdefault(node_id, []).append(
+                TaskReport(
+                    job_id,
+                    f"p0-{index}",
+                    1,
+                    allocation_id,
+                    TaskState.SUCCEEDED,
+                    timestamp=cluster.clock,
+                    start_time=cluster.clock,
+                )
+            )
+    for node_id, reports in by_node.items():
+        cluster.unit(partial(cluster.core.report_events, node_id, reports))
+    for job_id, containers in held[: jobs // 2]:  # with a deadline
         kept = [KeptSlot(a, "p1", 5e6) for a in containers]
         cluster.unit(partial(cluster.core.allocate, job_id, [], [], [], 0, kept=kept))
     left = nodes * 4 - jobs * PER_JOB
@@ -191,6 +208,12 @@ def main() -> int:
         lambda now: core.allocate(urgent, [PhaseAsk("p0", 1, SLOT)], [], [], 0, now=now),
         args.repeats,
     )
+    tables = core.tables
+    tables.begin()
+    before = len(core.allocations)
+    core.allocate(urgent, [PhaseAsk("p0", 1, SLOT)], [], [], 0, now=Now(1e6, 1e6))
+    taken = before - len(core.allocations)
+    tables.rollback()
     # Room on every node: the filler gives back a container per node.
     filler = next(j.job_id for j in core.jobs.values() if j.spec.name == "filler")
     by_node: dict[str, str] = {}
@@ -216,6 +239,7 @@ def main() -> int:
         ("ask, 8 preferred nodes", preferred),
     ):
         print(f"{label:<34}{ms(values)}")
+    print(f"each override took {taken} kept container(s) back")
     kept_ratio = statistics.median(report) / statistics.median(plain)
     near_ratio = statistics.median(preferred) / statistics.median(anywhere)
     print(
