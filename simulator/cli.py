@@ -63,6 +63,20 @@ _SIM_KEYS = {f.name for f in dataclasses.fields(SimSettings)} - {"core"}
 _CORE_KEYS = {f.name for f in dataclasses.fields(CoreSettings)} - {"cluster_id"}
 
 
+def _run_announcer(nodes: int, jobs: int) -> Callable[[str], None]:
+    """Progress of an experiment of several runs, one line per run on stderr."""
+    started = time.monotonic()
+
+    def say(run: str) -> None:
+        print(
+            f"sluice: {run} on {nodes} nodes ({jobs} jobs), "
+            f"{time.monotonic() - started:.0f} s so far",
+            file=sys.stderr,
+        )
+
+    return say
+
+
 def cmd_bigc(args: argparse.Namespace) -> int:
     nodes = _positive(args.nodes, "--nodes")
     loaded, seed = _load(args.workload, args.seed)
@@ -70,15 +84,7 @@ def cmd_bigc(args: argparse.Namespace) -> int:
     base = SimSettings(
         nodes=nodes, node_cpu=args.node_cpu, node_memory_mb=args.node_memory_mb, client_mode=True
     )
-    started = time.monotonic()
-
-    def say(policy: str) -> None:
-        print(
-            f"sluice: {policy} on {nodes} nodes ({len(jobs)} jobs), "
-            f"{time.monotonic() - started:.0f} s so far",
-            file=sys.stderr,
-        )
-
+    say = _run_announcer(nodes, len(jobs))
     rows = run_bigc(jobs, base, seed, args.policy or list(POLICIES), on_policy=say)
     out = args.out or Path("sim-results") / f"bigc-{nodes}"
     out.mkdir(parents=True, exist_ok=True)
@@ -93,6 +99,8 @@ def cmd_bigc(args: argparse.Namespace) -> int:
 def cmd_reservation(args: argparse.Namespace) -> int:
     nodes = _positive(args.nodes, "--nodes")
     jobs, seed = _load(args.workload, args.seed)
+    if not args.locality_wait >= 0:
+        raise UserError(f"--locality-wait: must not be negative, got {args.locality_wait:g}")
     try:
         base = SimSettings(
             nodes=nodes,
@@ -106,22 +114,12 @@ def cmd_reservation(args: argparse.Namespace) -> int:
         base.check()
     except ValueError as error:
         raise UserError(f"settings: {error}") from None
-    if not args.locality_wait >= 0:
-        raise UserError(f"--locality-wait: must not be negative, got {args.locality_wait:g}")
     for alpha in args.alpha or ():
         if not alpha > 1:
             raise UserError(f"--alpha: must be above 1 (a finite mean), got {alpha:g}")
     if not any(job.spec.priority > 0 for job in jobs):
         raise UserError(f"{args.workload}: no job above priority 0, so no foreground to study")
-    started = time.monotonic()
-
-    def say(run: str) -> None:
-        print(
-            f"sluice: {run} on {nodes} nodes ({len(jobs)} jobs), "
-            f"{time.monotonic() - started:.0f} s so far",
-            file=sys.stderr,
-        )
-
+    say = _run_announcer(nodes, len(jobs))
     out = args.out or Path("sim-results") / f"reservation-{nodes}"
     out.mkdir(parents=True, exist_ok=True)
     studies = args.study or ["isolation", "stragglers"]
