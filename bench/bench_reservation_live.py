@@ -70,7 +70,7 @@ def pipeline(gate: Path, reserve: bool) -> str:
         ],
     }
     if reserve:
-        document["reservation"] = {"isolation": 0.99}
+        document["reservation"] = {"isolation": 0.999}
     return yaml.safe_dump(document)
 
 

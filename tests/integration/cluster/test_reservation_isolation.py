@@ -106,9 +106,10 @@ def test_without_a_reservation_batch_tasks_take_the_slots_freed_at_a_barrier(
 def test_with_a_reservation_the_pipeline_keeps_its_slots_and_no_batch_task_starts_on_them(
     cluster: Cluster, gate: Gate
 ) -> None:
-    # P = 0.99 keeps the containers for about 20 s past each phase's start (Eq. 4 with the
-    # job's own task times): far longer than a phase takes, so none lapses here.
-    hp, lp = run_beside_batch(cluster, gate, {"isolation": 0.99})
+    # P = 0.999 keeps them t_min (1 - 0.999^(1/4))^(-1/alpha) past each phase's start (Eq. 4):
+    # with these task times (t_min about 0.3 s, alpha 1 to 3) 4 s at the least, far longer
+    # than a phase takes, so none lapses here.
+    hp, lp = run_beside_batch(cluster, gate, {"isolation": 0.999})
     assert containers(hp, "p3") == containers(hp, "p2") == containers(hp, "p1")
     # Until the last barrier passed every container was kept (the final phase gives each
     # back as its task ends, Alg. 1 line 3, and batch tasks may start there then)
