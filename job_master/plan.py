@@ -434,19 +434,27 @@ class JobPlan:
                     name,
                     count,
                     self._phases[name].spec.resources,
-                    self._input_nodes(name),
+                    self._input_nodes(name, ahead=True),
                     local_only=True,
                 )
                 for name, count in self._slots.prereserve_asks().items()
             )
         return Decisions(tuple(launches), tuple(releases), asks, stops)
 
-    def _input_nodes(self, phase: str) -> tuple[str, ...]:
+    def _input_nodes(self, phase: str, *, ahead: bool = False) -> tuple[str, ...]:
         """Where a phase's input is: the nodes its upstream phases' tasks succeeded on, which
-        its asks prefer (data locality; the RM's locality wait says for how long)."""
+        its asks prefer (data locality; the RM's locality wait says for how long).  ``ahead``
+        (a pre-reservation, before the barrier): also where they still run, since their
+        output will be there.  O(upstream tasks running)."""
         nodes: dict[str, None] = {}
         for upstream in self._phases[phase].spec.after:
-            nodes.update(self._phases[upstream].output_nodes)
+            state = self._phases[upstream]
+            nodes.update(state.output_nodes)
+            if ahead:
+                for task_id in state.live:
+                    container = self.containers.get(self.tasks[task_id].allocation_id or "")
+                    if container is not None:
+                        nodes[container.node_id] = None
         return tuple(nodes)[:MAX_PREFERRED_NODES]
 
     def _idle_to_visit(self) -> list[str]:

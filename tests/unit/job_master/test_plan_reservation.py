@@ -285,3 +285,15 @@ def test_without_a_prior_every_kept_container_is_told_again_once_the_deadline_is
     finish(plan, "p0-4", at=9.0)
     changes = plan.kept_changes()
     assert len(changes) == 5 and all(math.isfinite(expiry) for _a, _p, expiry in changes)
+
+
+def test_a_pre_reservation_prefers_the_nodes_of_the_upstream_tasks_done_and_running():
+    plan = JobPlan(chain(3, 6), ReservationSpec(prereserve_at=0.3))
+    for node_id in ("n1", "n2", "n3"):
+        plan.on_granted(container("p0", node_id))
+    for launch in plan.decide().launches:
+        report(plan, launch.task_id, TaskState.RUNNING)
+    finished_on = plan.containers[plan.tasks["p0-0"].allocation_id or ""].node_id
+    (ahead,) = finish(plan, "p0-0", at=3.0).asks  # 1/3 finished: past R = 0.3
+    assert ahead.local_only and ahead.preferred_nodes[0] == finished_on
+    assert set(ahead.preferred_nodes) == {"n1", "n2", "n3"}  # where p0's output is, or will be
