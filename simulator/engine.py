@@ -902,6 +902,8 @@ class Simulation:
         )
         master.finished = True
         self._unfinished -= 1
+        for phase in master.sim_job.spec.phases:  # nothing reads its output any more
+            self._output_on.pop((master.job_id, phase.name), None)
         host = self._nodes.get(master.node_id)
         process = host.tasks.get(master.allocation_id) if host is not None else None
         if host is not None and process is not None:  # the job master's process exits
