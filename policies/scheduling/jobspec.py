@@ -13,12 +13,60 @@ the limits on the text itself) and structured protobuf specs (``plumbing.wire``)
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from policies.scheduling.resources import Resources
+from policies.scheduling.spec_fields import MAX_NAME_LENGTH, SpecError, join_field, quoted
+from policies.scheduling.spec_fields import check_keys as _check_keys
+from policies.scheduling.spec_fields import describe as _describe
+from policies.scheduling.spec_fields import fraction_field as _fraction
+from policies.scheduling.spec_fields import integer_field as _integer
+from policies.scheduling.spec_fields import name_field as _name
+from policies.scheduling.spec_fields import number_field as _number
+from policies.scheduling.spec_fields import string_list as _string_list
+from policies.scheduling.spec_fields import utf8_size as _utf8_size
+
+__all__ = [
+    "DEFAULT_ISOLATION",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_PRERESERVE_AT",
+    "INT32_MAX",
+    "INT32_MIN",
+    "JOB_FIELDS",
+    "MAX_ARG_BYTES",
+    "MAX_COMMAND_ARGS",
+    "MAX_COMMAND_BYTES",
+    "MAX_CPU",
+    "MAX_IMAGE_LENGTH",
+    "MAX_MEMORY_MB",
+    "MAX_NAME_LENGTH",
+    "MAX_PHASES",
+    "MAX_RETRIES_LIMIT",
+    "MAX_SPEC_BYTES",
+    "MAX_SPEC_DEPTH",
+    "MAX_SPEC_NODES",
+    "MAX_STRAGGLER_COPIES",
+    "MAX_TASKS_PER_JOB",
+    "MAX_TASKS_PER_PHASE",
+    "MIN_CPU",
+    "PHASE_FIELDS",
+    "PRIOR_FIELDS",
+    "RESERVATION_FIELDS",
+    "RESOURCE_FIELDS",
+    "JobSpec",
+    "PhaseSpec",
+    "ReservationSpec",
+    "SpecError",
+    "TaskTimePrior",
+    "check_fits_cluster",
+    "job_spec_to_document",
+    "join_field",
+    "parse_job_spec",
+    "parse_reservation",
+    "quoted",
+    "reservation_to_document",
+]
 
 DEFAULT_MAX_RETRIES = 2
 
@@ -49,7 +97,6 @@ and no machine has more than a few thousand cores."""
 MAX_MEMORY_MB = 64 * 1024 * 1024
 """Per task, 64 TiB in MiB (int64 on the wire; the runtimes turn it into bytes)."""
 
-MAX_NAME_LENGTH = 63
 MAX_IMAGE_LENGTH = 512
 """A Docker reference: a repository of at most 255 characters, a tag and a digest."""
 
@@ -73,20 +120,6 @@ MAX_SPEC_DEPTH = 32
 MAX_SPEC_NODES = 100_000
 """Nodes (scalars, lists, mappings) in a YAML spec once every alias is replaced by what it names:
 bounds the work of reading a spec and alias bombs ("billion laughs")."""
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_SIMPLE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_SHOWN_CHARACTERS = 64
-
-
-class SpecError(ValueError):
-    """An invalid job specification; ``field`` is a path such as ``phases[0].resources.cpu``
-    (``job`` for the document as a whole).  The message is one line."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
-        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -157,120 +190,6 @@ class JobSpec:
         return sum(phase.tasks for phase in self.phases)
 
 
-# ------------------------------------------------------------------------------ messages
-
-
-def quoted(text: str) -> str:
-    """``text`` as it may appear in a one-line message: quoted, escaped (a newline cannot end the
-    line) and cut after 64 characters (a key of a megabyte must not make a megabyte of error)."""
-    if len(text) > _SHOWN_CHARACTERS:
-        return repr(text[:_SHOWN_CHARACTERS]) + "..."
-    return repr(text)
-
-
-def join_field(prefix: str, key: object) -> str:
-    """The path of ``key`` inside the mapping at ``prefix`` (``""`` for the document), as messages
-    name it: ``phases[0].resources``; a key that is not a plain name is quoted."""
-    text = key if isinstance(key, str) and _SIMPLE_KEY.fullmatch(key) else _key_text(key)
-    return f"{prefix}.{text}" if prefix else text
-
-
-def _key_text(key: object) -> str:
-    if isinstance(key, str):
-        return quoted(key)
-    if isinstance(key, bool | int | float) or key is None:
-        return _shown_scalar(key)
-    return f"<{type(key).__name__}>"
-
-
-def _shown_scalar(value: bool | int | float | None) -> str:
-    # str() of an int of more than 4300 digits raises; such a number is only "huge" to a user.
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        return "a huge negative number" if value < 0 else "a huge number"
-    return "null" if value is None else str(value)
-
-
-def _document_field(field: str) -> str:
-    return field or "job"
-
-
-def _describe(value: object) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
-        type(value), f"a {type(value).__name__}"
-    )
-
-
-# ------------------------------------------------------------------------------ field checkers
-
-
-def _name(value: object, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise SpecError(field, "must be a non-empty string")
-    if len(value) > MAX_NAME_LENGTH or not _NAME.fullmatch(value):
-        # The first character is a letter or digit so that no name can collide with a marker
-        # of the system's own (such as "__master__") or read as an option ("-x").
-        raise SpecError(
-            field,
-            f"must be at most {MAX_NAME_LENGTH} letters, digits, '-', '_' or '.', "
-            "starting with a letter or digit",
-        )
-    return value
-
-
-def _integer(value: object, field: str, *, minimum: int, maximum: int) -> int:
-    """An integer within [minimum, maximum]; booleans and integral floats are refused."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field, f"must be an integer, not {_describe(value)}")
-    if value < minimum:
-        word = "positive" if minimum == 1 else f"at least {minimum}"
-        raise SpecError(field, f"must be {word}, got {_shown_scalar(value)}")
-    if value > maximum:
-        raise SpecError(field, f"must be at most {maximum}, got {_shown_scalar(value)}")
-    return value
-
-
-def _number(value: object, field: str, *, minimum: float, maximum: float) -> float:
-    """A finite, positive number within [minimum, maximum], as a float."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(field, f"must be a number, not {_describe(value)}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise SpecError(field, f"must be a finite number, got {value}")
-    # Compared before float(): an integer beyond any float would raise OverflowError there.
-    if value <= 0:
-        raise SpecError(field, f"must be positive, got {_shown_scalar(value)}")
-    if value < minimum:
-        raise SpecError(field, f"must be at least {minimum:g}, got {_shown_scalar(value)}")
-    if value > maximum:
-        raise SpecError(field, f"must be at most {maximum:g}, got {_shown_scalar(value)}")
-    return float(value)
-
-
-def _utf8_size(text: str, field: str) -> int:
-    """The size of ``text`` in UTF-8; a lone surrogate (YAML's ``"\\ud800"``) has none and could
-    neither be sent as protobuf nor passed to a program."""
-    try:
-        return len(text.encode("utf-8"))
-    except UnicodeEncodeError as error:
-        raise SpecError(
-            field, f"is not valid Unicode (a lone surrogate at character {error.start})"
-        ) from None
-
-
-def _string_list(value: object, field: str, *, non_empty: bool, max_items: int) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise SpecError(field, f"must be a list of strings, not {_describe(value)}")
-    if non_empty and not value:
-        raise SpecError(field, "must not be empty")
-    if len(value) > max_items:  # before looking at the items: there may be millions
-        raise SpecError(field, f"has {len(value)} items; at most {max_items}")
-    for index, item in enumerate(value):
-        if not isinstance(item, str):
-            raise SpecError(f"{field}[{index}]", f"must be a string, not {_describe(item)}")
-    return tuple(value)
-
-
 def _command(value: object, field: str) -> tuple[tuple[str, ...], int]:
     """The argv of a phase and its size as ``execve`` counts it (each argument plus its NUL)."""
     args = _string_list(value, field, non_empty=True, max_items=MAX_COMMAND_ARGS)
@@ -287,15 +206,6 @@ def _command(value: object, field: str) -> tuple[tuple[str, ...], int]:
             field, f"is {total} bytes (with a NUL after each argument); at most {MAX_COMMAND_BYTES}"
         )
     return args, total
-
-
-def _mapping(value: object, field: str) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise SpecError(_document_field(field), f"must be a mapping, not {_describe(value)}")
-    for key in value:
-        if not isinstance(key, str):
-            raise SpecError(_document_field(field), f"keys must be strings, not {_describe(key)}")
-    return value
 
 
 # ------------------------------------------------------------------------------ the schema
@@ -325,18 +235,6 @@ PHASE_FIELDS: Mapping[str, bool] = {
     "image": False,
 }
 RESOURCE_FIELDS: Mapping[str, bool] = {"cpu": True, "memory_mb": True}
-
-
-def _check_keys(value: object, field: str, schema: Mapping[str, bool]) -> Mapping[str, object]:
-    """Refuse a non-mapping, unknown keys and missing required keys."""
-    doc = _mapping(value, field)
-    for key in doc:
-        if key not in schema:
-            raise SpecError(join_field(field, key), f"unknown field (allowed: {', '.join(schema)})")
-    for key, required in schema.items():
-        if required and key not in doc:
-            raise SpecError(join_field(field, key), "is required")
-    return doc
 
 
 def _image(value: object, field: str) -> str:
@@ -475,15 +373,6 @@ def parse_reservation(value: object, field: str) -> ReservationSpec:
         ),
         prior=prior,
     )
-
-
-def _fraction(value: object, field: str) -> float:
-    """A number in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(field, f"must be a number in [0, 1], not {_describe(value)}")
-    if not 0 <= value <= 1:  # NaN fails too
-        raise SpecError(field, f"must be in [0, 1], got {_shown_scalar(value)}")
-    return float(value)
 
 
 def _copies(value: object, field: str) -> int | None:
