@@ -7,6 +7,7 @@ from policies.scheduling.jobspec import JobSpec, ReservationSpec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
+from policies.scheduling.service_spec import ServiceSpec
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
@@ -57,6 +58,8 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         max_retries=spec.max_retries,
         queue=spec.queue,
         reservation=None if spec.reservation is None else reservation_to_pb(spec.reservation),
+        kind=spec.kind,
+        service=None if spec.service is None else service_to_pb(spec.service),
         phases=[
             pb.PhaseSpec(
                 name=p.name,
@@ -95,6 +98,40 @@ def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
     }
     if message.HasField("reservation"):
         document["reservation"] = reservation_document_from_pb(message.reservation)
+    if message.kind:
+        document["kind"] = message.kind
+    if message.HasField("service"):
+        document["service"] = service_document_from_pb(message.service)
+    return document
+
+
+def service_to_pb(service: ServiceSpec) -> pb.ServiceSpec:
+    message = pb.ServiceSpec(latency_sensitive=service.latency_sensitive)
+    if service.probe is not None:
+        message.probe.CopyFrom(
+            pb.ProbeSpec(
+                http=service.probe.http or "",
+                port=service.probe.port,
+                period_s=service.probe.period_s,
+                timeout_s=service.probe.timeout_s,
+            )
+        )
+    return message
+
+
+def service_document_from_pb(message: pb.ServiceSpec) -> dict[str, object]:
+    """The document form of a structured service block, for the validator (a zero period or
+    timeout is proto3's "unset": the default)."""
+    document: dict[str, object] = {"latency_sensitive": message.latency_sensitive}
+    if message.HasField("probe"):
+        probe = message.probe
+        probe_doc: dict[str, object] = {"http": probe.http} if probe.http else {"tcp": True}
+        probe_doc["port"] = probe.port
+        if probe.period_s:
+            probe_doc["period_s"] = probe.period_s
+        if probe.timeout_s:
+            probe_doc["timeout_s"] = probe.timeout_s
+        document["probe"] = probe_doc
     return document
 
 

@@ -70,20 +70,44 @@ class PhaseSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., image: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation")
+    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation", "kind", "service")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
     MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     phases: _containers.RepeatedCompositeFieldContainer[PhaseSpec]
     max_retries: int
     queue: str
     reservation: ReservationSpec
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ...) -> None: ...
+    kind: str
+    service: ServiceSpec
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ..., kind: _Optional[str] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ...) -> None: ...
+
+class ServiceSpec(_message.Message):
+    __slots__ = ("latency_sensitive", "probe")
+    LATENCY_SENSITIVE_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FIELD_NUMBER: _ClassVar[int]
+    latency_sensitive: bool
+    probe: ProbeSpec
+    def __init__(self, latency_sensitive: _Optional[bool] = ..., probe: _Optional[_Union[ProbeSpec, _Mapping]] = ...) -> None: ...
+
+class ProbeSpec(_message.Message):
+    __slots__ = ("http", "port", "period_s", "timeout_s")
+    HTTP_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_S_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    http: str
+    port: int
+    period_s: float
+    timeout_s: float
+    def __init__(self, http: _Optional[str] = ..., port: _Optional[int] = ..., period_s: _Optional[float] = ..., timeout_s: _Optional[float] = ...) -> None: ...
 
 class ReservationSpec(_message.Message):
     __slots__ = ("isolation", "prereserve_at", "straggler_copies", "max_copies", "prior")

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from policies.scheduling.resources import Resources
+from policies.scheduling.service_spec import ServiceSpec, parse_service, service_to_document
 from policies.scheduling.spec_fields import MAX_NAME_LENGTH, SpecError, join_field, quoted
 from policies.scheduling.spec_fields import check_keys as _check_keys
 from policies.scheduling.spec_fields import describe as _describe
@@ -34,6 +35,7 @@ __all__ = [
     "INT32_MAX",
     "INT32_MIN",
     "JOB_FIELDS",
+    "KINDS",
     "MAX_ARG_BYTES",
     "MAX_COMMAND_ARGS",
     "MAX_COMMAND_BYTES",
@@ -179,6 +181,11 @@ class JobSpec:
     max_retries: int = DEFAULT_MAX_RETRIES
     queue: str = ""  # the queue it is charged to; empty: the RM's default queue
     reservation: ReservationSpec | None = None  # None: the RM's default (docs/reservation.md)
+    service: ServiceSpec | None = None  # kind: service (service_spec.py); None: a batch job
+
+    @property
+    def kind(self) -> str:
+        return "batch" if self.service is None else "service"
 
     def phase(self, name: str) -> PhaseSpec:
         for phase in self.phases:
@@ -218,7 +225,11 @@ JOB_FIELDS: Mapping[str, bool] = {
     "max_retries": False,
     "queue": False,
     "reservation": False,
+    "kind": False,
+    "service": False,
 }
+KINDS = ("batch", "service")
+"""A batch job ends when its tasks have; a service runs until killed (service_spec.py)."""
 RESERVATION_FIELDS: Mapping[str, bool] = {
     "isolation": False,
     "prereserve_at": False,
@@ -317,6 +328,7 @@ def parse_job_spec(document: object) -> JobSpec:
     total_tasks = sum(phase.tasks for phase in phases)
     if total_tasks > MAX_TASKS_PER_JOB:
         raise SpecError("phases", f"have {total_tasks} tasks in all; at most {MAX_TASKS_PER_JOB}")
+    service = _service(doc, phases)
     name = _name(doc["name"], "name")
     size += len(name) + 1
     if size > MAX_SPEC_BYTES:
@@ -339,7 +351,29 @@ def parse_job_spec(document: object) -> JobSpec:
         reservation=parse_reservation(doc["reservation"], "reservation")
         if "reservation" in doc
         else None,
+        service=service,
     )
+
+
+def _service(doc: Mapping[str, object], phases: Sequence[PhaseSpec]) -> ServiceSpec | None:
+    """The job's ``kind`` and ``service`` block: None for a batch job."""
+    kind = doc.get("kind", "batch")
+    if kind not in KINDS:
+        shown = quoted(kind) if isinstance(kind, str) else _describe(kind)
+        raise SpecError("kind", f"must be batch or service, got {shown}")
+    if kind == "batch":
+        if "service" in doc:
+            raise SpecError("service", "only a job of kind: service has a service block")
+        return None
+    for index, phase in enumerate(phases):
+        if phase.after:
+            raise SpecError(
+                f"phases[{index}].after",
+                "a service's phases run side by side: none waits for another",
+            )
+    if "reservation" in doc:
+        raise SpecError("reservation", "a service has no barriers to keep slots across")
+    return parse_service(doc["service"], "service") if "service" in doc else ServiceSpec()
 
 
 def parse_reservation(value: object, field: str) -> ReservationSpec:
@@ -465,6 +499,9 @@ def job_spec_to_document(spec: JobSpec) -> dict[str, object]:
         document["queue"] = spec.queue
     if spec.reservation is not None:
         document["reservation"] = reservation_to_document(spec.reservation)
+    if spec.service is not None:
+        document["kind"] = "service"
+        document["service"] = service_to_document(spec.service)
     return document
 
 

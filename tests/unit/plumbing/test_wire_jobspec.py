@@ -190,3 +190,43 @@ def test_a_reservation_block_crosses_the_wire(reservation: dict[str, object] | N
     message = spec_to_pb(spec)
     assert message.HasField("reservation") == (reservation is not None)
     assert parsed(message) == spec
+
+
+@pytest.mark.parametrize(
+    "service",
+    [
+        None,
+        {},
+        {"latency_sensitive": True, "probe": {"http": "/healthz", "port": 8080}},
+        {"probe": {"tcp": True, "port": 6379, "period_s": 0.5, "timeout_s": 0.1}},
+    ],
+)
+def test_a_service_crosses_the_wire(service: dict[str, object] | None) -> None:
+    extra = {} if service is None else {"kind": "service", "service": service}
+    spec = parse_job_spec(job_doc(phase_doc("server"), **extra))
+    message = spec_to_pb(spec)
+    assert message.kind == spec.kind and message.HasField("service") == (service is not None)
+    assert parsed(message) == spec
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (_set("kind", "cron"), "kind: must be batch or service, got 'cron'"),
+        (
+            lambda spec: spec.service.probe.MergeFrom(pb.ProbeSpec(http="/", port=0)),
+            "service.probe.port: must be positive, got 0",
+        ),
+        (
+            lambda spec: spec.service.probe.MergeFrom(pb.ProbeSpec(http="x", port=80)),
+            "service.probe.http: must be a path starting with '/', e.g. /healthz",
+        ),
+    ],
+)
+def test_a_structured_service_is_held_to_the_same_rules(edit: Edit, expected: str) -> None:
+    spec = message()
+    spec.kind = "service"
+    edit(spec)
+    with pytest.raises(SpecError) as caught:
+        parsed(spec)
+    assert str(caught.value) == expected
