@@ -23,6 +23,9 @@ Rules:
   task has failed at most ``max_retries`` times; one more failure fails the job.  A kill by
   preemption (``preempted=True``) is retried without using up a retry: the task did nothing
   wrong.  A copy or speculative attempt that ends badly is just gone.
+* A service (``kind: service``) runs until killed: a task of it that ends, however, is started
+  again (a new attempt), and it fails the job only in a crash loop, more than ``max_retries``
+  ends in a row each within :data:`SERVICE_STABLE_S` of its start.
 * A task's :class:`Step` moves only along :data:`STEP_TRANSITIONS`, like the other lifecycles.
 
 Everything is incremental: per-phase counts of tasks in each step, per-phase queues of ready
@@ -70,6 +73,8 @@ class Step(IdentityEnum):
 
 
 _LIVE = frozenset({Step.LAUNCHING, Step.RUNNING})
+SERVICE_STABLE_S = 30.0
+"""A service task that ran this long before it ended was healthy (its restarts count afresh)."""
 STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
     Step.WAITING: frozenset({Step.READY, Step.DROPPED}),
     # SUCCEEDED from READY: a copy or speculative attempt succeeded while the regular one waits.
@@ -294,6 +299,9 @@ class JobPlan:
                 live.started_at = self.now
             if live.kind is AttemptKind.REGULAR and task.step is Step.LAUNCHING:
                 self._move(task, Step.RUNNING)
+        elif state.is_final and self.spec.service is not None:
+            problem = message or f"{state.value} (exit code {exit_code})"
+            self._service_ended(task, live, problem, preempted=preempted)
         elif state is TaskState.SUCCEEDED:
             self._succeeded(task, live)
         elif state.is_final:
@@ -532,6 +540,18 @@ class JobPlan:
         if not task.step.is_final:
             self._move(task, Step.SUCCEEDED)  # a ready entry left behind is skipped later
             self._task_done(task)
+
+    def _service_ended(
+        self, task: Task, attempt: Attempt, problem: str, *, preempted: bool
+    ) -> None:
+        """A service's task ended, whatever its exit: it is started again (a service runs until
+        killed).  One that ran :data:`SERVICE_STABLE_S` first was healthy: its count of quick
+        failures starts again, so only a crash loop (more than ``max_retries`` quick ends in a
+        row) fails the job."""
+        started = attempt.started_at
+        if started is not None and self.now - started >= SERVICE_STABLE_S:
+            task.failures = 0
+        self._attempt_ended(task, attempt, problem, preempted=preempted)
 
     def _attempt_ended(
         self, task: Task, attempt: Attempt, problem: str, *, preempted: bool

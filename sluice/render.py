@@ -88,6 +88,11 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
     lines = [
         f"job        {job.job_id} ({job.name})",
         f"priority   {job.priority}",
+        *(
+            [f"kind       service{service_traits(detail.spec.service)}"]
+            if detail.spec.kind == "service"
+            else []
+        ),
         f"state      {job_state_name(job.state)}" + (f": {job.message}" if job.message else ""),
         f"elapsed    {duration(job)}",
     ]
@@ -189,6 +194,16 @@ def side_by_side(tasks: Sequence[rm_pb.TaskInfo]) -> dict[str, list[rm_pb.TaskIn
         if overlap:
             copies[task_id] = sorted(attempts, key=lambda a: a.attempt)
     return copies
+
+
+def service_traits(service: pb.ServiceSpec) -> str:
+    """What `sluice job` says of a service after its kind: latency-sensitive, probed how."""
+    traits = ["latency-sensitive"] if service.latency_sensitive else []
+    if service.HasField("probe"):
+        probe = service.probe
+        target = f"GET :{probe.port}{probe.http}" if probe.http else f"TCP :{probe.port}"
+        traits.append(f"probed by {target} every {probe.period_s:g} s")
+    return f" ({', '.join(traits)})" if traits else ""
 
 
 def preemption_line(step: rm_pb.PreemptionEvent) -> str:

@@ -10,11 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job_master.plan import STEP_TRANSITIONS, AttemptKind, Container, Decisions, JobPlan, Step
+from job_master.plan import (
+    SERVICE_STABLE_S,
+    STEP_TRANSITIONS,
+    AttemptKind,
+    Container,
+    Decisions,
+    JobPlan,
+    Step,
+)
 from policies.scheduling.asks import PhaseAsk
+from policies.scheduling.jobspec import parse_job_spec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
-from tests.builders import chain_spec, job_spec, phase_doc, res
+from tests.builders import chain_spec, job_doc, job_spec, phase_doc, res
 
 _allocation_numbers = itertools.count(1)
 
@@ -540,3 +549,43 @@ def test_a_downstream_phase_asks_for_the_nodes_its_upstream_tasks_succeeded_on()
     report(plan, c_launch.task_id, TaskState.SUCCEEDED)
     (d_ask,) = plan.decide().asks
     assert d_ask.preferred_nodes == ("n1", "n9")  # b ran on n1, c on n9
+
+
+SERVICE = parse_job_spec(job_doc(phase_doc("server", 1), kind="service", max_retries=1, name="web"))
+
+
+def run_service_task(plan: JobPlan, at: float) -> str:
+    plan.advance(at)
+    task_id = launch_next(plan, "server")
+    report(plan, task_id, TaskState.RUNNING)
+    return task_id
+
+
+@pytest.mark.parametrize("ending", [TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED])
+def test_a_service_task_that_ends_is_started_again(ending: TaskState):
+    plan = JobPlan(SERVICE)
+    task_id = run_service_task(plan, 0.0)
+    plan.advance(100.0)  # it ran long enough to count as healthy
+    report(plan, task_id, ending)
+    assert plan.outcome is None and asked(plan.decide()) == {"server": 1}
+    run_service_task(plan, 101.0)
+    assert plan.tasks[task_id].attempt == 2 and plan.outcome is None
+
+
+def test_a_service_in_a_crash_loop_fails_the_job():
+    plan = JobPlan(SERVICE)  # max_retries 1: a second quick end in a row fails it
+    for attempt in (1, 2):
+        task_id = run_service_task(plan, 10.0 * attempt)
+        plan.advance(10.0 * attempt + 1.0)
+        report(plan, task_id, TaskState.FAILED, exit_code=3)
+    assert plan.outcome is not None and plan.outcome[0] is JobState.FAILED
+    assert "server-0 failed 2 times" in plan.outcome[1]
+
+
+def test_a_service_that_ran_a_while_between_crashes_keeps_running():
+    plan = JobPlan(SERVICE)
+    for attempt in range(1, 5):
+        task_id = run_service_task(plan, 100.0 * attempt)
+        plan.advance(100.0 * attempt + SERVICE_STABLE_S)
+        report(plan, task_id, TaskState.FAILED, exit_code=1)
+    assert plan.outcome is None and plan.tasks["server-0"].attempt == 4

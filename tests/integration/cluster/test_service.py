@@ -1,0 +1,43 @@
+"""A service (``kind: service``) on a real cluster: it runs until killed, and a task of it that
+ends is started again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+from tests.integration.cluster.harness import Cluster, phase, running_cluster, wait_until
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from running_cluster(tmp_path_factory, "service", nodes=1)
+
+
+def test_a_service_whose_task_ends_is_restarted_and_runs_until_killed(cluster: Cluster) -> None:
+    document = {
+        "name": "svc",
+        "kind": "service",
+        "priority": 5,
+        "max_retries": 100,
+        "service": {"latency_sensitive": True},
+        "phases": [phase("server", 1, "sleep 0.5")],  # it ends every half second
+    }
+    job_id = cluster.submit(yaml.safe_dump(document))
+    try:
+        wait_until(
+            lambda: sum(t.state == pb.TASK_SUCCEEDED for t in cluster.job(job_id).tasks) >= 2,
+            60,
+            "two ends of the service's task",
+        )
+        detail = cluster.job(job_id)
+        assert detail.summary.state == pb.JOB_RUNNING  # ended tasks did not end the service
+        assert detail.spec.kind == "service" and detail.spec.service.latency_sensitive
+        assert max(t.attempt for t in detail.tasks) >= 2
+    finally:
+        cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
+    assert cluster.wait_final(job_id, timeout=60).summary.state == pb.JOB_KILLED
