@@ -40,6 +40,7 @@ from plumbing.wire import (
     progress_to_pb,
     resources_from_pb,
     resources_to_pb,
+    service_to_pb,
     spec_document_from_pb,
 )
 from policies.scheduling.jobspec import parse_job_spec
@@ -377,6 +378,8 @@ class JobMaster:
                 "SLUICE_ATTEMPT": str(launch.attempt),
             },
         )
+        if plan.spec.service is not None:  # the agent watches a service's tasks
+            request.service.CopyFrom(service_to_pb(plan.spec.service))
         try:
             self._agent(container.node_address).StartTask(request, timeout=RPC_TIMEOUT)
         except grpc.RpcError as error:

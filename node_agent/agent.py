@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from node_agent.preemption import (
@@ -44,10 +44,13 @@ from node_agent.runtime.base import (
     TaskUsage,
     UnknownTaskError,
 )
+from node_agent.service_monitor import ServiceMonitor
 from plumbing.tls import write_tls_dir
+from policies.oversubscription.config import OversubscriptionConfig
 from policies.scheduling.cpu_sets import choose_cpuset
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
+from policies.scheduling.service_spec import ServiceSpec
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,8 @@ class AgentConfig:
     # here are written (each gets the certificate the RM issued for its job, never the agent's).
     ca_pem: bytes | None = None
     masters_tls_root: Path | None = None
+    # ROSE's UP/RP switch and thresholds: what the service watch judges interference by.
+    oversubscription: OversubscriptionConfig = field(default_factory=OversubscriptionConfig)
 
 
 class NodeAgent:
@@ -135,6 +140,11 @@ class NodeAgent:
             for observation in runtime.observe():
                 self._observed[observation.task_key] = observation
         self._sweep_master_tls()
+        # The services it runs, watched (ROSE Sec. 6.2); its probe thread starts with the first.
+        self.services = ServiceMonitor(
+            self.pressure_dir, self.service_host, config.oversubscription
+        )
+        self._probing = False
 
     def _runtimes(self) -> list[TaskRuntime]:
         return [self.tasks] if self.masters is self.tasks else [self.tasks, self.masters]
@@ -158,9 +168,11 @@ class NodeAgent:
         resources: Resources,
         image: str | None,
         env: dict[str, str] | None = None,
+        service: ServiceSpec | None = None,
     ) -> RunObservation:
         """Start a task attempt; TaskExistsError when that attempt is already known here,
-        AllocationBusyError when another live task runs in the allocation."""
+        AllocationBusyError when another live task runs in the allocation.  ``service``: the
+        task is a service's, watched from now on (its probe, its interference indicators)."""
         key = task_key(job_id, task_id, attempt)
         runtime = self.masters if task_id == MASTER_TASK_ID else self.tasks
         with self._lock:
@@ -206,7 +218,24 @@ class NodeAgent:
             ",".join(map(str, cpuset)),
             resources.memory_mb,
         )
+        if service is not None:
+            self.services.add(key, service)
+            if not self._probing:
+                self._probing = True
+                self.services.start()
         return observation
+
+    def service_host(self, key: str) -> str | None:
+        """Where a service task's probe connects: its runtime says (None: not known now)."""
+        try:
+            return self._runtime_of(key).service_host(key)
+        except Exception:  # it may exit meanwhile; the next probe asks again
+            return None
+
+    def close_services(self) -> None:
+        """Stop the service probes' thread (at shutdown)."""
+        if self._probing:
+            self.services.stop()
 
     def launch_master(
         self,
@@ -531,6 +560,10 @@ class NodeAgent:
                     observed[observation.task_key] = observation
             used, per_task = self._measure_usage(observed, now)
             self._look_at_swap(observed)
+            self.services.keep_only(
+                key for key, o in observed.items() if o.state is not RunState.EXITED
+            )
+            self.services.sample(now)
             with self._lock:
                 self._observed = observed
                 self.used = used

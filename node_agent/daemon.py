@@ -607,6 +607,7 @@ def run(args: argparse.Namespace) -> int:
     )
     daemon.close()
     reporter.close()
+    agent.close_services()
     tasks.close()
     if masters is not tasks:
         masters.close()

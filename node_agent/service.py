@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -19,10 +20,13 @@ from node_agent.runtime.base import (
     TaskExistsError,
     UnknownTaskError,
 )
+from node_agent.service_monitor import ServiceHealth
 from plumbing.authz import caller, foreign_job
 from plumbing.errors import UserError
-from plumbing.wire import TASK_STATE_TO_PB
+from plumbing.wire import TASK_STATE_TO_PB, service_document_from_pb
 from policies.scheduling.resources import Resources
+from policies.scheduling.service_spec import parse_service
+from policies.scheduling.spec_fields import SpecError
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
@@ -112,6 +116,28 @@ def status_to_pb(agent: NodeAgent, observation: RunObservation) -> agent_pb.Task
         cpuset=list(observation.limits.cpuset),
         cpu_seconds=usage.cpu_seconds if usage else 0.0,
         memory_bytes=usage.memory_bytes if usage else 0,
+        service=_health_to_pb(agent.services.health(observation.task_key)),
+    )
+
+
+def _health_to_pb(health: ServiceHealth | None) -> agent_pb.ServiceHealth | None:
+    if health is None:
+        return None
+    verdict = health.verdict
+
+    def seconds(value: float) -> float:
+        return 0.0 if math.isnan(value) else value
+
+    return agent_pb.ServiceHealth(
+        latency_p50_s=seconds(health.latency_p50_s),
+        latency_p95_s=seconds(health.latency_p95_s),
+        probes=health.probes,
+        probes_failed=health.probes_failed,
+        last_problem=health.last_problem,
+        anomalous=verdict.anomalous,
+        indicator=verdict.indicator,
+        value=seconds(verdict.value),
+        bound=seconds(verdict.bound),
     )
 
 
@@ -145,6 +171,12 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
                 "resources: cpu and memory_mb must be positive",
             )
         resources = Resources(request.resources.cpu, int(request.resources.memory_mb))
+        service = None
+        if request.HasField("service"):
+            try:
+                service = parse_service(service_document_from_pb(request.service), "service")
+            except SpecError as error:
+                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
         refused = self._gate.start_problem(
             request.job_id, request.allocation_id, resources, request.grant_token
         )
@@ -161,6 +193,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
                 resources,
                 request.image or None,
                 dict(request.env),
+                service,
             ),
         )
         return agent_pb.StartTaskResponse(status=status_to_pb(self._agent, observation))

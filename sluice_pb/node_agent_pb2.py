@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from sluice_pb import common_pb2 as sluice__pb_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice_pb/node_agent.proto\x12\tsluice.v1\x1a\x16sluice_pb/common.proto\"\x98\x02\n\x10StartTaskRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x15\n\rallocation_id\x18\x04 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x05 \x03(\t\x12\'\n\tresources\x18\x06 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\r\n\x05image\x18\x07 \x01(\t\x12\x31\n\x03\x65nv\x18\x08 \x03(\x0b\x32$.sluice.v1.StartTaskRequest.EnvEntry\x12\x13\n\x0bgrant_token\x18\t \x01(\x0c\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\":\n\x11StartTaskResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.sluice.v1.TaskStatus\"P\n\x07TaskRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x13\n\x0bgrant_token\x18\x04 \x01(\x0c\"n\n\x11ResizeTaskRequest\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\'\n\tresources\x18\x02 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x0e\n\x06\x63puset\x18\x03 \x03(\x05\"\xde\x01\n\nTaskStatus\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\x15\n\rallocation_id\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.sluice.v1.TaskState\x12\x11\n\texit_code\x18\x04 \x01(\x05\x12$\n\x06limits\x18\x05 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x0e\n\x06\x63puset\x18\x06 \x03(\x05\x12\x13\n\x0b\x63pu_seconds\x18\x07 \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x08 \x01(\x03\"\x12\n\x10ListTasksRequest\"9\n\x11ListTasksResponse\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.sluice.v1.TaskStatus\"\x18\n\x08LogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\"\n\x0c\x44rainRequest\x12\x12\n\nexit_after\x18\x01 \x01(\x08\"&\n\rDrainResponse\x12\x15\n\rstopped_tasks\x18\x01 \x01(\x05\x32\x81\x04\n\x0c\x41gentService\x12\x46\n\tStartTask\x12\x1b.sluice.v1.StartTaskRequest\x1a\x1c.sluice.v1.StartTaskResponse\x12\x35\n\x08StopTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x38\n\x0bSuspendTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x37\n\nResumeTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x41\n\nResizeTask\x12\x1c.sluice.v1.ResizeTaskRequest\x1a\x15.sluice.v1.TaskStatus\x12\x46\n\tListTasks\x12\x1b.sluice.v1.ListTasksRequest\x1a\x1c.sluice.v1.ListTasksResponse\x12\x38\n\x0bGetTaskLogs\x12\x12.sluice.v1.TaskRef\x1a\x13.sluice.v1.LogChunk0\x01\x12:\n\x05\x44rain\x12\x17.sluice.v1.DrainRequest\x1a\x18.sluice.v1.DrainResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice_pb/node_agent.proto\x12\tsluice.v1\x1a\x16sluice_pb/common.proto\"\xc1\x02\n\x10StartTaskRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x15\n\rallocation_id\x18\x04 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x05 \x03(\t\x12\'\n\tresources\x18\x06 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\r\n\x05image\x18\x07 \x01(\t\x12\x31\n\x03\x65nv\x18\x08 \x03(\x0b\x32$.sluice.v1.StartTaskRequest.EnvEntry\x12\x13\n\x0bgrant_token\x18\t \x01(\x0c\x12\'\n\x07service\x18\n \x01(\x0b\x32\x16.sluice.v1.ServiceSpec\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\":\n\x11StartTaskResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.sluice.v1.TaskStatus\"P\n\x07TaskRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x13\n\x0bgrant_token\x18\x04 \x01(\x0c\"n\n\x11ResizeTaskRequest\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\'\n\tresources\x18\x02 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x0e\n\x06\x63puset\x18\x03 \x03(\x05\"\x89\x02\n\nTaskStatus\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\x15\n\rallocation_id\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.sluice.v1.TaskState\x12\x11\n\texit_code\x18\x04 \x01(\x05\x12$\n\x06limits\x18\x05 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x0e\n\x06\x63puset\x18\x06 \x03(\x05\x12\x13\n\x0b\x63pu_seconds\x18\x07 \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x08 \x01(\x03\x12)\n\x07service\x18\t \x01(\x0b\x32\x18.sluice.v1.ServiceHealth\"\xbe\x01\n\rServiceHealth\x12\x15\n\rlatency_p50_s\x18\x01 \x01(\x01\x12\x15\n\rlatency_p95_s\x18\x02 \x01(\x01\x12\x0e\n\x06probes\x18\x03 \x01(\x05\x12\x15\n\rprobes_failed\x18\x04 \x01(\x05\x12\x14\n\x0clast_problem\x18\x05 \x01(\t\x12\x11\n\tanomalous\x18\x06 \x01(\x08\x12\x11\n\tindicator\x18\x07 \x01(\t\x12\r\n\x05value\x18\x08 \x01(\x01\x12\r\n\x05\x62ound\x18\t \x01(\x01\"\x12\n\x10ListTasksRequest\"9\n\x11ListTasksResponse\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.sluice.v1.TaskStatus\"\x18\n\x08LogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\"\n\x0c\x44rainRequest\x12\x12\n\nexit_after\x18\x01 \x01(\x08\"&\n\rDrainResponse\x12\x15\n\rstopped_tasks\x18\x01 \x01(\x05\x32\x81\x04\n\x0c\x41gentService\x12\x46\n\tStartTask\x12\x1b.sluice.v1.StartTaskRequest\x1a\x1c.sluice.v1.StartTaskResponse\x12\x35\n\x08StopTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x38\n\x0bSuspendTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x37\n\nResumeTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x41\n\nResizeTask\x12\x1c.sluice.v1.ResizeTaskRequest\x1a\x15.sluice.v1.TaskStatus\x12\x46\n\tListTasks\x12\x1b.sluice.v1.ListTasksRequest\x1a\x1c.sluice.v1.ListTasksResponse\x12\x38\n\x0bGetTaskLogs\x12\x12.sluice.v1.TaskRef\x1a\x13.sluice.v1.LogChunk0\x01\x12:\n\x05\x44rain\x12\x17.sluice.v1.DrainRequest\x1a\x18.sluice.v1.DrainResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,27 +35,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STARTTASKREQUEST_ENVENTRY']._loaded_options = None
   _globals['_STARTTASKREQUEST_ENVENTRY']._serialized_options = b'8\001'
   _globals['_STARTTASKREQUEST']._serialized_start=66
-  _globals['_STARTTASKREQUEST']._serialized_end=346
-  _globals['_STARTTASKREQUEST_ENVENTRY']._serialized_start=304
-  _globals['_STARTTASKREQUEST_ENVENTRY']._serialized_end=346
-  _globals['_STARTTASKRESPONSE']._serialized_start=348
-  _globals['_STARTTASKRESPONSE']._serialized_end=406
-  _globals['_TASKREF']._serialized_start=408
-  _globals['_TASKREF']._serialized_end=488
-  _globals['_RESIZETASKREQUEST']._serialized_start=490
-  _globals['_RESIZETASKREQUEST']._serialized_end=600
-  _globals['_TASKSTATUS']._serialized_start=603
-  _globals['_TASKSTATUS']._serialized_end=825
-  _globals['_LISTTASKSREQUEST']._serialized_start=827
-  _globals['_LISTTASKSREQUEST']._serialized_end=845
-  _globals['_LISTTASKSRESPONSE']._serialized_start=847
-  _globals['_LISTTASKSRESPONSE']._serialized_end=904
-  _globals['_LOGCHUNK']._serialized_start=906
-  _globals['_LOGCHUNK']._serialized_end=930
-  _globals['_DRAINREQUEST']._serialized_start=932
-  _globals['_DRAINREQUEST']._serialized_end=966
-  _globals['_DRAINRESPONSE']._serialized_start=968
-  _globals['_DRAINRESPONSE']._serialized_end=1006
-  _globals['_AGENTSERVICE']._serialized_start=1009
-  _globals['_AGENTSERVICE']._serialized_end=1522
+  _globals['_STARTTASKREQUEST']._serialized_end=387
+  _globals['_STARTTASKREQUEST_ENVENTRY']._serialized_start=345
+  _globals['_STARTTASKREQUEST_ENVENTRY']._serialized_end=387
+  _globals['_STARTTASKRESPONSE']._serialized_start=389
+  _globals['_STARTTASKRESPONSE']._serialized_end=447
+  _globals['_TASKREF']._serialized_start=449
+  _globals['_TASKREF']._serialized_end=529
+  _globals['_RESIZETASKREQUEST']._serialized_start=531
+  _globals['_RESIZETASKREQUEST']._serialized_end=641
+  _globals['_TASKSTATUS']._serialized_start=644
+  _globals['_TASKSTATUS']._serialized_end=909
+  _globals['_SERVICEHEALTH']._serialized_start=912
+  _globals['_SERVICEHEALTH']._serialized_end=1102
+  _globals['_LISTTASKSREQUEST']._serialized_start=1104
+  _globals['_LISTTASKSREQUEST']._serialized_end=1122
+  _globals['_LISTTASKSRESPONSE']._serialized_start=1124
+  _globals['_LISTTASKSRESPONSE']._serialized_end=1181
+  _globals['_LOGCHUNK']._serialized_start=1183
+  _globals['_LOGCHUNK']._serialized_end=1207
+  _globals['_DRAINREQUEST']._serialized_start=1209
+  _globals['_DRAINREQUEST']._serialized_end=1243
+  _globals['_DRAINRESPONSE']._serialized_start=1245
+  _globals['_DRAINRESPONSE']._serialized_end=1283
+  _globals['_AGENTSERVICE']._serialized_start=1286
+  _globals['_AGENTSERVICE']._serialized_end=1799
 # @@protoc_insertion_point(module_scope)

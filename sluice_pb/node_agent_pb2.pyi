@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StartTaskRequest(_message.Message):
-    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "command", "resources", "image", "env", "grant_token")
+    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "command", "resources", "image", "env", "grant_token", "service")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class StartTaskRequest(_message.Message):
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     GRANT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_id: str
     attempt: int
@@ -34,7 +35,8 @@ class StartTaskRequest(_message.Message):
     image: str
     env: _containers.ScalarMap[str, str]
     grant_token: bytes
-    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., image: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
+    service: _common_pb2.ServiceSpec
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., image: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., grant_token: _Optional[bytes] = ..., service: _Optional[_Union[_common_pb2.ServiceSpec, _Mapping]] = ...) -> None: ...
 
 class StartTaskResponse(_message.Message):
     __slots__ = ("status",)
@@ -65,7 +67,7 @@ class ResizeTaskRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., cpuset: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("task", "allocation_id", "state", "exit_code", "limits", "cpuset", "cpu_seconds", "memory_bytes")
+    __slots__ = ("task", "allocation_id", "state", "exit_code", "limits", "cpuset", "cpu_seconds", "memory_bytes", "service")
     TASK_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +76,7 @@ class TaskStatus(_message.Message):
     CPUSET_FIELD_NUMBER: _ClassVar[int]
     CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     allocation_id: str
     state: _common_pb2.TaskState
@@ -82,7 +85,30 @@ class TaskStatus(_message.Message):
     cpuset: _containers.RepeatedScalarFieldContainer[int]
     cpu_seconds: float
     memory_bytes: int
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., cpuset: _Optional[_Iterable[int]] = ..., cpu_seconds: _Optional[float] = ..., memory_bytes: _Optional[int] = ...) -> None: ...
+    service: ServiceHealth
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., cpuset: _Optional[_Iterable[int]] = ..., cpu_seconds: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., service: _Optional[_Union[ServiceHealth, _Mapping]] = ...) -> None: ...
+
+class ServiceHealth(_message.Message):
+    __slots__ = ("latency_p50_s", "latency_p95_s", "probes", "probes_failed", "last_problem", "anomalous", "indicator", "value", "bound")
+    LATENCY_P50_S_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_P95_S_FIELD_NUMBER: _ClassVar[int]
+    PROBES_FIELD_NUMBER: _ClassVar[int]
+    PROBES_FAILED_FIELD_NUMBER: _ClassVar[int]
+    LAST_PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    ANOMALOUS_FIELD_NUMBER: _ClassVar[int]
+    INDICATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
+    latency_p50_s: float
+    latency_p95_s: float
+    probes: int
+    probes_failed: int
+    last_problem: str
+    anomalous: bool
+    indicator: str
+    value: float
+    bound: float
+    def __init__(self, latency_p50_s: _Optional[float] = ..., latency_p95_s: _Optional[float] = ..., probes: _Optional[int] = ..., probes_failed: _Optional[int] = ..., last_problem: _Optional[str] = ..., anomalous: _Optional[bool] = ..., indicator: _Optional[str] = ..., value: _Optional[float] = ..., bound: _Optional[float] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ()

@@ -164,6 +164,10 @@ class TaskRuntime(Protocol):
         where there is none (cgroup v1, no cgroups, an unknown or exited task)."""
         ...
 
+    def service_host(self, task_key: str) -> str | None:
+        """The address a service task listens on, for its probe (``None``: not known now)."""
+        ...
+
     def swap_bytes(self, task_key: str) -> int | None:
         """The task's memory in swap now, or ``None`` where the node cannot tell (no swap
         accounting, no cgroups, an unknown or exited task)."""

@@ -335,6 +335,24 @@ class DockerRuntime:
         # PSI for containers is not reported yet (the machine-wide PSI always is).
         return None
 
+    def service_host(self, task_key: str) -> str | None:
+        """The container's address on its network (the engine's default bridge)."""
+        with self._lock:
+            try:
+                container = self._live_container(task_key, "probe")
+            except RuntimeError_:
+                return None
+            networks = container.attrs.get("NetworkSettings", {})
+        address = networks.get("IPAddress") or next(
+            (
+                n.get("IPAddress")
+                for n in (networks.get("Networks") or {}).values()
+                if n.get("IPAddress")
+            ),
+            None,
+        )
+        return str(address) if address else None
+
     def swap_bytes(self, task_key: str) -> int | None:
         with self._lock:
             try:

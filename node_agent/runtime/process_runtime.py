@@ -294,6 +294,9 @@ class ProcessRuntime:
                 return None
             return self._cgroups.pressure_dir(task.cgroup)
 
+    def service_host(self, task_key: str) -> str | None:
+        return "127.0.0.1"  # a process shares the node's network
+
     def swap_bytes(self, task_key: str) -> int | None:
         with self._lock:
             task = self._tasks.get(task_key)

@@ -3,12 +3,15 @@ ends is started again."""
 
 from __future__ import annotations
 
+import socket
+import sys
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
 from sluice_pb import common_pb2 as pb
+from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import Cluster, phase, running_cluster, wait_until
 
@@ -38,6 +41,46 @@ def test_a_service_whose_task_ends_is_restarted_and_runs_until_killed(cluster: C
         assert detail.summary.state == pb.JOB_RUNNING  # ended tasks did not end the service
         assert detail.spec.kind == "service" and detail.spec.service.latency_sensitive
         assert max(t.attempt for t in detail.tasks) >= 2
+    finally:
+        cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
+    assert cluster.wait_final(job_id, timeout=60).summary.state == pb.JOB_KILLED
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_agent_probes_a_latency_sensitive_service_and_reports_its_latency(
+    cluster: Cluster,
+) -> None:
+    port = free_port()
+    document = {
+        "name": "web",
+        "kind": "service",
+        "priority": 5,
+        "service": {
+            "latency_sensitive": True,
+            "probe": {"http": "/", "port": port, "period_s": 0.2, "timeout_s": 0.2},
+        },
+        "phases": [
+            phase("server", 1, f"exec {sys.executable} -m http.server {port} --bind 127.0.0.1")
+        ],
+    }
+    job_id = cluster.submit(yaml.safe_dump(document))
+    try:
+        task = cluster.wait_task_running(job_id, "server-0", timeout=60)
+
+        def probed() -> agent_pb.ServiceHealth | None:
+            for status in cluster.agent_tasks(task.node_address):
+                if status.task.job_id == job_id and status.service.probes >= 3:
+                    return status.service
+            return None
+
+        health = wait_until(probed, 60, "three successful probes of the service")
+        assert 0 < health.latency_p50_s <= health.latency_p95_s < 0.2
+        assert not health.anomalous  # nothing interferes with it
     finally:
         cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
     assert cluster.wait_final(job_id, timeout=60).summary.state == pb.JOB_KILLED
