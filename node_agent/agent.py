@@ -46,7 +46,7 @@ from node_agent.runtime.base import (
 )
 from node_agent.service_monitor import ServiceMonitor
 from plumbing.tls import write_tls_dir
-from policies.oversubscription.config import OversubscriptionConfig
+from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.scheduling.cpu_sets import choose_cpuset
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
@@ -224,6 +224,17 @@ class NodeAgent:
                 self._probing = True
                 self.services.start()
         return observation
+
+    def set_oversubscription_mode(self, mode: str) -> None:
+        """The cluster's UP/RP switch, as the RM hands it at registration."""
+        try:
+            wanted = OversubscriptionMode(mode)
+        except ValueError:
+            log.warning("the resource manager's oversubscription mode %r is unknown: kept", mode)
+            return
+        if self.services.config.mode is not wanted:
+            self.services.config = replace(self.services.config, mode=wanted)
+            log.info("oversubscription: %s (the cluster's)", wanted.value)
 
     def service_host(self, key: str) -> str | None:
         """Where a service task's probe connects: its runtime says (None: not known now)."""

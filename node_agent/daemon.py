@@ -300,6 +300,8 @@ class AgentDaemon:
         self._ever_registered = True
         if self._on_data_plane is not None and response.HasField("data_plane"):
             self._on_data_plane(DataPlane.from_pb(response.data_plane))
+        if response.oversubscription:
+            self.agent.set_oversubscription_mode(response.oversubscription)
         log.info(
             "registered with the resource manager at %s as %s", self._rm_address, config.node_id
         )

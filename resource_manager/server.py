@@ -153,6 +153,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "BIG-C's resource monitor)",
     )
     parser.add_argument(
+        "--oversubscription",
+        choices=["up", "rp"],
+        default="up",
+        help="ROSE's switch for the cluster, handed to every agent: up (batch only, the default: "
+        "no throttling) or rp (latency-sensitive services share the machines: their "
+        "interference blocks and throttles speculative work)",
+    )
+    parser.add_argument(
         "--locality-wait",
         type=float,
         default=0.0,
@@ -296,6 +304,7 @@ async def _serve(
         job_master_ca=job_master_ca,
         grant_secret=grants.grant_secret(tls.key_pem) if tls is not None else None,
         submissions_per_minute=args.submissions_per_minute,
+        oversubscription=args.oversubscription,
     )
     names = rm_pb.DESCRIPTOR.services_by_name
     listen = _listen_address(args.listen, store)

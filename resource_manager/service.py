@@ -129,6 +129,7 @@ class RMState:
         job_master_ca: Authority | None = None,
         grant_secret: bytes | None = None,
         submissions_per_minute: int = 0,
+        oversubscription: str = "up",
     ) -> None:
         """``job_master_ca`` (with TLS): the RM's CA of job master certificates;
         ``grant_secret`` (with TLS): the secret its grant tokens are derived from
@@ -137,6 +138,7 @@ class RMState:
         self.clock = clock
         self.advertise_address = advertise_address
         self.data_plane = data_plane or DataPlane()
+        self.oversubscription = oversubscription  # ROSE's UP/RP switch, handed to every agent
         self.watchers = JobWatchers()
         self._unknown_states: set[tuple[str, int]] = set()
         self._pass_armed = False
@@ -499,6 +501,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
         return rm_pb.ClusterInfo(
             data_plane=self._state.data_plane.to_pb(),
             cluster_id=self._state.core.settings.cluster_id,
+            oversubscription=self._state.oversubscription,
         )
 
 
@@ -578,6 +581,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
             data_plane=self._state.data_plane.to_pb(),
             cluster_id=self._state.core.settings.cluster_id,
             grant_key=self._state.node_grant_key(request.node_id),
+            oversubscription=self._state.oversubscription,
         )
 
     async def Heartbeat(

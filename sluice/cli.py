@@ -357,6 +357,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             aggregator_period=args.period,
             insecure=args.insecure,
             queues=args.queues,
+            oversubscription=args.oversubscription,
         ),
         _say,
     )
@@ -576,6 +577,13 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
         "--queues",
         type=Path,
         help="the RM's queue file (docs/preemption.md); the RM re-reads it on SIGHUP",
+    )
+    p.add_argument(
+        "--oversubscription",
+        choices=["up", "rp"],
+        default="up",
+        help="ROSE's switch, for the RM (which hands it to the agents) and the aggregator: up "
+        "(batch only, the default) or rp (latency-sensitive services share the machines)",
     )
     _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_up)

@@ -62,6 +62,7 @@ class LocalClusterSpec:
     insecure: bool = False  # no TLS: plaintext links, no authentication
     queues: Path | None = None  # the RM's queue file (docs/preemption.md); None: one queue
     preemption_interval: float | None = None  # None: the RM's default
+    oversubscription: str = "up"  # ROSE's UP/RP switch: the RM's (agents') and the aggregator's
 
 
 def cluster_id_for(directory: Path) -> str:
@@ -126,6 +127,7 @@ def _rm_options(spec: LocalClusterSpec) -> list[str]:
         options += ["--queues", str(spec.queues.resolve())]
     if spec.preemption_interval is not None:
         options += ["--preemption-interval", str(spec.preemption_interval)]
+    options += ["--oversubscription", spec.oversubscription]
     return options
 
 
@@ -365,6 +367,7 @@ def _start_data_plane(
         argv += ["--influx-url", spec.influx_url]
     if spec.aggregator_ranking is not None:
         argv += ["--ranking", spec.aggregator_ranking]
+    argv += ["--mode", spec.oversubscription]
     log_path = logs / "aggregator.log"
     process = _spawn(argv, log_path)
     services.append({"name": "aggregator", "pid": process.pid, "argv": argv})

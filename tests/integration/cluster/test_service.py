@@ -1,5 +1,6 @@
-"""A service (``kind: service``) on a real cluster: it runs until killed, and a task of it that
-ends is started again."""
+"""A service (``kind: service``) on a real cluster: it runs until killed, a task of it that ends
+is started again, and its node agent probes it and reports its latency; the cluster's UP/RP
+switch reaches the agents."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from tests.integration.cluster.harness import Cluster, phase, running_cluster, w
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from running_cluster(tmp_path_factory, "service", nodes=1)
+    # RP: services share the machines (ROSE's switch, handed by the RM to the agents)
+    yield from running_cluster(tmp_path_factory, "service", nodes=1, oversubscription="rp")
 
 
 def test_a_service_whose_task_ends_is_restarted_and_runs_until_killed(cluster: Cluster) -> None:
@@ -84,3 +86,10 @@ def test_the_agent_probes_a_latency_sensitive_service_and_reports_its_latency(
     finally:
         cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
     assert cluster.wait_final(job_id, timeout=60).summary.state == pb.JOB_KILLED
+
+
+def test_the_cluster_says_it_runs_rp_and_its_agents_heard_so(cluster: Cluster) -> None:
+    info = cluster.client.jobs.GetClusterInfo(rm_pb.GetClusterInfoRequest(), timeout=10)
+    assert info.oversubscription == "rp"
+    log = cluster.directory / "logs" / "node-1.log"
+    wait_until(lambda: "oversubscription: rp (the cluster's)" in log.read_text(), 30, "the log")

@@ -15,6 +15,7 @@ import pytest
         ("--locality-wait", "-1", "--locality-wait: must be 0 to 3600 seconds"),
         ("--locality-wait", "4000", "--locality-wait: must be 0 to 3600 seconds"),
         ("--preemption-interval", "-2", "--preemption-interval: must be 0 or more seconds"),
+        ("--oversubscription", "xp", "argument --oversubscription: invalid choice: 'xp'"),
     ],
 )
 def test_a_setting_out_of_range_is_refused_naming_the_flag(
@@ -30,6 +31,6 @@ def test_a_setting_out_of_range_is_refused_naming_the_flag(
         cwd=tmp_path,
     )
     assert done.returncode != 0
-    errors = [line for line in done.stderr.splitlines() if line.startswith("sluice: error:")]
+    errors = [line for line in done.stderr.splitlines() if ": error:" in line]
     assert len(errors) == 1 and message in errors[0], done.stderr
     assert "Traceback" not in done.stderr
