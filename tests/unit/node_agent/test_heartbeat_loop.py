@@ -40,6 +40,9 @@ class FakeAgent:
     def live_events(self) -> list[object]:
         return []
 
+    def set_oversubscription_mode(self, mode: str) -> None:
+        self.mode = mode  # the cluster's UP/RP switch, from the RM's registration answer
+
     def launch_master(self, job_id: str, allocation_id: str, *_: object) -> None:
         self.launched.append((job_id, allocation_id))
         self.launch.set()
