@@ -105,6 +105,7 @@ def report_from_pb(message: pb.TaskEvent) -> TaskReport | None:
         limits=resources_from_pb(message.limits) if message.HasField("limits") else None,
         swapping=message.swapping,
         swap_bytes=message.swap_bytes,
+        speculative=message.speculative,
     )
 
 
@@ -119,7 +120,10 @@ def allocation_to_pb(allocation: AllocationRecord, node_address: str) -> rm_pb.A
     )
 
 
-def node_to_pb(node: NodeRecord, allocated: Resources) -> rm_pb.NodeInfo:
+def node_to_pb(
+    node: NodeRecord, allocated: Resources, opportunistic: tuple[Resources, int] = (Resources(), 0)
+) -> rm_pb.NodeInfo:
+    """``opportunistic``: what its live speculative tasks hold, and how many they are."""
     return rm_pb.NodeInfo(
         node_id=node.node_id,
         address=node.address,
@@ -131,6 +135,8 @@ def node_to_pb(node: NodeRecord, allocated: Resources) -> rm_pb.NodeInfo:
         last_heartbeat=node.last_heartbeat,
         running_tasks=node.running_tasks,
         has_swap=node.has_swap,
+        opportunistic=resources_to_pb(opportunistic[0]),
+        speculative_tasks=opportunistic[1],
     )
 
 

@@ -267,6 +267,8 @@ class ResourceManagerCore:
         # When asks held back for a preferred node may take any (monotonic; a heap): a pass runs
         # then (delay scheduling).
         self._locality_ends: list[tuple[float, str, str]] = []  # (when, job, phase)
+        # node -> what its live speculative tasks hold and how many, at its last heartbeat
+        self._opportunistic: dict[str, tuple[Resources, int]] = {}
         self._locality_armed: set[tuple[float, str, str]] = set()  # what the heap holds
         self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
         self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
@@ -472,6 +474,7 @@ class ResourceManagerCore:
                 has_swap=swap,
             )
         )
+        self._count_speculative(node_id, live_tasks)
         reasons = self._observe_reports(node_id, live_tasks, now)
         if self.tables.preempted_of_node(node_id):
             self._offer_resumptions(node_id, now)
@@ -1348,6 +1351,9 @@ class ResourceManagerCore:
         for report in reports:
             if report.job_master:
                 self._observe_master(report, now)
+            elif report.speculative:  # its job master tracks it (ROSE): only its stop is ours
+                if not report.state.is_final:
+                    reasons[report.allocation_id] = self._stop_reason(report, now)
             elif report.state.is_final:
                 self._observe_task(node_id, report, now)
             else:
@@ -1474,11 +1480,14 @@ class ResourceManagerCore:
         )
 
     def _stop_reason(self, report: TaskReport, now: Now) -> str | None:
-        """Why the node must stop this live task or job master, or None if it may run."""
+        """Why the node must stop this live task or job master, or None if it may run.  A
+        speculative task has no allocation to check: it runs while its job does."""
         job = self.jobs.get(report.job_id)
         if job is None:  # a finished job has left memory; say how it ended
             stored = self.tables.find_job(report.job_id)
             return "no such job" if stored is None else f"job {stored.state.value}"
+        if report.speculative:
+            return f"job {job.state.value}" if job.state.is_final else None
         allocation = self.allocations.get(report.allocation_id)
         if allocation is None or allocation.job_id != report.job_id:
             return f"allocation {report.allocation_id} is not {report.job_id}'s"
@@ -1495,6 +1504,22 @@ class ResourceManagerCore:
             lingering = now.wall - job.finish_time > self.settings.master_exit_grace
             return f"job succeeded {self.settings.master_exit_grace:g} s ago" if lingering else None
         return f"job {job.state.value}"
+
+    def _count_speculative(self, node_id: str, live: Sequence[TaskReport]) -> None:
+        """What the node's live speculative tasks hold, as its heartbeat shows them: counted
+        as opportunistic, never as allocated (ROSE; docs/oversubscription.md)."""
+        held, count = Resources(), 0
+        for report in live:
+            if report.speculative and not report.state.is_final and report.limits is not None:
+                held, count = held + report.limits, count + 1
+        if count:
+            self._opportunistic[node_id] = (held, count)
+        else:
+            self._opportunistic.pop(node_id, None)
+
+    def opportunistic(self, node_id: str) -> tuple[Resources, int]:
+        """What a node's live speculative tasks hold, and how many, at its last heartbeat."""
+        return self._opportunistic.get(node_id, (Resources(), 0))
 
     def _commands_for(
         self,
@@ -1591,6 +1616,7 @@ class ResourceManagerCore:
     def _lose_node(self, node_id: str, now: Now) -> None:
         node = self.nodes[node_id]
         self.tables.put_node(replace(node, state=NodeState.LOST))
+        self._opportunistic.pop(node_id, None)  # its speculative tasks are lost with it
         self._lost_since[node_id] = node.last_seen
         self.tables.journal(lambda: self._forget_lost(node_id))
         log.warning(

@@ -215,6 +215,7 @@ class TaskReport:
     limits: Resources | None = None  # the limits its task runs at, when the node says
     swapping: bool = False  # its memory is going to swap now
     swap_bytes: int = 0
+    speculative: bool = False  # placed by its job master without an allocation (ROSE)
 
 
 def evolve(record: R, **changes: Any) -> R:

@@ -472,7 +472,9 @@ class JobServicer(rm_grpc.JobServiceServicer):
             lambda: self._state.read(
                 lambda core: rm_pb.ListNodesResponse(
                     nodes=[
-                        convert.node_to_pb(n, core.node_allocated(n.node_id))
+                        convert.node_to_pb(
+                            n, core.node_allocated(n.node_id), core.opportunistic(n.node_id)
+                        )
                         for n in sorted(core.nodes.values(), key=lambda n: n.node_id)
                     ]
                 )

@@ -132,7 +132,7 @@ class TaskTimePrior(_message.Message):
     def __init__(self, alpha: _Optional[float] = ..., t_min: _Optional[float] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
-    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "state", "exit_code", "message", "timestamp", "node_id", "start_time", "job_master", "limits", "preempted", "swapping", "swap_bytes")
+    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "state", "exit_code", "message", "timestamp", "node_id", "start_time", "job_master", "limits", "preempted", "swapping", "swap_bytes", "speculative")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +148,7 @@ class TaskEvent(_message.Message):
     PREEMPTED_FIELD_NUMBER: _ClassVar[int]
     SWAPPING_FIELD_NUMBER: _ClassVar[int]
     SWAP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_id: str
     attempt: int
@@ -163,7 +164,8 @@ class TaskEvent(_message.Message):
     preempted: bool
     swapping: bool
     swap_bytes: int
-    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., timestamp: _Optional[float] = ..., node_id: _Optional[str] = ..., start_time: _Optional[float] = ..., job_master: _Optional[bool] = ..., limits: _Optional[_Union[Resources, _Mapping]] = ..., preempted: _Optional[bool] = ..., swapping: _Optional[bool] = ..., swap_bytes: _Optional[int] = ...) -> None: ...
+    speculative: bool
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., timestamp: _Optional[float] = ..., node_id: _Optional[str] = ..., start_time: _Optional[float] = ..., job_master: _Optional[bool] = ..., limits: _Optional[_Union[Resources, _Mapping]] = ..., preempted: _Optional[bool] = ..., swapping: _Optional[bool] = ..., swap_bytes: _Optional[int] = ..., speculative: _Optional[bool] = ...) -> None: ...
 
 class DataPlane(_message.Message):
     __slots__ = ("kafka_bootstrap", "metrics_topic", "outcomes_topic", "mqtt_url", "mqtt_topic_prefix", "aggregator_address", "kafka_tls")

@@ -263,7 +263,7 @@ class ListNodesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "address", "runtime", "capacity", "allocated", "used", "state", "last_heartbeat", "running_tasks", "has_swap")
+    __slots__ = ("node_id", "address", "runtime", "capacity", "allocated", "used", "state", "last_heartbeat", "running_tasks", "has_swap", "opportunistic", "speculative_tasks")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +274,8 @@ class NodeInfo(_message.Message):
     LAST_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
     HAS_SWAP_FIELD_NUMBER: _ClassVar[int]
+    OPPORTUNISTIC_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     runtime: str
@@ -284,7 +286,9 @@ class NodeInfo(_message.Message):
     last_heartbeat: float
     running_tasks: int
     has_swap: bool
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., runtime: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., state: _Optional[_Union[NodeState, str]] = ..., last_heartbeat: _Optional[float] = ..., running_tasks: _Optional[int] = ..., has_swap: _Optional[bool] = ...) -> None: ...
+    opportunistic: _common_pb2.Resources
+    speculative_tasks: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., runtime: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., state: _Optional[_Union[NodeState, str]] = ..., last_heartbeat: _Optional[float] = ..., running_tasks: _Optional[int] = ..., has_swap: _Optional[bool] = ..., opportunistic: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., speculative_tasks: _Optional[int] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)
