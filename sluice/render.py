@@ -234,6 +234,7 @@ def nodes_table(
         "CPU USED",
         "TASKS",
         "SWAP",
+        "SPECULATIVE",
     ]
     rows = [
         [
@@ -246,6 +247,8 @@ def nodes_table(
             f"{n.used.cpu:.2f}",
             str(n.running_tasks),
             "yes" if n.has_swap else "no",
+            # opportunistic: what its speculative tasks hold beside the allocations (ROSE)
+            f"{n.speculative_tasks} ({n.opportunistic.cpu:g} cpu)" if n.speculative_tasks else "-",
         ]
         for n in nodes
     ]

@@ -53,5 +53,20 @@ def test_nodes_show_whether_they_have_swap():
         rm_pb.NodeInfo(node_id="n2", has_swap=False, state=rm_pb.NODE_READY),
     ]
     header, first, second = render.nodes_table(nodes).splitlines()[:3]
-    assert header.split()[-1] == "SWAP"
-    assert first.split()[-1] == "yes" and second.split()[-1] == "no"
+    assert header.split()[-2] == "SWAP"
+    assert first.split()[-2] == "yes" and second.split()[-2] == "no"
+
+
+def test_nodes_show_their_speculative_tasks_and_what_they_hold():
+    nodes = [
+        rm_pb.NodeInfo(node_id="n1", state=rm_pb.NODE_READY),
+        rm_pb.NodeInfo(
+            node_id="n2",
+            state=rm_pb.NODE_READY,
+            speculative_tasks=3,
+            opportunistic=pb.Resources(cpu=1.5, memory_mb=768),
+        ),
+    ]
+    header, first, second = render.nodes_table(nodes).splitlines()[:3]
+    assert header.split()[-1] == "SPECULATIVE"
+    assert first.split()[-1] == "-" and second.endswith("3 (1.5 cpu)")
