@@ -3,8 +3,9 @@
 Suspending, resuming and resizing a task are the RM's decisions, carried to the agent in its
 heartbeat answers: nobody may ask an agent for them directly (they would be undone by the RM's
 reconciliation anyway).  Draining a node is an administrator's act.  Job masters start and stop
-tasks of their own job only (the handlers check the job their certificate names); a client-mode
-job master holds its user's certificate.
+tasks of their own job only (the handlers check the job their certificate names), and so they
+queue, upgrade and list speculative tasks; a client-mode job master holds its user's
+certificate.
 """
 
 from __future__ import annotations
@@ -28,5 +29,9 @@ ACCESS = table(
         "ListTasks": PEOPLE | {Role.AGENT},
         "GetTaskLogs": PEOPLE,
         "Drain": frozenset({Role.ADMIN}),
+        # Speculative tasks (ROSE): a job master, for its own job (the handlers check).
+        "EnqueueSpeculative": JOB_MASTERS,
+        "UpgradeSpeculative": JOB_MASTERS,
+        "ListSpeculative": JOB_MASTERS,
     },
 )

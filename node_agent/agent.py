@@ -45,6 +45,7 @@ from node_agent.runtime.base import (
     UnknownTaskError,
 )
 from node_agent.service_monitor import ServiceMonitor
+from node_agent.speculative import QueueState, SpeculativeQueue
 from plumbing.tls import write_tls_dir
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.scheduling.cpu_sets import choose_cpuset
@@ -84,6 +85,7 @@ class TaskEvent:
     limits: Resources | None = None  # what the task runs at now (live tasks)
     swapping: bool = False  # its memory is going to swap now
     swap_bytes: int = 0  # its memory in swap now, where the node can tell
+    speculative: bool = False  # placed by its job master without a container (ROSE)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class AgentConfig:
     masters_tls_root: Path | None = None
     # ROSE's UP/RP switch and thresholds: what the service watch judges interference by.
     oversubscription: OversubscriptionConfig = field(default_factory=OversubscriptionConfig)
+    # Where the speculative queue keeps what must survive a restart (None: nowhere).
+    state_dir: Path | None = None
 
 
 class NodeAgent:
@@ -145,6 +149,8 @@ class NodeAgent:
             self.pressure_dir, self.service_host, config.oversubscription
         )
         self._probing = False
+        # Speculative tasks job masters put here (ROSE Sec. 3.2, 6): queued, admitted, throttled.
+        self.speculative = SpeculativeQueue(self, config.oversubscription, config.state_dir)
 
     def _runtimes(self) -> list[TaskRuntime]:
         return [self.tasks] if self.masters is self.tasks else [self.tasks, self.masters]
@@ -169,10 +175,16 @@ class NodeAgent:
         image: str | None,
         env: dict[str, str] | None = None,
         service: ServiceSpec | None = None,
+        *,
+        speculative: bool = False,
+        cpuset: tuple[int, ...] | None = None,
     ) -> RunObservation:
         """Start a task attempt; TaskExistsError when that attempt is already known here,
         AllocationBusyError when another live task runs in the allocation.  ``service``: the
-        task is a service's, watched from now on (its probe, its interference indicators)."""
+        task is a service's, watched from now on (its probe, its interference indicators).
+        ``speculative``: started from the speculative queue, in the runtime's low-weight class,
+        on ``cpuset`` (the second-class cores).  A regular task's cores are chosen among those
+        the fewest regular tasks use: speculative ones give way."""
         key = task_key(job_id, task_id, attempt)
         runtime = self.masters if task_id == MASTER_TASK_ID else self.tasks
         with self._lock:
@@ -184,8 +196,9 @@ class NodeAgent:
                     raise AllocationBusyError(
                         f"allocation {allocation_id} already runs {other.task_key}"
                     )
-            assigned = {k: o.limits.cpuset for k, o in live.items()}
-            cpuset = choose_cpuset(self.config.cpu_ids, assigned, resources.cpu)
+            if cpuset is None:
+                assigned = {k: o.limits.cpuset for k, o in live.items() if not o.speculative}
+                cpuset = choose_cpuset(self.config.cpu_ids, assigned, resources.cpu)
         launch = TaskLaunch(
             task_key=key,
             job_id=job_id,
@@ -196,6 +209,7 @@ class NodeAgent:
             limits=ResourceLimits(resources.cpu, resources.memory_mb, cpuset),
             image=image or None,
             env=dict(env or {}),
+            speculative=speculative,
         )
         runtime.start(launch)
         observation = RunObservation(
@@ -207,12 +221,14 @@ class NodeAgent:
             state=RunState.RUNNING,
             limits=launch.limits,
             started_at=time.time(),
+            speculative=speculative,
         )
         with self._lock:
             self._observed[key] = observation
         log.info(
-            "started %s (allocation %s, %g cpu on cpus %s, %d MiB)",
+            "started %s%s (allocation %s, %g cpu on cpus %s, %d MiB)",
             key,
+            " speculative" if speculative else "",
             allocation_id,
             resources.cpu,
             ",".join(map(str, cpuset)),
@@ -234,7 +250,50 @@ class NodeAgent:
             return
         if self.services.config.mode is not wanted:
             self.services.config = replace(self.services.config, mode=wanted)
+            self.speculative.config = replace(self.speculative.config, mode=wanted)
             log.info("oversubscription: %s (the cluster's)", wanted.value)
+
+    def promote(self, key: str, allocation_id: str, resources: Resources) -> RunObservation:
+        """Make a running speculative task the regular task of ``allocation_id`` (a container
+        the RM granted here), in place (ROSE Alg. 5 line 11): out of the speculative class, on
+        cores of its own, at the container's limits."""
+        with self._lock:
+            observed = self._observed.get(key)
+            if observed is None or observed.state is RunState.EXITED:
+                raise UnknownTaskError(f"no live task {key} on this node")
+            if not observed.speculative:
+                if observed.allocation_id == allocation_id:
+                    return observed  # upgraded already (a retried call)
+                raise AllocationBusyError(f"task {key} is not speculative")
+            for other in self._observed.values():
+                if (
+                    other.allocation_id == allocation_id
+                    and other.job_id == observed.job_id
+                    and other.state is not RunState.EXITED
+                ):
+                    raise AllocationBusyError(
+                        f"allocation {allocation_id} already runs {other.task_key}"
+                    )
+            assigned = {
+                k: o.limits.cpuset
+                for k, o in self._observed.items()
+                if k != key and o.state is not RunState.EXITED and not o.speculative
+            }
+        cpuset = choose_cpuset(self.config.cpu_ids, assigned, resources.cpu)
+        limits = ResourceLimits(resources.cpu, resources.memory_mb, cpuset)
+        self.tasks.promote(key, allocation_id, limits)
+        upgraded = replace(observed, allocation_id=allocation_id, limits=limits, speculative=False)
+        with self._lock:
+            self._observed[key] = upgraded
+        self.speculative.upgraded(key)
+        log.info(
+            "upgraded speculative %s to allocation %s (%s)", key, allocation_id, _shown(resources)
+        )
+        return upgraded
+
+    def queue_state(self) -> QueueState:
+        """The speculative queue's figures, for the heartbeat."""
+        return self.speculative.state(self.observations())
 
     def service_host(self, key: str) -> str | None:
         """Where a service task's probe connects: its runtime says (None: not known now)."""
@@ -585,6 +644,7 @@ class NodeAgent:
                         self._reported[key] = event.state
                         self._outbox.append(event)
             self._prune(observed, now)
+            self.speculative.run_pass(observed, now)
 
     def _look_at_swap(self, observed: dict[str, RunObservation]) -> None:
         """Each live task's memory in swap, and whether it grew since the last look; whether
@@ -652,6 +712,7 @@ class NodeAgent:
             else Resources(observation.limits.cpu, observation.limits.memory_mb),
             swapping=observation.task_key in self._swapping,
             swap_bytes=self._swap.get(observation.task_key, 0),
+            speculative=observation.speculative,
         )
 
     def _lifecycle_state(self, observation: RunObservation) -> tuple[TaskState, str]:
@@ -660,6 +721,9 @@ class NodeAgent:
         if observation.state is RunState.SUSPENDED:
             return TaskState.SUSPENDED, ""
         code = observation.exit_code or 0
+        evicted = self.speculative.eviction_of(observation.task_key)
+        if evicted is not None:
+            return TaskState.KILLED, f"evicted: {evicted}"
         if observation.task_key in self._stop_requested:
             return TaskState.KILLED, f"stopped (exit code {code})"
         if code == 0:
@@ -729,6 +793,7 @@ class NodeAgent:
             if observation.state is RunState.EXITED and expired:
                 runtime = self.masters if observation.task_id == MASTER_TASK_ID else self.tasks
                 runtime.forget(key)
+                self.speculative.forget([key])
                 self._master_tls_removed.discard(key)
                 with self._lock:
                     self._reported.pop(key, None)

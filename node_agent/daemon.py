@@ -41,7 +41,7 @@ from node_agent.metrics.host import HostSampler
 from node_agent.metrics.reporter import MetricsReporter
 from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
-from node_agent.service import AgentServicer
+from node_agent.service import AgentServicer, queue_state_to_pb
 from plumbing import data_plane, transport
 from plumbing.broker_tls import BrokerTls
 from plumbing.daemon import publish_address, serve_until_signalled
@@ -52,6 +52,7 @@ from plumbing.kafka_outbox import DEFAULT_BUFFER
 from plumbing.rpc import channel, start_server
 from plumbing.tls import ClientTls, Role, TlsError
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
+from policies.oversubscription.config import OversubscriptionConfig
 from policies.scheduling.identifiers import cluster_id_problem, node_id_problem
 from policies.scheduling.resources import Resources
 from sluice_pb import common_pb2 as pb
@@ -99,6 +100,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-topic", default="", help="default: the RM's, else sluice.metrics"
     )
     parser.add_argument("--metrics-interval", type=float, default=1.0, help="seconds per sample")
+    defaults = OversubscriptionConfig()
+    parser.add_argument(
+        "--speculative-queue-length",
+        type=int,
+        default=defaults.max_queue_length,
+        help="speculative tasks this node queues at most; more are refused (ROSE Sec. 3.2)",
+    )
+    parser.add_argument(
+        "--speculative-quota",
+        default=",".join(f"{v:g}" for v in defaults.oversubscription_quota),
+        help="CPU,MEMORY,DISK: the share of this node's capacity speculative tasks may hold "
+        "(ROSE Sec. 6.1, 6.4)",
+    )
+    parser.add_argument(
+        "--admission-thresholds",
+        default=",".join(f"{v:g}" for v in defaults.admission_thresholds),
+        help="CPU,MEMORY,DISK: the machine's utilisation above which no speculative task "
+        "starts (ROSE Sec. 6.1)",
+    )
     parser.add_argument(
         "--metrics-buffer",
         type=int,
@@ -127,6 +147,30 @@ def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
         limits=None if event.limits is None else resources_to_pb(event.limits),
         swapping=event.swapping,
         swap_bytes=event.swap_bytes,
+        speculative=event.speculative,
+    )
+
+
+def oversubscription_of(args: argparse.Namespace) -> OversubscriptionConfig:
+    """The node's admission settings from its flags; a bad one is a one-line UserError."""
+
+    def fractions(flag: str, text: str) -> tuple[float, ...]:
+        try:
+            values = tuple(float(part) for part in text.split(","))
+        except ValueError:
+            raise UserError(f"{flag}: expected CPU,MEMORY,DISK fractions, got {text!r}") from None
+        if len(values) != 3 or not all(0.0 <= v <= 1.0 for v in values):
+            raise UserError(f"{flag}: expected three fractions in [0, 1], got {text!r}")
+        return values
+
+    if args.speculative_queue_length < 0:
+        raise UserError(
+            f"--speculative-queue-length: must be 0 or more, got {args.speculative_queue_length}"
+        )
+    return OversubscriptionConfig(
+        max_queue_length=args.speculative_queue_length,
+        oversubscription_quota=fractions("--speculative-quota", args.speculative_quota),
+        admission_thresholds=fractions("--admission-thresholds", args.admission_thresholds),
     )
 
 
@@ -388,6 +432,7 @@ class AgentDaemon:
             live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
             instance_id=self.identity.instance_id,
             has_swap=self.agent.has_swap,
+            speculative=queue_state_to_pb(self.agent.queue_state()),
         )
 
     def _on_heartbeat_response(self, response: rm_pb.HeartbeatResponse) -> None:
@@ -541,6 +586,8 @@ def run(args: argparse.Namespace) -> int:
             capacity=capacity,
             ca_pem=tls.ca_pem if tls is not None else None,
             masters_tls_root=state_dir / "masters-tls" if tls is not None else None,
+            oversubscription=oversubscription_of(args),
+            state_dir=state_dir,
         ),
         tasks,
         masters,

@@ -21,6 +21,7 @@ from node_agent.runtime.base import (
     UnknownTaskError,
 )
 from node_agent.service_monitor import ServiceHealth
+from node_agent.speculative import QueuedLaunch, QueueState, SpeculativeStatus
 from plumbing.authz import caller, foreign_job
 from plumbing.errors import UserError
 from plumbing.wire import TASK_STATE_TO_PB, service_document_from_pb
@@ -89,6 +90,53 @@ def start_request_problem(request: agent_pb.StartTaskRequest) -> str | None:
     if not request.command:
         return "command: must not be empty"
     return None
+
+
+def speculative_request_problem(request: agent_pb.StartTaskRequest) -> str | None:
+    """Why an EnqueueSpeculative request is malformed (one line naming the field), or None."""
+    if request.allocation_id or request.grant_token:
+        return "task.allocation_id: a speculative task has no container; leave it empty"
+    if request.HasField("service"):
+        return "task.service: a service runs on a container of its own, never speculatively"
+    problem = start_request_problem(
+        agent_pb.StartTaskRequest(
+            job_id=request.job_id,
+            task_id=request.task_id,
+            attempt=request.attempt,
+            allocation_id="speculative",
+            command=request.command,
+        )
+    )
+    if problem is None and (request.resources.cpu <= 0 or request.resources.memory_mb <= 0):
+        problem = "resources: cpu and memory_mb must be positive"
+    return None if problem is None else f"task.{problem}"
+
+
+def speculative_to_pb(status: SpeculativeStatus) -> agent_pb.SpeculativeTask:
+    return agent_pb.SpeculativeTask(
+        task=agent_pb.TaskRef(job_id=status.job_id, task_id=status.task_id, attempt=status.attempt),
+        state=TASK_STATE_TO_PB[status.state],
+        evicted=status.evicted,
+        message=status.message,
+        queue_position=status.queue_position,
+        enqueued_at=status.enqueued_at,
+        started_at=status.started_at,
+        exit_code=status.exit_code,
+        allocation_id=status.allocation_id,
+        upgraded=status.upgraded,
+    )
+
+
+def queue_state_to_pb(state: QueueState) -> pb.SpeculativeQueueState:
+    return pb.SpeculativeQueueState(
+        queued=state.queued,
+        running=state.running,
+        admitted=state.admitted,
+        refused=state.refused,
+        evicted=state.evicted,
+        throttled=state.throttled,
+        blocked=state.blocked,
+    )
 
 
 def _key(ref: agent_pb.TaskRef) -> str:
@@ -203,6 +251,8 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     ) -> agent_pb.TaskStatus:
         _own_job(context, request.job_id)
         key = _key(request)
+        if self._agent.speculative.cancel(key, "stopped while queued"):
+            return agent_pb.TaskStatus(task=request, state=pb.TASK_KILLED)
         status = _guard(context, lambda: _status(self._agent, key))
         refused = self._gate.stop_problem(
             caller(context), request.job_id, status.allocation_id, request.grant_token
@@ -255,6 +305,74 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     ) -> agent_pb.ListTasksResponse:
         return agent_pb.ListTasksResponse(
             tasks=[status_to_pb(self._agent, o) for o in self._agent.observations()]
+        )
+
+    def EnqueueSpeculative(
+        self, request: agent_pb.EnqueueSpeculativeRequest, context: grpc.ServicerContext
+    ) -> agent_pb.EnqueueSpeculativeResponse:
+        task = request.task
+        _own_job(context, task.job_id)
+        problem = speculative_request_problem(task)
+        if problem is not None:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
+        launch = QueuedLaunch(
+            job_id=task.job_id,
+            task_id=task.task_id,
+            attempt=task.attempt or 1,
+            argv=tuple(task.command),
+            resources=Resources(task.resources.cpu, int(task.resources.memory_mb)),
+            image=task.image or None,
+            env=dict(task.env),
+            enqueued_at=time.time(),
+        )
+        known = any(o.task_key == launch.key for o in self._agent.observations())
+        accepted, reason, length = self._agent.speculative.enqueue(launch, known)
+        if accepted:
+            self._agent.monitor_once(time.time())  # admission now, not at the next pass
+        answer = agent_pb.EnqueueSpeculativeResponse(
+            accepted=accepted, reason=reason, queue_length=length
+        )
+        for status in self._agent.speculative.statuses(task.job_id, self._agent.observations()):
+            if (status.task_id, status.attempt) == (launch.task_id, launch.attempt):
+                answer.task.CopyFrom(speculative_to_pb(status))
+        return answer
+
+    def UpgradeSpeculative(
+        self, request: agent_pb.UpgradeSpeculativeRequest, context: grpc.ServicerContext
+    ) -> agent_pb.SpeculativeTask:
+        _own_job(context, request.task.job_id)
+        if request.resources.cpu <= 0 or request.resources.memory_mb <= 0:
+            _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "resources: cpu and memory_mb must be positive",
+            )
+        resources = Resources(request.resources.cpu, int(request.resources.memory_mb))
+        refused = self._gate.start_problem(
+            request.task.job_id, request.allocation_id, resources, request.grant_token
+        )
+        if refused is not None:
+            _refuse(context, "UpgradeSpeculative", refused)
+        key = _key(request.task)
+        _guard(context, lambda: self._agent.promote(key, request.allocation_id, resources))
+        for status in self._agent.speculative.statuses(
+            request.task.job_id, self._agent.observations()
+        ):
+            if (status.task_id, status.attempt) == (request.task.task_id, request.task.attempt):
+                return speculative_to_pb(status)
+        _abort(context, grpc.StatusCode.NOT_FOUND, f"no task {key} on this node")
+
+    def ListSpeculative(
+        self, request: agent_pb.ListSpeculativeRequest, context: grpc.ServicerContext
+    ) -> agent_pb.ListSpeculativeResponse:
+        _own_job(context, request.job_id)
+        observed = self._agent.observations()
+        return agent_pb.ListSpeculativeResponse(
+            tasks=[
+                speculative_to_pb(s)
+                for s in self._agent.speculative.statuses(request.job_id, observed)
+            ],
+            queue=queue_state_to_pb(self._agent.speculative.state(observed)),
         )
 
     def GetTaskLogs(

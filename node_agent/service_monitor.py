@@ -121,6 +121,11 @@ class ServiceMonitor:
                     verdict.bound,
                 )
 
+    def keys(self) -> frozenset[str]:
+        """The task keys of the services watched."""
+        with self._lock:
+            return frozenset(self._watched)
+
     def health(self, key: str) -> ServiceHealth | None:
         with self._lock:
             watched = self._watched.get(key)

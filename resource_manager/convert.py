@@ -121,9 +121,13 @@ def allocation_to_pb(allocation: AllocationRecord, node_address: str) -> rm_pb.A
 
 
 def node_to_pb(
-    node: NodeRecord, allocated: Resources, opportunistic: tuple[Resources, int] = (Resources(), 0)
+    node: NodeRecord,
+    allocated: Resources,
+    opportunistic: tuple[Resources, int] = (Resources(), 0),
+    queue: pb.SpeculativeQueueState | None = None,
 ) -> rm_pb.NodeInfo:
-    """``opportunistic``: what its live speculative tasks hold, and how many they are."""
+    """``opportunistic``: what its live speculative tasks hold, and how many they are;
+    ``queue``: its speculative queue, as its last heartbeat showed it."""
     return rm_pb.NodeInfo(
         node_id=node.node_id,
         address=node.address,
@@ -137,6 +141,7 @@ def node_to_pb(
         has_swap=node.has_swap,
         opportunistic=resources_to_pb(opportunistic[0]),
         speculative_tasks=opportunistic[1],
+        speculative=queue,
     )
 
 

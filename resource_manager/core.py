@@ -1517,6 +1517,16 @@ class ResourceManagerCore:
         else:
             self._opportunistic.pop(node_id, None)
 
+    def node_addresses(self, node_ids: Sequence[str]) -> dict[str, str]:
+        """The agent addresses of those of ``node_ids`` that are live: where a job master may
+        place speculative tasks (ROSE).  O(len(node_ids))."""
+        found = {}
+        for node_id in node_ids:
+            node = self.nodes.get(node_id)
+            if node is not None and node.state is NodeState.READY:
+                found[node_id] = node.address
+        return found
+
     def opportunistic(self, node_id: str) -> tuple[Resources, int]:
         """What a node's live speculative tasks hold, and how many, at its last heartbeat."""
         return self._opportunistic.get(node_id, (Resources(), 0))

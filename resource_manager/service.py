@@ -68,6 +68,7 @@ few heartbeats; far fewer are ever in flight)."""
 Clock = Callable[[], Now]
 T = TypeVar("T")
 MAX_IDEMPOTENCY_KEY = 64
+MAX_RESOLVED_NODES = 1000  # node addresses one Allocate may ask for (speculative placement)
 PASS_DELAY = SCHEDULING_PASS_DELAY_S
 
 
@@ -140,6 +141,8 @@ class RMState:
         self.data_plane = data_plane or DataPlane()
         self.oversubscription = oversubscription  # ROSE's UP/RP switch, handed to every agent
         self.watchers = JobWatchers()
+        # Each node's speculative queue as its last heartbeat showed it (for ListNodes).
+        self.speculative_queues: dict[str, pb.SpeculativeQueueState] = {}
         self._unknown_states: set[tuple[str, int]] = set()
         self._pass_armed = False
         self._job_master_ca = job_master_ca
@@ -473,7 +476,10 @@ class JobServicer(rm_grpc.JobServiceServicer):
                 lambda core: rm_pb.ListNodesResponse(
                     nodes=[
                         convert.node_to_pb(
-                            n, core.node_allocated(n.node_id), core.opportunistic(n.node_id)
+                            n,
+                            core.node_allocated(n.node_id),
+                            core.opportunistic(n.node_id),
+                            self._state.speculative_queues.get(n.node_id),
                         )
                         for n in sorted(core.nodes.values(), key=lambda n: n.node_id)
                     ]
@@ -642,6 +648,8 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
             )
 
         reregister, commands = await _answer(context, what, beat)
+        if request.HasField("speculative"):  # shown by ListNodes; nothing decides on it
+            self._state.speculative_queues[request.node_id] = request.speculative
         response = rm_pb.HeartbeatResponse(reregister=reregister)
         for command in commands:
             self._add_command(response, command)
@@ -769,6 +777,12 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                     kept=kept,
                 )
             )
+            if len(request.resolve_nodes) > MAX_RESOLVED_NODES:
+                raise InvalidRequestError(
+                    "resolve_nodes", f"at most {MAX_RESOLVED_NODES} nodes per call"
+                )
+            wanted = list(request.resolve_nodes)
+            addresses = self._state.read(lambda core: core.node_addresses(wanted)) if wanted else {}
             return rm_pb.AllocateResponse(
                 granted=[self._state.allocation_to_pb(a) for a in result.granted],
                 events=[
@@ -777,6 +791,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 ],
                 lost_allocations=list(result.lost_allocations),
                 kill_requested=result.kill_requested,
+                node_addresses=addresses,
             )
 
         return await _answer(context, "Allocate", allocate)

@@ -235,6 +235,8 @@ def nodes_table(
         "TASKS",
         "SWAP",
         "SPECULATIVE",
+        "QUEUED/ADMITTED/REFUSED/EVICTED",
+        "THROTTLE",
     ]
     rows = [
         [
@@ -249,6 +251,7 @@ def nodes_table(
             "yes" if n.has_swap else "no",
             # opportunistic: what its speculative tasks hold beside the allocations (ROSE)
             f"{n.speculative_tasks} ({n.opportunistic.cpu:g} cpu)" if n.speculative_tasks else "-",
+            *_speculative_queue_cells(n),
         ]
         for n in nodes
     ]
@@ -258,6 +261,17 @@ def nodes_table(
         blank = ["-"] * len(extra_headers)
         rows = [[*row, *cells.get(n.node_id, blank)] for row, n in zip(rows, nodes, strict=True)]
     return table(headers, rows)
+
+
+def _speculative_queue_cells(node: rm_pb.NodeInfo) -> list[str]:
+    """A node's speculative queue (ROSE): its counts, and whether and why its head waits."""
+    if not node.HasField("speculative"):
+        return ["-", "-"]
+    q = node.speculative
+    counts = f"{q.queued}/{q.admitted}/{q.refused}/{q.evicted}"
+    if q.throttled:
+        return [counts, q.blocked or "throttled"]
+    return [counts, f"waits: {q.blocked}" if q.blocked else "-"]
 
 
 def queues_table(listing: rm_pb.ListQueuesResponse) -> str:

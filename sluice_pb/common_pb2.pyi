@@ -184,3 +184,21 @@ class DataPlane(_message.Message):
     aggregator_address: str
     kafka_tls: bool
     def __init__(self, kafka_bootstrap: _Optional[str] = ..., metrics_topic: _Optional[str] = ..., outcomes_topic: _Optional[str] = ..., mqtt_url: _Optional[str] = ..., mqtt_topic_prefix: _Optional[str] = ..., aggregator_address: _Optional[str] = ..., kafka_tls: _Optional[bool] = ...) -> None: ...
+
+class SpeculativeQueueState(_message.Message):
+    __slots__ = ("queued", "running", "admitted", "refused", "evicted", "throttled", "blocked")
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_FIELD_NUMBER: _ClassVar[int]
+    THROTTLED_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_FIELD_NUMBER: _ClassVar[int]
+    queued: int
+    running: int
+    admitted: int
+    refused: int
+    evicted: int
+    throttled: bool
+    blocked: str
+    def __init__(self, queued: _Optional[int] = ..., running: _Optional[int] = ..., admitted: _Optional[int] = ..., refused: _Optional[int] = ..., evicted: _Optional[int] = ..., throttled: _Optional[bool] = ..., blocked: _Optional[str] = ...) -> None: ...

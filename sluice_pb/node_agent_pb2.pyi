@@ -137,3 +137,71 @@ class DrainResponse(_message.Message):
     STOPPED_TASKS_FIELD_NUMBER: _ClassVar[int]
     stopped_tasks: int
     def __init__(self, stopped_tasks: _Optional[int] = ...) -> None: ...
+
+class EnqueueSpeculativeRequest(_message.Message):
+    __slots__ = ("task",)
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: StartTaskRequest
+    def __init__(self, task: _Optional[_Union[StartTaskRequest, _Mapping]] = ...) -> None: ...
+
+class EnqueueSpeculativeResponse(_message.Message):
+    __slots__ = ("accepted", "reason", "queue_length", "task")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    reason: str
+    queue_length: int
+    task: SpeculativeTask
+    def __init__(self, accepted: _Optional[bool] = ..., reason: _Optional[str] = ..., queue_length: _Optional[int] = ..., task: _Optional[_Union[SpeculativeTask, _Mapping]] = ...) -> None: ...
+
+class UpgradeSpeculativeRequest(_message.Message):
+    __slots__ = ("task", "allocation_id", "resources", "grant_token")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    GRANT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    task: TaskRef
+    allocation_id: str
+    resources: _common_pb2.Resources
+    grant_token: bytes
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., allocation_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
+
+class ListSpeculativeRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ListSpeculativeResponse(_message.Message):
+    __slots__ = ("tasks", "queue")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[SpeculativeTask]
+    queue: _common_pb2.SpeculativeQueueState
+    def __init__(self, tasks: _Optional[_Iterable[_Union[SpeculativeTask, _Mapping]]] = ..., queue: _Optional[_Union[_common_pb2.SpeculativeQueueState, _Mapping]] = ...) -> None: ...
+
+class SpeculativeTask(_message.Message):
+    __slots__ = ("task", "state", "evicted", "message", "queue_position", "enqueued_at", "started_at", "exit_code", "allocation_id", "upgraded")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    ENQUEUED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    UPGRADED_FIELD_NUMBER: _ClassVar[int]
+    task: TaskRef
+    state: _common_pb2.TaskState
+    evicted: bool
+    message: str
+    queue_position: int
+    enqueued_at: float
+    started_at: float
+    exit_code: int
+    allocation_id: str
+    upgraded: bool
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., evicted: _Optional[bool] = ..., message: _Optional[str] = ..., queue_position: _Optional[int] = ..., enqueued_at: _Optional[float] = ..., started_at: _Optional[float] = ..., exit_code: _Optional[int] = ..., allocation_id: _Optional[str] = ..., upgraded: _Optional[bool] = ...) -> None: ...

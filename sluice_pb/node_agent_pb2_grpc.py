@@ -74,6 +74,21 @@ class AgentServiceStub:
                 request_serializer=sluice__pb_dot_node__agent__pb2.DrainRequest.SerializeToString,
                 response_deserializer=sluice__pb_dot_node__agent__pb2.DrainResponse.FromString,
                 _registered_method=True)
+        self.EnqueueSpeculative = channel.unary_unary(
+                '/sluice.v1.AgentService/EnqueueSpeculative',
+                request_serializer=sluice__pb_dot_node__agent__pb2.EnqueueSpeculativeRequest.SerializeToString,
+                response_deserializer=sluice__pb_dot_node__agent__pb2.EnqueueSpeculativeResponse.FromString,
+                _registered_method=True)
+        self.UpgradeSpeculative = channel.unary_unary(
+                '/sluice.v1.AgentService/UpgradeSpeculative',
+                request_serializer=sluice__pb_dot_node__agent__pb2.UpgradeSpeculativeRequest.SerializeToString,
+                response_deserializer=sluice__pb_dot_node__agent__pb2.SpeculativeTask.FromString,
+                _registered_method=True)
+        self.ListSpeculative = channel.unary_unary(
+                '/sluice.v1.AgentService/ListSpeculative',
+                request_serializer=sluice__pb_dot_node__agent__pb2.ListSpeculativeRequest.SerializeToString,
+                response_deserializer=sluice__pb_dot_node__agent__pb2.ListSpeculativeResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -137,6 +152,31 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EnqueueSpeculative(self, request, context):
+        """Speculative tasks (ROSE, docs/oversubscription.md): a job master puts one of its job's
+        tasks straight into this node's queue, without a container; the agent starts it when its
+        admission control allows (and refuses it, with the reason, when the queue is full).
+        StopTask cancels one still queued.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpgradeSpeculative(self, request, context):
+        """Makes a speculative task the regular task of a container the RM granted here, in place
+        (ROSE Alg. 5 line 11): it leaves the speculative queue's accounting and its cores.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSpeculative(self, request, context):
+        """The caller's job's speculative tasks on this node, queued, running and ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -179,6 +219,21 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.Drain,
                     request_deserializer=sluice__pb_dot_node__agent__pb2.DrainRequest.FromString,
                     response_serializer=sluice__pb_dot_node__agent__pb2.DrainResponse.SerializeToString,
+            ),
+            'EnqueueSpeculative': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnqueueSpeculative,
+                    request_deserializer=sluice__pb_dot_node__agent__pb2.EnqueueSpeculativeRequest.FromString,
+                    response_serializer=sluice__pb_dot_node__agent__pb2.EnqueueSpeculativeResponse.SerializeToString,
+            ),
+            'UpgradeSpeculative': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpgradeSpeculative,
+                    request_deserializer=sluice__pb_dot_node__agent__pb2.UpgradeSpeculativeRequest.FromString,
+                    response_serializer=sluice__pb_dot_node__agent__pb2.SpeculativeTask.SerializeToString,
+            ),
+            'ListSpeculative': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSpeculative,
+                    request_deserializer=sluice__pb_dot_node__agent__pb2.ListSpeculativeRequest.FromString,
+                    response_serializer=sluice__pb_dot_node__agent__pb2.ListSpeculativeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -397,6 +452,87 @@ class AgentService:
             '/sluice.v1.AgentService/Drain',
             sluice__pb_dot_node__agent__pb2.DrainRequest.SerializeToString,
             sluice__pb_dot_node__agent__pb2.DrainResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnqueueSpeculative(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.AgentService/EnqueueSpeculative',
+            sluice__pb_dot_node__agent__pb2.EnqueueSpeculativeRequest.SerializeToString,
+            sluice__pb_dot_node__agent__pb2.EnqueueSpeculativeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpgradeSpeculative(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.AgentService/UpgradeSpeculative',
+            sluice__pb_dot_node__agent__pb2.UpgradeSpeculativeRequest.SerializeToString,
+            sluice__pb_dot_node__agent__pb2.SpeculativeTask.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSpeculative(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.AgentService/ListSpeculative',
+            sluice__pb_dot_node__agent__pb2.ListSpeculativeRequest.SerializeToString,
+            sluice__pb_dot_node__agent__pb2.ListSpeculativeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -263,7 +263,7 @@ class ListNodesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "address", "runtime", "capacity", "allocated", "used", "state", "last_heartbeat", "running_tasks", "has_swap", "opportunistic", "speculative_tasks")
+    __slots__ = ("node_id", "address", "runtime", "capacity", "allocated", "used", "state", "last_heartbeat", "running_tasks", "has_swap", "opportunistic", "speculative_tasks", "speculative")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +276,7 @@ class NodeInfo(_message.Message):
     HAS_SWAP_FIELD_NUMBER: _ClassVar[int]
     OPPORTUNISTIC_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     runtime: str
@@ -288,7 +289,8 @@ class NodeInfo(_message.Message):
     has_swap: bool
     opportunistic: _common_pb2.Resources
     speculative_tasks: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., runtime: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., state: _Optional[_Union[NodeState, str]] = ..., last_heartbeat: _Optional[float] = ..., running_tasks: _Optional[int] = ..., has_swap: _Optional[bool] = ..., opportunistic: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., speculative_tasks: _Optional[int] = ...) -> None: ...
+    speculative: _common_pb2.SpeculativeQueueState
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., runtime: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., state: _Optional[_Union[NodeState, str]] = ..., last_heartbeat: _Optional[float] = ..., running_tasks: _Optional[int] = ..., has_swap: _Optional[bool] = ..., opportunistic: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., speculative_tasks: _Optional[int] = ..., speculative: _Optional[_Union[_common_pb2.SpeculativeQueueState, _Mapping]] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)
@@ -331,18 +333,20 @@ class RegisterNodeResponse(_message.Message):
     def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., cluster_id: _Optional[str] = ..., grant_key: _Optional[bytes] = ..., oversubscription: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "used", "live_tasks", "instance_id", "has_swap")
+    __slots__ = ("node_id", "used", "live_tasks", "instance_id", "has_swap", "speculative")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     USED_FIELD_NUMBER: _ClassVar[int]
     LIVE_TASKS_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     HAS_SWAP_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     used: _common_pb2.Resources
     live_tasks: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
     instance_id: str
     has_swap: bool
-    def __init__(self, node_id: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., has_swap: _Optional[bool] = ...) -> None: ...
+    speculative: _common_pb2.SpeculativeQueueState
+    def __init__(self, node_id: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., has_swap: _Optional[bool] = ..., speculative: _Optional[_Union[_common_pb2.SpeculativeQueueState, _Mapping]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("reregister", "commands")
@@ -497,7 +501,7 @@ class Allocation(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., job_id: _Optional[str] = ..., phase: _Optional[str] = ..., node_id: _Optional[str] = ..., node_address: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
-    __slots__ = ("job_id", "asks", "releases", "progress", "events_after", "master_attempt", "kept")
+    __slots__ = ("job_id", "asks", "releases", "progress", "events_after", "master_attempt", "kept", "resolve_nodes")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ASKS_FIELD_NUMBER: _ClassVar[int]
     RELEASES_FIELD_NUMBER: _ClassVar[int]
@@ -505,6 +509,7 @@ class AllocateRequest(_message.Message):
     EVENTS_AFTER_FIELD_NUMBER: _ClassVar[int]
     MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_NODES_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     asks: _containers.RepeatedCompositeFieldContainer[Ask]
     releases: _containers.RepeatedScalarFieldContainer[str]
@@ -512,7 +517,8 @@ class AllocateRequest(_message.Message):
     events_after: int
     master_attempt: int
     kept: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
-    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ..., master_attempt: _Optional[int] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ...) -> None: ...
+    resolve_nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ..., master_attempt: _Optional[int] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., resolve_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReservedSlot(_message.Message):
     __slots__ = ("allocation_id", "phase", "until", "node_id")
@@ -535,16 +541,25 @@ class SequencedTaskEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., event: _Optional[_Union[_common_pb2.TaskEvent, _Mapping]] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
-    __slots__ = ("granted", "events", "lost_allocations", "kill_requested")
+    __slots__ = ("granted", "events", "lost_allocations", "kill_requested", "node_addresses")
+    class NodeAddressesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     GRANTED_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     LOST_ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    NODE_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     granted: _containers.RepeatedCompositeFieldContainer[Allocation]
     events: _containers.RepeatedCompositeFieldContainer[SequencedTaskEvent]
     lost_allocations: _containers.RepeatedScalarFieldContainer[str]
     kill_requested: bool
-    def __init__(self, granted: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., lost_allocations: _Optional[_Iterable[str]] = ..., kill_requested: _Optional[bool] = ...) -> None: ...
+    node_addresses: _containers.ScalarMap[str, str]
+    def __init__(self, granted: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., lost_allocations: _Optional[_Iterable[str]] = ..., kill_requested: _Optional[bool] = ..., node_addresses: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class FinishJobRequest(_message.Message):
     __slots__ = ("job_id", "state", "message", "progress", "master_attempt")

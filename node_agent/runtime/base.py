@@ -86,6 +86,9 @@ class TaskLaunch:
     limits: ResourceLimits
     image: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    # A speculative task (ROSE): it runs in the runtime's lower-weight class (the process
+    # runtime's speculative cgroup subtree, a Docker container's low CPU shares) until promoted.
+    speculative: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class RunObservation:
     exit_code: int | None = None
     started_at: float = 0.0
     finished_at: float | None = None
+    speculative: bool = False  # launched speculative and not promoted since
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,12 @@ class TaskRuntime(Protocol):
 
     def resize(self, task_key: str, limits: ResourceLimits) -> None:
         """Change a live task's CPU quota, cpuset and memory limit in place."""
+        ...
+
+    def promote(self, task_key: str, allocation_id: str, limits: ResourceLimits) -> None:
+        """Make a live speculative task a regular one of ``allocation_id``, at ``limits`` (an
+        upgrade, ROSE Alg. 5 line 11), out of the speculative class; it keeps running, and a
+        runtime created again observes it so."""
         ...
 
     def usage(self, task_key: str) -> TaskUsage:

@@ -2,6 +2,10 @@
 
 Every task lives at ``<hierarchy>/sluice/<node>/<task>`` in each hierarchy used, so several
 agents on one machine never collide and removing ``sluice/<node>`` removes all of one agent.
+Speculative tasks (ROSE Sec. 6.1, "resource isolation") live one level down, in the
+``sluice/<node>/speculative`` subtree, whose CPU weight is a tenth of a regular task's: under
+contention the whole subtree gets a tenth of what one regular task gets.  Their cgroup name is
+``speculative/<task>``; :meth:`CgroupDriver.migrate` moves an upgraded one's processes out.
 
 * **v1** has one hierarchy per controller (``<root>/cpu``, ``<root>/cpuacct``, ``<root>/cpuset``,
   ``<root>/memory``, ``<root>/freezer``; co-mounted ``cpu,cpuacct`` is found too).  A new cpuset
@@ -39,6 +43,12 @@ MIN_CFS_QUOTA_US = 1_000
 """The kernel rejects quotas below 1 ms."""
 
 SLUICE_DIR = "sluice"
+SPECULATIVE_GROUP = "speculative"
+"""The subtree of a node's speculative tasks (ROSE's "oversubscribed group")."""
+SPECULATIVE_SHARES_V1 = 102
+"""``cpu.shares`` of the speculative subtree: a tenth of a regular task's default 1024."""
+SPECULATIVE_WEIGHT_V2 = 10
+"""``cpu.weight`` of the speculative subtree: a tenth of the default 100."""
 FREEZE_TIMEOUT_S = 5.0
 _POLL_S = 0.005
 _FIRST_POLL_S = 0.0002
@@ -217,7 +227,17 @@ class CgroupDriver(Protocol):
     def exists(self, task: str) -> bool: ...
 
     def task_names(self) -> list[str]:
-        """Names of the task cgroups present under ``sluice/<node>``."""
+        """Names of the task cgroups present under ``sluice/<node>`` (the speculative
+        subtree's as ``speculative/<task>``)."""
+        ...
+
+    def prepare_speculative(self) -> None:
+        """Create the speculative subtree with its low CPU weight (idempotent)."""
+        ...
+
+    def migrate(self, source: str, target: str) -> None:
+        """Move every process of cgroup ``source`` into the existing cgroup ``target`` (an
+        upgraded speculative task leaving its subtree); ``source`` is removed."""
         ...
 
     def procs_files(self, task: str) -> tuple[Path, ...]:
@@ -328,8 +348,21 @@ class CgroupV1:
     def task_names(self) -> list[str]:
         names = set()
         for hierarchy in self._hierarchies():
-            names.update(_subdirs(hierarchy / self._node_rel))
+            names.update(_task_dirs(hierarchy / self._node_rel))
         return sorted(names)
+
+    def prepare_speculative(self) -> None:
+        for hierarchy in self._hierarchies():
+            self._mkdirs(hierarchy, self._node_rel / SPECULATIVE_GROUP)
+        if "cpu" in self._roots:
+            _write(self._dir("cpu", SPECULATIVE_GROUP) / "cpu.shares", str(SPECULATIVE_SHARES_V1))
+
+    def migrate(self, source: str, target: str) -> None:
+        for hierarchy in self._hierarchies():
+            _move_processes(
+                hierarchy / self._node_rel / source, hierarchy / self._node_rel / target
+            )
+        self.remove(source)
 
     def procs_files(self, task: str) -> tuple[Path, ...]:
         return tuple(h / self._node_rel / task / "cgroup.procs" for h in self._hierarchies())
@@ -481,7 +514,19 @@ class CgroupV2:
         return self._dir(task).is_dir()
 
     def task_names(self) -> list[str]:
-        return _subdirs(self._node)
+        return _task_dirs(self._node)
+
+    def prepare_speculative(self) -> None:
+        group = self._node / SPECULATIVE_GROUP
+        group.mkdir(exist_ok=True)
+        if "cpu" in self._controllers:
+            _write(group / "cpu.weight", str(SPECULATIVE_WEIGHT_V2))
+        if self._controllers:
+            _write(group / "cgroup.subtree_control", " ".join(f"+{c}" for c in self._controllers))
+
+    def migrate(self, source: str, target: str) -> None:
+        _move_processes(self._dir(source), self._dir(target))
+        self.remove(source)
 
     def procs_files(self, task: str) -> tuple[Path, ...]:
         return (self._dir(task) / "cgroup.procs",)
@@ -566,6 +611,31 @@ def _subdirs(directory: Path) -> list[str]:
         return sorted(e.name for e in os.scandir(directory) if e.is_dir())
     except FileNotFoundError:
         return []
+
+
+def _task_dirs(node: Path) -> list[str]:
+    """The task cgroups under a node's directory, the speculative subtree's included."""
+    names = _subdirs(node)
+    if SPECULATIVE_GROUP in names:
+        names.remove(SPECULATIVE_GROUP)
+        names += [f"{SPECULATIVE_GROUP}/{name}" for name in _subdirs(node / SPECULATIVE_GROUP)]
+    return sorted(names)
+
+
+_MIGRATE_ROUNDS = 100
+
+
+def _move_processes(source: Path, target: Path) -> None:
+    """Write each process of ``source`` into ``target``'s ``cgroup.procs`` until none is left
+    (a process may fork while it is moved: its child starts in ``source``)."""
+    for _ in range(_MIGRATE_ROUNDS):
+        pids = _read_pids(source / "cgroup.procs")
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+                (target / "cgroup.procs").write_text(str(pid))
+    raise RuntimeError_(f"cgroup: processes keep appearing in {source}; not moved")
 
 
 def _remove_if_unused(directory: Path) -> None:

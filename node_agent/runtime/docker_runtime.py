@@ -59,6 +59,8 @@ PAUSE_TIMEOUT_S = 5.0
 LOST_EXIT_CODE = 137
 """Recorded for a task whose container disappeared before its exit code was saved."""
 _POLL_S = 0.02
+DEFAULT_CPU_SHARES = 1024
+"""A regular container's CPU weight (Docker's and the kernel's default)."""
 
 
 def container_name(scope: str, task_key: str) -> str:
@@ -276,6 +278,19 @@ class DockerRuntime:
             task.dir.update_limits(limits)
             task.launch = replace(task.launch, limits=limits)
 
+    def promote(self, task_key: str, allocation_id: str, limits: ResourceLimits) -> None:
+        cgroups.validate_limits(limits, self._cpus)
+        with self._lock:
+            task = self._get(task_key)
+            container = self._live_container(task_key, "promote")
+            with _docker_errors(f"promoting task {task_key!r}"):
+                container.update(cpu_shares=DEFAULT_CPU_SHARES)
+            regular = replace(task.launch, speculative=False, allocation_id=allocation_id)
+            task.launch = regular
+            task.dir.write_launch(regular, task.started_at)
+            self._granted_mb[task_key] = limits.memory_mb
+        self.resize(task_key, limits)
+
     def usage(self, task_key: str) -> TaskUsage:
         with self._lock:
             container = self._live_container(task_key, "measure")
@@ -397,6 +412,9 @@ class DockerRuntime:
                 detach=True,
                 auto_remove=False,
                 init=True,
+                # A speculative task's lower CPU weight (ROSE's oversubscribed group); Docker
+                # keeps every container under its own parent, so the weight is per container.
+                cpu_shares=cgroups.SPECULATIVE_SHARES_V1 if launch.speculative else 0,
                 **docker_limits(launch.limits, self._cpus),
             )
         except docker.errors.APIError as e:
@@ -527,6 +545,7 @@ class DockerRuntime:
             exit_code=exit_code,
             started_at=task.started_at,
             finished_at=finished_at,
+            speculative=launch.speculative,
         )
         if state is RunState.EXITED:
             task.final = observation  # an ended task's result never changes: remember it
@@ -589,6 +608,8 @@ def _launch_from_container(container: Any) -> TaskLaunch:
         argv=tuple(config.get("Cmd") or ()),
         limits=limits_from_host_config(container.attrs.get("HostConfig", {})),
         image=config.get("Image"),
+        speculative=container.attrs.get("HostConfig", {}).get("CpuShares")
+        == cgroups.SPECULATIVE_SHARES_V1,
     )
 
 

@@ -146,7 +146,8 @@ class _Task:
 
     @property
     def cgroup(self) -> str:
-        return self.dir.path.name
+        name = self.dir.path.name
+        return f"{cgroups.SPECULATIVE_GROUP}/{name}" if self.launch.speculative else name
 
 
 class ProcessRuntime:
@@ -287,6 +288,21 @@ class ProcessRuntime:
             task.dir.update_limits(limits)
             task.launch = replace(task.launch, limits=limits)
 
+    def promote(self, task_key: str, allocation_id: str, limits: ResourceLimits) -> None:
+        cgroups.validate_limits(limits, self._cpus)
+        with self._lock:
+            task = self._require_live(task_key, "promote")
+            regular = replace(
+                task.launch, speculative=False, allocation_id=allocation_id, limits=limits
+            )
+            if task.launch.speculative and self._cgroups is not None:
+                source = task.cgroup
+                self._cgroups.create(task.dir.path.name, limits)
+                self._cgroups.migrate(source, task.dir.path.name)
+            task.launch = regular
+            task.dir.write_launch(regular, task.started_at)
+        self.resize(task_key, limits)
+
     def pressure_dir(self, task_key: str) -> Path | None:
         with self._lock:
             task = self._tasks.get(task_key)
@@ -371,6 +387,8 @@ class ProcessRuntime:
         launch = task.launch
         procs: tuple[Path, ...] = ()
         if self._cgroups is not None:
+            if launch.speculative:
+                self._cgroups.prepare_speculative()
             self._cgroups.create(task.cgroup, launch.limits)
             procs = self._cgroups.procs_files(task.cgroup)
         argv = list(launch.argv)
@@ -534,6 +552,7 @@ class ProcessRuntime:
             exit_code=None if finished is None else finished[0],
             started_at=task.started_at,
             finished_at=None if finished is None else finished[1],
+            speculative=launch.speculative,
         )
         if finished is not None:
             task.final = observation  # an ended task's result never changes: remember it

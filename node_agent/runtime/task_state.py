@@ -83,6 +83,7 @@ def launch_from_json(text: str) -> tuple[TaskLaunch, float]:
         ),
         image=None if record.get("image") is None else str(record["image"]),
         env={str(k): str(v) for k, v in record.get("env", {}).items()},
+        speculative=bool(record.get("speculative", False)),
     )
     return launch, started_at
 

@@ -130,6 +130,25 @@ AGENT_CALLS: list[tuple[str, str, Message, str]] = [
     ("agent", "AgentService/ListTasks", agent_pb.ListTasksRequest(), "uu"),
     ("agent", "AgentService/GetTaskLogs", agent_pb.TaskRef(job_id="job-999999", task_id="t"), "us"),
     ("agent", "AgentService/Drain", agent_pb.DrainRequest(), "uu"),
+    # no command: refused by the handler when the caller may queue speculative tasks
+    (
+        "agent",
+        "AgentService/EnqueueSpeculative",
+        agent_pb.EnqueueSpeculativeRequest(task=agent_pb.StartTaskRequest(job_id="job-999999")),
+        "uu",
+    ),
+    (  # no resources: refused by the handler
+        "agent",
+        "AgentService/UpgradeSpeculative",
+        agent_pb.UpgradeSpeculativeRequest(task=agent_pb.TaskRef(job_id="job-999999")),
+        "uu",
+    ),
+    (  # lists nothing: the job has no task there
+        "agent",
+        "AgentService/ListSpeculative",
+        agent_pb.ListSpeculativeRequest(job_id="job-999999"),
+        "uu",
+    ),
 ]
 AGGREGATOR_CALLS: list[tuple[str, str, Message, str]] = [
     ("aggregator", "AggregatorService/GetMachineList", apb.GetMachineListRequest(), "uu"),
@@ -260,6 +279,23 @@ def test_an_agent_speaks_only_for_its_own_node(cluster: Cluster, tmp_path: Path)
             agent_pb.StartTaskRequest(job_id="job-000002", task_id="t", command=["true"]),
         ),
         ("agent", "AgentService/StopTask", agent_pb.TaskRef(job_id="job-000002", task_id="t")),
+        (
+            "agent",
+            "AgentService/EnqueueSpeculative",
+            agent_pb.EnqueueSpeculativeRequest(
+                task=agent_pb.StartTaskRequest(job_id="job-000002", task_id="t-0", command=["true"])
+            ),
+        ),
+        (
+            "agent",
+            "AgentService/UpgradeSpeculative",
+            agent_pb.UpgradeSpeculativeRequest(task=agent_pb.TaskRef(job_id="job-000002")),
+        ),
+        (
+            "agent",
+            "AgentService/ListSpeculative",
+            agent_pb.ListSpeculativeRequest(job_id="job-000002"),
+        ),
     ],
 )
 def test_the_job_master_of_job_a_cannot_touch_job_b(

@@ -22,6 +22,7 @@ from node_agent.runtime.base import (
     TaskUsage,
 )
 from node_agent.service import start_request_problem
+from node_agent.speculative import QueueState
 from plumbing.errors import UserError
 from policies.scheduling.resources import Resources
 from sluice_pb import common_pb2 as pb
@@ -230,6 +231,9 @@ class SlowAgent:
 
     def live_events(self) -> list[object]:
         return []
+
+    def queue_state(self) -> QueueState:
+        return QueueState()
 
 
 class RepeatingRM:

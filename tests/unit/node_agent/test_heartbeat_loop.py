@@ -17,6 +17,7 @@ import pytest
 from node_agent import daemon as daemon_module
 from node_agent.agent import AgentConfig, NodeAgent
 from node_agent.daemon import AgentDaemon, AgentIdentity
+from node_agent.speculative import QueueState
 from plumbing.tls import Identity
 from policies.scheduling.resources import Resources
 from resource_manager.service import NodeServicer, RMState
@@ -39,6 +40,9 @@ class FakeAgent:
 
     def live_events(self) -> list[object]:
         return []
+
+    def queue_state(self) -> QueueState:
+        return QueueState()
 
     def set_oversubscription_mode(self, mode: str) -> None:
         self.mode = mode  # the cluster's UP/RP switch, from the RM's registration answer

@@ -47,14 +47,22 @@ def test_a_job_never_preempted_shows_no_preemption_section():
     assert "preemptions" not in render.job_detail(detail())
 
 
+def column(text: str, name: str) -> list[str]:
+    """The cells of one column of a rendered table, found by its header's position."""
+    header, *rows = text.splitlines()
+    names = header.split()
+    begin = header.index(name)
+    following = names.index(name) + 1
+    end = header.index(names[following], begin) if following < len(names) else None
+    return [row[begin:end].strip() for row in rows]
+
+
 def test_nodes_show_whether_they_have_swap():
     nodes = [
         rm_pb.NodeInfo(node_id="n1", has_swap=True, state=rm_pb.NODE_READY),
         rm_pb.NodeInfo(node_id="n2", has_swap=False, state=rm_pb.NODE_READY),
     ]
-    header, first, second = render.nodes_table(nodes).splitlines()[:3]
-    assert header.split()[-2] == "SWAP"
-    assert first.split()[-2] == "yes" and second.split()[-2] == "no"
+    assert column(render.nodes_table(nodes), "SWAP")[:2] == ["yes", "no"]
 
 
 def test_nodes_show_their_speculative_tasks_and_what_they_hold():
@@ -67,6 +75,38 @@ def test_nodes_show_their_speculative_tasks_and_what_they_hold():
             opportunistic=pb.Resources(cpu=1.5, memory_mb=768),
         ),
     ]
-    header, first, second = render.nodes_table(nodes).splitlines()[:3]
-    assert header.split()[-1] == "SPECULATIVE"
-    assert first.split()[-1] == "-" and second.endswith("3 (1.5 cpu)")
+    assert column(render.nodes_table(nodes), "SPECULATIVE")[:2] == ["-", "3 (1.5 cpu)"]
+
+
+@pytest.mark.parametrize(
+    ("queue", "counts", "throttle"),
+    [
+        (None, "-", "-"),
+        (pb.SpeculativeQueueState(admitted=4, running=4), "0/4/0/0", "-"),
+        (
+            pb.SpeculativeQueueState(
+                queued=2, admitted=9, refused=1, blocked="cpu utilisation 0.95 over 0.9"
+            ),
+            "2/9/1/0",
+            "waits: cpu utilisation 0.95 over 0.9",
+        ),
+        (
+            pb.SpeculativeQueueState(
+                queued=1,
+                admitted=5,
+                evicted=3,
+                throttled=True,
+                blocked="throttled: psi_cpu of service s",
+            ),
+            "1/5/0/3",
+            "throttled: psi_cpu of service s",
+        ),
+    ],
+)
+def test_nodes_show_their_speculative_queue_and_throttle(
+    queue: pb.SpeculativeQueueState | None, counts: str, throttle: str
+) -> None:
+    nodes = [rm_pb.NodeInfo(node_id="n1", state=rm_pb.NODE_READY, speculative=queue)]
+    text = render.nodes_table(nodes)
+    assert column(text, "QUEUED/ADMITTED/REFUSED/EVICTED") == [counts]
+    assert column(text, "THROTTLE") == [throttle]

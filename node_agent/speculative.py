@@ -1,0 +1,525 @@
+"""The node agent's speculative queue: the shell around ROSE's node-side decisions.
+
+Job masters put speculative tasks straight into this queue (ROSE Sec. 3.2, the agent's
+``EnqueueSpeculative``); nothing of it goes through the RM.  The pure decisions are in
+:mod:`policies.oversubscription.node_queue` and :mod:`policies.oversubscription.admission`;
+this module measures the node, calls them, and carries them out:
+
+* **Enqueue** (Sec. 3.2 step 4): accepted while the queue is shorter than the maximum length,
+  refused with the reason otherwise (the job master tries another machine).  Idempotent: a
+  task already here is answered as accepted.
+* **Launch** (Sec. 6.1): each pass (the agent's monitor pass, and at once after an enqueue)
+  pops the head while every resource is under its threshold and the speculative share stays
+  within the quota; the first refusal blocks the queue, and its reason is shown.
+* **Core classes** (Sec. 6.2): a speculative task runs in the runtime's low-weight class
+  (:mod:`node_agent.runtime.cgroups`) on the second-class cores; when the classes change (a
+  regular task or service starts or ends) the running ones are re-pinned.
+* **Throttle** (Sec. 6.2, RP mode): while a watched service's interference indicator is
+  anomalous, the queue is blocked and every running speculative task is evicted, those on
+  first-class cores and with the least progress first.  A regular task's memory also reclaims:
+  when the live regular tasks' memory limits and the speculative tasks' no longer fit the node,
+  speculative tasks are evicted in the same order until they do.  Evicted tasks end ``KILLED``
+  with ``evicted: <why>``, and count in the node's figures.
+* **Upgrade** (Alg. 5 line 11): a running speculative task becomes the regular task of a
+  container the RM granted here, in place.
+
+What it holds (the queue, the evictions' reasons, the counters) is kept in the agent's state
+directory, so an agent restart loses and duplicates nothing: queued tasks stay queued, running
+ones are found again by the runtime (still speculative), and a task started just before a
+crash, still queued in the file, is not started twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from node_agent.machine_load import MachineLoad
+from node_agent.runtime.base import RunObservation, RunState
+from node_agent.runtime.task_state import atomic_write
+from policies.oversubscription.admission import admit_to_queue
+from policies.oversubscription.config import OversubscriptionConfig
+from policies.oversubscription.node_queue import (
+    CoreClasses,
+    NodeLoad,
+    QueuedTask,
+    RunningSpeculative,
+    core_classes,
+    evictions,
+    launches,
+    speculative_cpuset,
+)
+from policies.scheduling.lifecycle import TaskState
+from policies.scheduling.resources import Resources
+
+if TYPE_CHECKING:
+    from node_agent.agent import NodeAgent
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "speculative.json"
+ENDED_RETENTION_S = 3600.0  # how long a cancelled or unstartable task is still listed
+EVICTION_GRACE_S = 1.0  # an evicted task's SIGTERM-to-SIGKILL grace
+
+
+def speculative_allocation_id(key: str) -> str:
+    """How the node names a speculative task's (absent) container."""
+    return f"speculative-{key}"
+
+
+@dataclass(frozen=True)
+class QueuedLaunch:
+    """A speculative task waiting in the queue: what to start, and since when (wall clock)."""
+
+    job_id: str
+    task_id: str
+    attempt: int
+    argv: tuple[str, ...]
+    resources: Resources
+    image: str | None
+    env: Mapping[str, str]
+    enqueued_at: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.job_id}.{self.task_id}.{self.attempt}"
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A speculative task that ended before it ran: cancelled while queued, or unstartable."""
+
+    job_id: str
+    task_id: str
+    attempt: int
+    state: TaskState
+    message: str
+    at: float
+
+
+@dataclass(frozen=True)
+class SpeculativeStatus:
+    """One speculative task as the agent answers ``ListSpeculative``."""
+
+    job_id: str
+    task_id: str
+    attempt: int
+    state: TaskState
+    message: str = ""
+    evicted: bool = False
+    upgraded: bool = False
+    queue_position: int = 0
+    enqueued_at: float = 0.0
+    started_at: float = 0.0
+    exit_code: int = 0
+    allocation_id: str = ""
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """The queue's figures for the node's heartbeat (``sluice nodes``)."""
+
+    queued: int = 0
+    running: int = 0
+    admitted: int = 0
+    refused: int = 0
+    evicted: int = 0
+    throttled: bool = False
+    blocked: str = ""
+
+
+@dataclass
+class _Counters:
+    admitted: int = 0
+    refused: int = 0
+    evicted: int = 0
+    launched: int = 0
+
+
+@dataclass
+class _Held:
+    """What the file keeps."""
+
+    queue: dict[str, QueuedLaunch] = field(default_factory=dict)
+    ended: dict[str, Ended] = field(default_factory=dict)
+    evicted: dict[str, str] = field(default_factory=dict)  # key -> why
+    upgraded: dict[str, None] = field(default_factory=dict)
+    counters: _Counters = field(default_factory=_Counters)
+
+
+class SpeculativeQueue:
+    """See the module docstring.  Thread-safe: handlers enqueue and list while the monitor
+    pass launches and evicts."""
+
+    def __init__(
+        self, agent: NodeAgent, config: OversubscriptionConfig, state_dir: Path | None
+    ) -> None:
+        self._agent = agent
+        self.config = config
+        self._file = state_dir / STATE_FILE if state_dir is not None else None
+        self._lock = threading.Lock()
+        self._held = _load(self._file)
+        self._machine = MachineLoad(config.admission_resources)
+        self._classes: CoreClasses | None = None
+        self.throttled = False
+        self.blocked = ""
+        if self._held.queue:
+            log.info("speculative queue: %d task(s) still queued", len(self._held.queue))
+
+    # ------------------------------------------------------------------ job masters' calls
+
+    def enqueue(self, launch: QueuedLaunch, known: bool) -> tuple[bool, str, int]:
+        """Sec. 3.2: accept ``launch`` into the queue?  ``known``: the task already exists on
+        this node (a retried call): accepted, nothing changes.  Returns (accepted, why not,
+        queue length after)."""
+        with self._lock:
+            queue = self._held.queue
+            if known or launch.key in queue or launch.key in self._held.ended:
+                return True, "", len(queue)
+            decision = admit_to_queue(len(queue), self.config)
+            if not decision.admitted:
+                self._held.counters.refused += 1
+                self._save()
+                log.info("speculative %s refused: %s", launch.key, decision.reason)
+                return False, decision.reason, len(queue)
+            queue[launch.key] = launch
+            self._held.counters.admitted += 1
+            self._save()
+            log.info("speculative %s queued (%d in the queue)", launch.key, len(queue))
+            return True, "", len(queue)
+
+    def cancel(self, key: str, why: str) -> bool:
+        """Take a queued task out of the queue (StopTask, Alg. 5 line 8); False if not queued."""
+        with self._lock:
+            launch = self._held.queue.pop(key, None)
+            if launch is None:
+                return False
+            self._held.ended[key] = Ended(
+                launch.job_id, launch.task_id, launch.attempt, TaskState.KILLED, why, time.time()
+            )
+            self._save()
+        log.info("speculative %s cancelled while queued: %s", key, why)
+        return True
+
+    def is_queued(self, key: str) -> bool:
+        with self._lock:
+            return key in self._held.queue
+
+    def upgraded(self, key: str) -> None:
+        """The task became a regular one (Alg. 5 line 11)."""
+        with self._lock:
+            self._held.upgraded[key] = None
+            self._save()
+
+    def eviction_of(self, key: str) -> str | None:
+        """Why the task was evicted, if it was."""
+        with self._lock:
+            return self._held.evicted.get(key)
+
+    def statuses(self, job_id: str, observed: Sequence[RunObservation]) -> list[SpeculativeStatus]:
+        """The job's speculative tasks on this node: queued, cancelled, running, ended."""
+        with self._lock:
+            queued = [q for q in self._held.queue.values() if q.job_id == job_id]
+            ended = {k: e for k, e in self._held.ended.items() if e.job_id == job_id}
+            evicted = dict(self._held.evicted)
+            upgraded = set(self._held.upgraded)
+        answer = [
+            SpeculativeStatus(
+                q.job_id,
+                q.task_id,
+                q.attempt,
+                TaskState.PENDING,
+                queue_position=position,
+                enqueued_at=q.enqueued_at,
+            )
+            for position, q in enumerate(queued, start=1)
+        ]
+        answer += [
+            SpeculativeStatus(e.job_id, e.task_id, e.attempt, e.state, e.message)
+            for e in ended.values()
+        ]
+        for observation in observed:
+            key = observation.task_key
+            if observation.job_id != job_id:
+                continue
+            if not (observation.speculative or key in upgraded or key in evicted):
+                continue
+            event = self._agent.event_for(observation)
+            answer.append(
+                SpeculativeStatus(
+                    observation.job_id,
+                    observation.task_id,
+                    observation.attempt,
+                    event.state,
+                    event.message,
+                    evicted=key in evicted,
+                    upgraded=key in upgraded,
+                    started_at=observation.started_at,
+                    exit_code=observation.exit_code or 0,
+                    allocation_id=observation.allocation_id,
+                )
+            )
+        return answer
+
+    def state(self, observed: Sequence[RunObservation]) -> QueueState:
+        with self._lock:
+            counters = self._held.counters
+            return QueueState(
+                queued=len(self._held.queue),
+                running=sum(
+                    1 for o in observed if o.speculative and o.state is not RunState.EXITED
+                ),
+                admitted=counters.admitted,
+                refused=counters.refused,
+                evicted=counters.evicted,
+                throttled=self.throttled,
+                blocked=self.blocked,
+            )
+
+    # ------------------------------------------------------------------ the agent's pass
+
+    def run_pass(self, observed: Mapping[str, RunObservation], now: float) -> None:
+        """Throttle, re-pin, launch: one pass over what the runtimes observe now (the agent's
+        monitor pass calls it, under its monitor lock).  ``now`` is wall-clock seconds."""
+        live = [o for o in observed.values() if o.state is not RunState.EXITED]
+        speculative = [o for o in live if o.speculative]
+        with self._lock:
+            for key in [k for k in self._held.queue if k in observed]:
+                del self._held.queue[key]  # started just before a crash: never twice
+            self._prune(now)
+        reason = self._throttle_reason()
+        self.throttled = reason is not None
+        if reason is not None and speculative:
+            self._evict(speculative, [o.task_key for o in speculative], reason)
+            return
+        if speculative:
+            squeezed = self._memory_squeeze(live, speculative)
+            if squeezed:
+                self._evict(speculative, squeezed, "memory reclaimed for regular tasks")
+                speculative = [o for o in speculative if o.task_key not in squeezed]
+        classes = self._core_classes(live)
+        if classes != self._classes:
+            self._classes = classes
+            self._repin(speculative, classes)
+        if reason is not None:
+            self.blocked = f"throttled: {reason}"
+            return
+        self._launch(live, speculative, classes)
+
+    def _throttle_reason(self) -> str | None:
+        """Sec. 6.2: why speculative work must give way now (RP mode only), or None."""
+        if not self.config.is_responsiveness_prioritized:
+            return None
+        for key, verdict in self._agent.services.anomalous():
+            return (
+                f"{verdict.indicator} of service {key} at {verdict.value:.3g} "
+                f"over {verdict.bound:.3g}"
+            )
+        return None
+
+    def _memory_squeeze(
+        self, live: Sequence[RunObservation], speculative: Sequence[RunObservation]
+    ) -> list[str]:
+        """The speculative tasks to evict so that the live tasks' memory limits fit the node
+        (a regular task reclaims what speculative ones borrowed), in eviction order."""
+        capacity = self._agent.config.capacity.memory_mb
+        total = sum(o.limits.memory_mb for o in live)
+        victims: list[str] = []
+        by_key = {o.task_key: o for o in speculative}
+        for key in evictions(self._running(speculative)):
+            if total <= capacity:
+                break
+            victims.append(key)
+            total -= by_key[key].limits.memory_mb
+        return victims
+
+    def _running(self, speculative: Sequence[RunObservation]) -> list[RunningSpeculative]:
+        first = set(self._classes.first) if self._classes is not None else set()
+        return [
+            RunningSpeculative(
+                o.task_key, o.started_at, bool(first) and bool(first & set(o.limits.cpuset))
+            )
+            for o in speculative
+        ]
+
+    def _evict(self, speculative: Sequence[RunObservation], keys: Sequence[str], why: str) -> None:
+        order = [k for k in evictions(self._running(speculative)) if k in set(keys)]
+        for key in order:
+            with self._lock:
+                if key in self._held.evicted:
+                    continue
+                self._held.evicted[key] = why
+                self._held.counters.evicted += 1
+                self._save()
+            log.warning("evicting speculative %s: %s", key, why)
+            try:
+                self._agent.stop(key, EVICTION_GRACE_S)
+            except Exception as error:  # it may have ended meanwhile
+                log.info("evicting %s: %s", key, error)
+
+    def _core_classes(self, live: Sequence[RunObservation]) -> CoreClasses:
+        services = self._agent.services.keys()
+        regular = [
+            o.limits.cpuset
+            for o in live
+            if not o.speculative and o.task_id != "master" and o.task_key not in services
+        ]
+        watched = [o.limits.cpuset for o in live if o.task_key in services]
+        return core_classes(self._agent.config.cpu_ids, regular, watched, self.config)
+
+    def _repin(self, speculative: Sequence[RunObservation], classes: CoreClasses) -> None:
+        cpuset, _ = speculative_cpuset(classes)
+        for observation in speculative:
+            if tuple(observation.limits.cpuset) == cpuset:
+                continue
+            limits = Resources(observation.limits.cpu, observation.limits.memory_mb)
+            try:
+                self._agent.resize(observation.task_key, limits, cpuset)
+            except Exception as error:  # it may have ended meanwhile
+                log.info("re-pinning %s: %s", observation.task_key, error)
+
+    def _launch(
+        self,
+        live: Sequence[RunObservation],
+        speculative: Sequence[RunObservation],
+        classes: CoreClasses,
+    ) -> None:
+        with self._lock:
+            queue = list(self._held.queue.values())
+        if not queue:
+            self.blocked = ""
+            return
+        held = Resources()
+        for observation in speculative:
+            held = held + Resources(observation.limits.cpu, observation.limits.memory_mb)
+        load = NodeLoad(self._machine.read(time.monotonic()), held, self._agent.config.capacity)
+        decision = launches(
+            [QueuedTask(q.key, q.resources, q.enqueued_at) for q in queue], load, self.config
+        )
+        self.blocked = decision.blocked
+        cpuset, _ = speculative_cpuset(classes)
+        by_key = {q.key: q for q in queue}
+        for key in decision.keys:
+            self._start(by_key[key], cpuset)
+
+    def _start(self, launch: QueuedLaunch, cpuset: tuple[int, ...]) -> None:
+        try:
+            self._agent.start_task(
+                launch.job_id,
+                launch.task_id,
+                launch.attempt,
+                speculative_allocation_id(launch.key),
+                launch.argv,
+                launch.resources,
+                launch.image,
+                dict(launch.env),
+                speculative=True,
+                cpuset=cpuset,
+            )
+        except Exception as error:
+            problem = f"could not start: {error}"
+            log.warning("speculative %s %s", launch.key, problem)
+            with self._lock:
+                self._held.queue.pop(launch.key, None)
+                self._held.ended[launch.key] = Ended(
+                    launch.job_id,
+                    launch.task_id,
+                    launch.attempt,
+                    TaskState.FAILED,
+                    problem,
+                    time.time(),
+                )
+                self._save()
+            return
+        with self._lock:
+            self._held.queue.pop(launch.key, None)
+            self._held.counters.launched += 1
+            self._save()
+        waited = time.time() - launch.enqueued_at
+        log.info("speculative %s started after %.3f s in the queue", launch.key, waited)
+
+    def _prune(self, now: float) -> None:
+        old = [k for k, e in self._held.ended.items() if now - e.at > ENDED_RETENTION_S]
+        for key in old:
+            del self._held.ended[key]
+        if old:
+            self._save()
+
+    def forget(self, keys: Sequence[str]) -> None:
+        """The agent forgot these tasks (retention): so does the queue's record of them."""
+        with self._lock:
+            changed = False
+            for key in keys:
+                changed |= self._held.evicted.pop(key, None) is not None
+                changed |= key in self._held.upgraded
+                self._held.upgraded.pop(key, None)
+            if changed:
+                self._save()
+
+    def _save(self) -> None:
+        """Write what is held (under the lock)."""
+        if self._file is None:
+            return
+        held = self._held
+        record = {
+            "queue": [_launch_record(q) for q in held.queue.values()],
+            "ended": {k: {**asdict(e), "state": e.state.value} for k, e in held.ended.items()},
+            "evicted": held.evicted,
+            "upgraded": list(held.upgraded),
+            "counters": asdict(held.counters),
+        }
+        self._file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self._file, json.dumps(record, indent=1, sort_keys=True))
+
+
+def _launch_record(launch: QueuedLaunch) -> dict[str, Any]:
+    record = asdict(launch)
+    record["env"] = dict(launch.env)
+    record["resources"] = {"cpu": launch.resources.cpu, "memory_mb": launch.resources.memory_mb}
+    return record
+
+
+def _load(path: Path | None) -> _Held:
+    """What an earlier agent kept; an unreadable file is logged and set aside, never fatal."""
+    held = _Held()
+    if path is None or not path.exists():
+        return held
+    try:
+        record = json.loads(path.read_text())
+        for item in record.get("queue", []):
+            resources = item["resources"]
+            launch = QueuedLaunch(
+                job_id=str(item["job_id"]),
+                task_id=str(item["task_id"]),
+                attempt=int(item["attempt"]),
+                argv=tuple(str(a) for a in item["argv"]),
+                resources=Resources(float(resources["cpu"]), int(resources["memory_mb"])),
+                image=None if item.get("image") is None else str(item["image"]),
+                env={str(k): str(v) for k, v in item.get("env", {}).items()},
+                enqueued_at=float(item["enqueued_at"]),
+            )
+            held.queue[launch.key] = launch
+        for key, item in record.get("ended", {}).items():
+            held.ended[str(key)] = Ended(
+                str(item["job_id"]),
+                str(item["task_id"]),
+                int(item["attempt"]),
+                TaskState(item["state"]),
+                str(item["message"]),
+                float(item["at"]),
+            )
+        held.evicted = {str(k): str(v) for k, v in record.get("evicted", {}).items()}
+        held.upgraded = dict.fromkeys(str(k) for k in record.get("upgraded", []))
+        held.counters = _Counters(**{k: int(v) for k, v in record.get("counters", {}).items()})
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        aside = path.with_suffix(".unreadable")
+        log.error("%s is unreadable (%s): set aside as %s, starting empty", path, error, aside)
+        path.replace(aside)
+        return _Held()
+    return held
