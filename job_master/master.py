@@ -25,10 +25,20 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
+import numpy as np
 
 from job_master.candidate_feed import AggregatorResync, CandidateFeed
 from job_master.outcomes import OutcomeReporter
-from job_master.plan import AttemptRecord, Container, JobPlan, Launch
+from job_master.plan import (
+    Attempt,
+    AttemptRecord,
+    Container,
+    JobPlan,
+    Launch,
+    SpeculativeLaunch,
+    Upgrade,
+)
+from job_master.speculation import Candidate
 from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import JOB_MASTER_ROUND_S
@@ -61,6 +71,9 @@ RM_PATIENCE = 300.0  # seconds without the RM before the job master gives up
 # cancelled (and as long again for it to end), so that an MQTT broker that is down or stuck
 # delays the final report by about two seconds at most.
 FEED_CLOSE_S = 1.0
+SPECULATIVE_POLL_S = 0.5  # how often the agents running our speculative tasks are asked
+MISSING_POLLS = 3  # answers in a row without an attempt of ours before it counts as lost
+MAX_RESOLVE = 1000  # node addresses asked of the RM per round (its limit)
 
 ProgressCallback = Callable[[Sequence[PhaseProgress]], None]
 R = TypeVar("R")
@@ -113,6 +126,14 @@ class JobMaster:
         self._outcomes: OutcomeReporter | None = None
         self._feed: CandidateFeed | None = None
         self._resync: AggregatorResync | None = None
+        # Speculative placement (ROSE): the candidates' agent addresses, as the RM resolves them.
+        self._addresses: dict[str, str] = {}
+        self._unresolved: dict[str, None] = {}
+        self._rng = np.random.default_rng()
+        self._polled_at = 0.0
+        self._polling = threading.Event()  # set while a poll of the agents is under way
+        self._missing: dict[tuple[str, int], int] = {}
+        self._decided_at: dict[tuple[str, int], float] = {}
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -227,12 +248,18 @@ class JobMaster:
             while True:
                 with self._lock:
                     plan.advance(time.monotonic())
-                    decisions = plan.decide()
+                    decisions = plan.decide(self._speculation_candidates(plan), self._rng)
                     progress = plan.progress()
                     outcome = plan.outcome
                     kept = _reserved_slots(plan.kept_changes())
                 for launch in decisions.launches:
                     self._launcher.submit(self._launch, plan, launch)
+                for placement in decisions.speculative:
+                    self._decided_at[(placement.task_id, placement.attempt)] = time.monotonic()
+                    self._launcher.submit(self._enqueue, plan, placement)
+                for upgrade in decisions.upgrades:
+                    self._launcher.submit(self._upgrade, plan, upgrade)
+                self._poll_speculative(plan)
                 for stop in decisions.stops:  # attempts that lost to another, or were dropped
                     if stop.node_address:
                         self._launcher.submit(
@@ -244,6 +271,8 @@ class JobMaster:
                         )
                 if outcome is not None:
                     return self._finish(plan, outcome, progress)
+                with self._lock:  # (after the end is known: _finish reports the last ones)
+                    speculative_report = _speculative_report(plan)
                 request = rm_pb.AllocateRequest(
                     job_id=self.job_id,
                     asks=[
@@ -261,6 +290,8 @@ class JobMaster:
                     events_after=self._events_after,
                     master_attempt=self.attempt,
                     kept=kept,
+                    resolve_nodes=self._take_unresolved(),
+                    speculative=speculative_report,
                 )
                 response = self._call_rm(
                     "allocate", functools.partial(self._rm.Allocate, request, timeout=RPC_TIMEOUT)
@@ -279,6 +310,7 @@ class JobMaster:
             self._channel.close()
 
     def _absorb(self, plan: JobPlan, response: rm_pb.AllocateResponse) -> None:
+        self._addresses.update(response.node_addresses)
         with self._lock:
             plan.advance(time.monotonic())  # task times are measured as the answers come
             for allocation in response.granted:
@@ -328,12 +360,17 @@ class JobMaster:
                 self._stop_task(
                     container.node_address, attempt.task_id, attempt.number, container.grant_token
                 )
+            elif attempt.node_address:  # a speculative one: out of its queue, or stopped
+                self._stop_task(attempt.node_address, attempt.task_id, attempt.number)
         # Our own teardown comes before the report: once the RM has the final state, this
         # process is expected to end (the RM's grace, `sluice local down`'s drain), so it must
         # not be found still flushing Kafka or closing MQTT then.  Each step is bounded.
         self._leave_data_plane(state)
         # Launches not started yet are dropped; one under way ends within RPC_TIMEOUT.
         self._launcher.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            plan.speculation_ended(f"the job {state.value}")
+            report = _speculative_report(plan)
         self._call_rm(
             "finish",
             lambda: self._rm.FinishJob(
@@ -343,6 +380,7 @@ class JobMaster:
                     message=message,
                     progress=_progress_to_pb(progress),
                     master_attempt=self.attempt,
+                    speculative=report,
                 ),
                 timeout=RPC_TIMEOUT,
             ),
@@ -391,6 +429,182 @@ class JobMaster:
             with self._lock:
                 plan.on_launch_failed(launch.task_id, launch.attempt, str(problem))
 
+    # ------------------------------------------------------------------ speculative tasks
+
+    def _speculation_candidates(self, plan: JobPlan) -> list[Candidate]:
+        """The candidate list with agent addresses; the unknown ones are resolved by the next
+        Allocate (a node seen once is known from then on)."""
+        if plan.speculation is None:
+            return []
+        found = []
+        for node_id in self.candidates:
+            address = self._addresses.get(node_id)
+            if address is None:
+                self._unresolved[node_id] = None
+            else:
+                found.append(Candidate(node_id, address))
+        return found
+
+    def _take_unresolved(self) -> list[str]:
+        wanted = [n for n in self._unresolved if n not in self._addresses][:MAX_RESOLVE]
+        self._unresolved.clear()
+        return wanted
+
+    def _enqueue(self, plan: JobPlan, launch: SpeculativeLaunch) -> None:
+        """Alg. 5 line 2: straight into the node agent's queue."""
+        request = agent_pb.EnqueueSpeculativeRequest(
+            task=agent_pb.StartTaskRequest(
+                job_id=self.job_id,
+                task_id=launch.task_id,
+                attempt=launch.attempt,
+                command=list(launch.phase.command),
+                resources=resources_to_pb(launch.phase.resources),
+                image=launch.phase.image or "",
+                env={
+                    "SLUICE_JOB_ID": self.job_id,
+                    "SLUICE_TASK_ID": launch.task_id,
+                    "SLUICE_ATTEMPT": str(launch.attempt),
+                    "SLUICE_SPECULATIVE": "1",
+                },
+            )
+        )
+        try:
+            answer = self._agent(launch.node_address).EnqueueSpeculative(
+                request, timeout=RPC_TIMEOUT
+            )
+        except grpc.RpcError as error:
+            problem = error.details() if isinstance(error, grpc.Call) else str(error)
+            log.warning("speculative %s to %s failed: %s", launch.task_id, launch.node_id, problem)
+            with self._lock:
+                plan.on_speculative_answer(launch.task_id, launch.attempt, accepted=False)
+            return
+        decided = self._decided_at.pop((launch.task_id, launch.attempt), None)
+        if not answer.accepted:
+            log.info(
+                "speculative %s refused by %s: %s", launch.task_id, launch.node_id, answer.reason
+            )
+        elif answer.task.state == pb.TASK_RUNNING and decided is not None:
+            log.info(
+                "speculative %s attempt %d running on %s %.0f ms after the decision",
+                launch.task_id,
+                launch.attempt,
+                launch.node_id,
+                (time.monotonic() - decided) * 1000,
+            )
+        else:
+            log.info(
+                "speculative %s attempt %d queued on %s (%d in its queue)",
+                launch.task_id,
+                launch.attempt,
+                launch.node_id,
+                answer.queue_length,
+            )
+        with self._lock:
+            plan.on_speculative_answer(launch.task_id, launch.attempt, answer.accepted)
+            if answer.accepted and answer.HasField("task"):
+                self._apply_status(plan, launch.node_id, answer.task)
+
+    def _upgrade(self, plan: JobPlan, upgrade: Upgrade) -> None:
+        """Alg. 5 line 11: the agent makes the running speculative task the container's."""
+        container = upgrade.container
+        try:
+            self._agent(container.node_address).UpgradeSpeculative(
+                agent_pb.UpgradeSpeculativeRequest(
+                    task=agent_pb.TaskRef(
+                        job_id=self.job_id, task_id=upgrade.task_id, attempt=upgrade.attempt
+                    ),
+                    allocation_id=container.allocation_id,
+                    resources=resources_to_pb(container.resources),
+                    grant_token=container.grant_token,
+                ),
+                timeout=RPC_TIMEOUT,
+            )
+        except grpc.RpcError as error:
+            problem = error.details() if isinstance(error, grpc.Call) else str(error)
+            log.warning("upgrading speculative %s failed: %s", upgrade.task_id, problem)
+            with self._lock:
+                plan.on_upgrade_failed(upgrade.task_id, upgrade.attempt, str(problem))
+            return
+        log.info(
+            "speculative %s attempt %d upgraded in place on %s (allocation %s)",
+            upgrade.task_id,
+            upgrade.attempt,
+            container.node_id,
+            container.allocation_id,
+        )
+
+    def _poll_speculative(self, plan: JobPlan) -> None:
+        """Ask the agents holding our speculative tasks how they are, at most every
+        :data:`SPECULATIVE_POLL_S`, one poll at a time, off the round's thread."""
+        now = time.monotonic()
+        if now - self._polled_at < SPECULATIVE_POLL_S or self._polling.is_set():
+            return
+        with self._lock:
+            attempts = plan.speculative_attempts()
+        if not attempts:
+            return
+        self._polled_at = now
+        self._polling.set()
+        self._launcher.submit(self._poll, plan, attempts)
+
+    def _poll(self, plan: JobPlan, attempts: Sequence[Attempt]) -> None:
+        try:
+            by_node: dict[tuple[str, str], list[Attempt]] = {}
+            for attempt in attempts:
+                by_node.setdefault((attempt.node_id, attempt.node_address), []).append(attempt)
+            for (node_id, address), mine in by_node.items():
+                try:
+                    answer = self._agent(address).ListSpeculative(
+                        agent_pb.ListSpeculativeRequest(job_id=self.job_id), timeout=RPC_TIMEOUT
+                    )
+                except grpc.RpcError as error:
+                    log.info("asking %s for our speculative tasks: %s", node_id, error.code())
+                    continue
+                listed = {(t.task.task_id, t.task.attempt): t for t in answer.tasks}
+                with self._lock:
+                    for status in answer.tasks:
+                        self._apply_status(plan, node_id, status)
+                    for attempt in mine:
+                        key = (attempt.task_id, attempt.number)
+                        if key in listed or (attempt.queued_at is None and not attempt.running):
+                            self._missing.pop(key, None)
+                            continue
+                        count = self._missing.get(key, 0) + 1
+                        if count < MISSING_POLLS:
+                            self._missing[key] = count
+                            continue
+                        self._missing.pop(key, None)
+                        plan.on_speculative_status(
+                            attempt.task_id,
+                            attempt.number,
+                            TaskState.LOST,
+                            message=f"{node_id} no longer knows it",
+                        )
+        finally:
+            self._polling.clear()
+
+    def _apply_status(self, plan: JobPlan, node_id: str, status: agent_pb.SpeculativeTask) -> None:
+        """One speculative task as its agent sees it, into the plan (under the lock); its end
+        goes to the aggregator's machine rating (an eviction as such)."""
+        state = TASK_STATE_FROM_PB.get(status.state)
+        if state is None:
+            return
+        task_id, number = status.task.task_id, status.task.attempt
+        live = state.is_final and plan.is_speculative(task_id, number)
+        plan.on_speculative_status(
+            task_id, number, state, evicted=status.evicted, message=status.message
+        )
+        if live and self._outcomes is not None and not status.upgraded:
+            self._outcomes.task_ended(task_id, number, node_id, state, preempted=status.evicted)
+            if status.evicted:
+                log.info(
+                    "speculative %s attempt %d evicted on %s: %s",
+                    task_id,
+                    number,
+                    node_id,
+                    status.message,
+                )
+
     def _stop_task(
         self, node_address: str, task_id: str, attempt: int, grant_token: bytes = b""
     ) -> None:
@@ -403,6 +617,20 @@ class JobMaster:
             )
         except grpc.RpcError as error:
             log.warning("stopping %s failed (the RM will stop it): %s", task_id, error)
+
+
+def _speculative_report(plan: JobPlan) -> list[rm_pb.SpeculativeAttempt]:
+    """The speculative attempts that changed since the last report, for the RM's log."""
+    return [
+        rm_pb.SpeculativeAttempt(
+            task_id=r.task_id,
+            attempt=r.attempt,
+            node_id=r.node_id,
+            outcome=r.outcome,
+            message=r.message[:200],
+        )
+        for r in plan.speculative_changes()
+    ]
 
 
 def _reserved_slots(changes: Sequence[tuple[str, str, float]]) -> list[rm_pb.ReservedSlot]:

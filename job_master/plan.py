@@ -26,6 +26,12 @@ Rules:
 * A service (``kind: service``) runs until killed: a task of it that ends, however, is started
   again (a new attempt), and it fails the job only in a crash loop, more than ``max_retries``
   ends in a row each within :data:`SERVICE_STABLE_S` of its start.
+* Speculative tasks (a ``speculative`` block, :mod:`job_master.speculation`, ROSE Alg. 5): a
+  ready task whose phase has waited too long for containers gets a *speculative* attempt in a
+  node agent's queue, chosen from the candidates the caller passes to :meth:`JobPlan.decide`;
+  a container granted later upgrades it in place, or takes the task over (the speculative
+  attempt cancelled, or killed), or is held in reserve while a nearly finished one completes
+  (:attr:`Step.COVERED`).
 * A task's :class:`Step` moves only along :data:`STEP_TRANSITIONS`, like the other lifecycles.
 
 Everything is incremental: per-phase counts of tasks in each step, per-phase queues of ready
@@ -37,12 +43,22 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from job_master.idle import IdleContainers
 from job_master.reservations import Kept, SlotReservations
+from job_master.speculation import Candidate, SpeculationBook
 from policies.identity_enum import IdentityEnum
+from policies.oversubscription.task_upgrade import (
+    SpeculativeState,
+    SpeculativeTask,
+    UpgradeAction,
+    on_resource_approved,
+    reschedule_timed_out,
+)
 from policies.reservation.stragglers import PhaseSlots, plan_copies
 from policies.scheduling.asks import MAX_PREFERRED_NODES, PhaseAsk
 from policies.scheduling.jobspec import JobSpec, PhaseSpec, ReservationSpec
@@ -58,6 +74,8 @@ class Step(IdentityEnum):
     READY = "ready"  # wants a container for its regular attempt
     LAUNCHING = "launching"  # its regular attempt was sent to a node agent
     RUNNING = "running"
+    # A speculative attempt past tau runs it, and a container waits in reserve (Alg. 5 l. 13-14).
+    COVERED = "covered"
     SUCCEEDED = "succeeded"
     DROPPED = "dropped"  # left out on purpose (approximation): done for its barrier
     GAVE_UP = "gave_up"  # failed more than max_retries times
@@ -78,7 +96,12 @@ SERVICE_STABLE_S = 30.0
 STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
     Step.WAITING: frozenset({Step.READY, Step.DROPPED}),
     # SUCCEEDED from READY: a copy or speculative attempt succeeded while the regular one waits.
-    Step.READY: frozenset({Step.LAUNCHING, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}),
+    Step.READY: frozenset(
+        {Step.LAUNCHING, Step.COVERED, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}
+    ),
+    # READY again: its speculative attempt ended badly, and the reserved container serves the
+    # phase's next ready task.
+    Step.COVERED: frozenset({Step.READY, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}),
     Step.LAUNCHING: frozenset(
         {Step.RUNNING, Step.READY, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}
     ),
@@ -105,6 +128,10 @@ class Attempt:
     allocation_id: str
     running: bool = False
     started_at: float | None = None  # the plan's ``now`` when it was first seen running
+    # A speculative attempt's node (it has no container) and when its queue took it.
+    node_id: str = ""
+    node_address: str = ""
+    queued_at: float | None = None
 
 
 @dataclass
@@ -118,6 +145,7 @@ class Task:
     allocation_id: str | None = None  # the regular attempt's container
     last_problem: str = ""
     attempts: dict[int, Attempt] = field(default_factory=dict)  # live attempts by number
+    speculative: int | None = None  # the number of its live speculative attempt, if any
 
 
 @dataclass
@@ -139,6 +167,43 @@ class Launch:
     container: Container
     phase: PhaseSpec
     kind: AttemptKind = AttemptKind.REGULAR
+
+
+@dataclass(frozen=True)
+class SpeculativeLaunch:
+    """Put an attempt of a ready task into a node agent's speculative queue (Alg. 5 l. 2)."""
+
+    task_id: str
+    attempt: int
+    node_id: str
+    node_address: str
+    phase: PhaseSpec
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """Make a running speculative attempt the regular task of ``container``, on its node, in
+    place (Alg. 5 line 11)."""
+
+    task_id: str
+    attempt: int
+    container: Container
+
+
+@dataclass(frozen=True)
+class SpeculativeRecord:
+    """A speculative attempt's latest outcome, for the RM's log (``sluice job``): placed,
+    queued, refused, running, kept, upgraded, succeeded, failed, evicted, cancelled, killed,
+    rescheduled or lost."""
+
+    task_id: str
+    attempt: int
+    node_id: str
+    outcome: str
+    message: str = ""
+
+
+_STILL_OPEN = frozenset({"placed", "queued", "running", "kept"})
 
 
 @dataclass(frozen=True)
@@ -170,6 +235,8 @@ class Decisions:
     releases: tuple[str, ...] = ()
     asks: tuple[PhaseAsk, ...] = ()
     stops: tuple[StopAttempt, ...] = ()
+    speculative: tuple[SpeculativeLaunch, ...] = ()
+    upgrades: tuple[Upgrade, ...] = ()
 
 
 @dataclass
@@ -236,6 +303,14 @@ class JobPlan:
         self._kept_changed: dict[str, None] = {}  # containers to report (kept_changes)
         self._refits_seen = 0
         self._copied: set[str] = set()  # tasks that have had a copy (each gets one at most)
+        self.speculation = None if spec.speculative is None else SpeculationBook(spec.speculative)
+        # node -> READY tasks whose speculative attempt runs there (for upgrades in place)
+        self._speculating_on: dict[str, dict[str, None]] = {}
+        self._upgrades: list[Upgrade] = []
+        self._queued: dict[tuple[str, int], None] = {}  # speculative attempts in node queues
+        self._speculative: dict[tuple[str, int], Attempt] = {}  # every live one
+        self._records: dict[tuple[str, int], SpeculativeRecord] = {}
+        self._records_changed: dict[tuple[str, int], None] = {}
         for name, state in self._phases.items():
             if state.upstream_left == 0:
                 self._open(name)
@@ -252,6 +327,8 @@ class JobPlan:
         """A container arrived (or was re-announced after an RM restart)."""
         if container.allocation_id not in self.containers:
             self.containers[container.allocation_id] = container
+            if self.speculation is not None:
+                self.speculation.phase_granted(container.phase, self.now)
             if container.task_id is None:
                 if self._slots is not None and container.kept is None:
                     container.kept = self._slots.on_prereserved(container.phase, self.now)
@@ -384,11 +461,11 @@ class JobPlan:
         self._task_done(task)
 
     def start_attempt(self, task_id: str, kind: AttemptKind, allocation_id: str) -> Launch:
-        """Run another attempt of a live task (a copy, a speculative attempt) in an idle
-        container of its phase; the first attempt to succeed wins."""
+        """Run a copy of a live task in an idle container of its phase; the first attempt to
+        succeed wins.  (A speculative attempt has no container: :meth:`decide` places it.)"""
         task = self.tasks[task_id]
         container = self.containers[allocation_id]
-        if kind is AttemptKind.REGULAR or task.step.is_final or task.step is Step.WAITING:
+        if kind is not AttemptKind.COPY or task.step.is_final or task.step is Step.WAITING:
             raise ValueError(
                 f"cannot start a {kind.value} attempt of {task_id} ({task.step.value})"
             )
@@ -398,9 +475,17 @@ class JobPlan:
 
     # ------------------------------------------------------------------ decisions
 
-    def decide(self) -> Decisions:
+    def decide(
+        self, candidates: Sequence[Candidate] = (), rng: np.random.Generator | None = None
+    ) -> Decisions:
         """Assign ready tasks to idle containers of their phase, stop attempts that lost, release
-        idle containers nobody needs, and ask for what is still missing."""
+        idle containers nobody needs, and ask for what is still missing.  With a
+        ``speculative`` block, ``candidates`` (the aggregator's list, best first) and ``rng``:
+        also reschedule speculative attempts queued too long and place new ones."""
+        if self.outcome is None and self.speculation is not None and candidates:
+            speculative = self._speculate(candidates, rng or np.random.default_rng())
+        else:
+            speculative = []
         stops, self._stops = tuple(self._stops), []
         if self.outcome is not None:
             # Everything goes back; the map is kept so the caller can still stop what runs.
@@ -411,11 +496,10 @@ class JobPlan:
         releases: list[str] = []
         for allocation_id in self._idle_to_visit():
             container = self.containers[allocation_id]
-            task = self._next_ready(container.phase)
-            if task is not None:
-                self._unkeep(container)
-                launches.append(self._launch(task, container, AttemptKind.REGULAR))
-            elif not self._still_kept(container):
+            served = self._serve(container)
+            if isinstance(served, Launch):
+                launches.append(served)
+            elif not served and not self._still_kept(container):
                 self._unkeep(container)
                 releases.append(allocation_id)
         for allocation_id in releases:
@@ -447,7 +531,295 @@ class JobPlan:
                 )
                 for name, count in self._slots.prereserve_asks().items()
             )
-        return Decisions(tuple(launches), tuple(releases), asks, stops)
+        stops += tuple(self._stops)  # the speculative attempts containers took over
+        self._stops = []
+        upgrades, self._upgrades = tuple(self._upgrades), []
+        return Decisions(
+            tuple(launches), tuple(releases), asks, stops, tuple(speculative), upgrades
+        )
+
+    # ------------------------------------------------------------------ speculative tasks
+
+    def _serve(self, container: Container) -> Launch | bool:
+        """Give an idle container work: a launch, True when it was used otherwise (an upgrade
+        in place, a reserve), False when its phase has no ready task (Alg. 5 lines 5-19)."""
+        book = self.speculation
+        if book is not None:
+            here = self._speculating_here(container)
+            if here is not None:
+                self._unkeep(container)
+                self._upgrade(here, container)
+                return True
+        task = self._next_ready(container.phase)
+        if task is None:
+            return False
+        self._unkeep(container)
+        if book is not None and task.speculative is not None:
+            attempt = task.attempts[task.speculative]
+            action = on_resource_approved(
+                self._as_policy_task(task, attempt), container.node_id, book.config
+            )
+            if action is UpgradeAction.UPGRADE_IN_PLACE:
+                self._upgrade(task, container)
+                return True
+            if action is UpgradeAction.KEEP_AND_RESERVE:  # lines 12-14
+                book.counts.kept += 1
+                self._note(attempt, "kept", f"allocation {container.allocation_id} in reserve")
+                container.task_id = task.task_id
+                self._idle.discard(container.allocation_id)
+                task.allocation_id = container.allocation_id
+                self._move(task, Step.COVERED)
+                return True
+            if action is UpgradeAction.CANCEL_AND_START_REGULAR:  # lines 7-9
+                book.counts.cancelled += 1
+                self._note(attempt, "cancelled", "a container was granted")
+                why = "a container was granted: cancelled from its queue"
+            else:  # lines 15-17
+                book.counts.killed += 1
+                self._note(attempt, "killed", "a container was granted, its progress below tau")
+                why = "a container was granted: killed at little progress"
+            self._stop_attempt(task, attempt, why)
+        return self._launch(task, container, AttemptKind.REGULAR)
+
+    def _speculating_here(self, container: Container) -> Task | None:
+        """A ready task of the container's phase whose speculative attempt runs on its node."""
+        for task_id in self._speculating_on.get(container.node_id, {}):
+            task = self.tasks[task_id]
+            if task.phase == container.phase and task.step is Step.READY:
+                return task
+        return None
+
+    def _as_policy_task(self, task: Task, attempt: Attempt) -> SpeculativeTask:
+        assert self.speculation is not None
+        if attempt.running:
+            state = SpeculativeState.RUNNING
+            started = attempt.started_at if attempt.started_at is not None else self.now
+            progress = self.speculation.progress(task.phase, self.now - started)
+        else:
+            state = SpeculativeState.QUEUED
+            progress = 0.0
+        return SpeculativeTask(task.task_id, state, attempt.node_id, progress)
+
+    def _upgrade(self, task: Task, container: Container) -> None:
+        """Alg. 5 line 11: the running speculative attempt becomes the task's regular one."""
+        assert self.speculation is not None and task.speculative is not None
+        attempt = task.attempts[task.speculative]
+        self._speculation_over(task, attempt)
+        attempt.kind = AttemptKind.REGULAR
+        attempt.allocation_id = container.allocation_id
+        container.task_id = task.task_id
+        self._idle.discard(container.allocation_id)
+        task.allocation_id = container.allocation_id
+        self._move(task, Step.LAUNCHING)
+        self.speculation.counts.upgraded += 1
+        self._note(attempt, "upgraded", f"to allocation {container.allocation_id}")
+        self._upgrades.append(Upgrade(task.task_id, attempt.number, container))
+
+    def _speculate(
+        self, candidates: Sequence[Candidate], rng: np.random.Generator
+    ) -> list[SpeculativeLaunch]:
+        """Sec. 6.3 rescheduling, then Alg. 5 lines 1-3: one ready task per usable candidate,
+        for the phases that have waited ``after_s`` for containers."""
+        book = self.speculation
+        assert book is not None
+        placed = self._reschedule(candidates, rng)
+        starving = book.starving(self.now)
+        if not starving:
+            return placed
+        usable = iter(book.usable(candidates, self.now))
+        room = book.room()
+        for phase in starving:
+            for task_id in list(book.bare[phase]):
+                node = next(usable, None) if room > 0 else None
+                if node is None:
+                    return placed
+                placed.append(self._dispatch(self.tasks[task_id], node))
+                room -= 1
+        return placed
+
+    def _reschedule(
+        self, candidates: Sequence[Candidate], rng: np.random.Generator
+    ) -> list[SpeculativeLaunch]:
+        """Sec. 6.3: an attempt queued longer than the time-out moves to another candidate."""
+        assert self.speculation is not None
+        queued = [
+            SpeculativeTask(
+                task_id, SpeculativeState.QUEUED, attempt.node_id, 0.0, attempt.queued_at
+            )
+            for task_id, attempt in self._queued_attempts()
+            if attempt.queued_at is not None
+        ]
+        if not queued:
+            return []
+        by_node = {c.node_id: c for c in candidates}
+        moves = reschedule_timed_out(queued, list(by_node), self.now, rng, self.speculation.config)
+        placed = []
+        for move in moves:
+            task = self.tasks[move.task_id]
+            if task.speculative is None:
+                continue
+            attempt = task.attempts[task.speculative]
+            waited = self.now - (attempt.queued_at or self.now)
+            self._note(attempt, "rescheduled", f"after {waited:.0f} s in its queue")
+            self._stop_attempt(task, attempt, f"rescheduled after {waited:.0f} s in its queue")
+            self.speculation.counts.rescheduled += 1
+            placed.append(self._dispatch(task, by_node[move.destination]))
+        return placed
+
+    def _queued_attempts(self) -> Iterator[tuple[str, Attempt]]:
+        for key in list(self._queued):
+            task_id, number = key
+            attempt = self.tasks[task_id].attempts.get(number)
+            if attempt is None or attempt.running:
+                del self._queued[key]
+                continue
+            yield task_id, attempt
+
+    def _dispatch(self, task: Task, node: Candidate) -> SpeculativeLaunch:
+        assert self.speculation is not None
+        task.attempt += 1
+        attempt = Attempt(
+            task.task_id,
+            task.attempt,
+            AttemptKind.SPECULATIVE,
+            "",
+            node_id=node.node_id,
+            node_address=node.address,
+        )
+        task.attempts[attempt.number] = attempt
+        task.speculative = attempt.number
+        self._speculative[(task.task_id, attempt.number)] = attempt
+        self.speculation.task_not_bare(task.phase, task.task_id)
+        self.speculation.live += 1
+        self.speculation.counts.dispatched += 1
+        self._note(attempt, "placed")
+        return SpeculativeLaunch(
+            task.task_id,
+            attempt.number,
+            node.node_id,
+            node.address,
+            self._phases[task.phase].spec,
+        )
+
+    def _note(self, attempt: Attempt, outcome: str, message: str = "") -> None:
+        key = (attempt.task_id, attempt.number)
+        self._records[key] = SpeculativeRecord(
+            attempt.task_id, attempt.number, attempt.node_id, outcome, message
+        )
+        self._records_changed[key] = None
+
+    def speculative_changes(self) -> list[SpeculativeRecord]:
+        """The speculative attempts whose outcome changed since the last call (for the RM)."""
+        changed = [self._records[key] for key in self._records_changed]
+        self._records_changed.clear()
+        return changed
+
+    def speculative_records(self) -> list[SpeculativeRecord]:
+        """Every speculative attempt of the job so far, with its latest outcome."""
+        return list(self._records.values())
+
+    def speculation_ended(self, why: str) -> None:
+        """The job is over: its speculative attempts still live are stopped (by the caller)."""
+        for attempt in self._speculative.values():
+            self._note(attempt, "killed", why)
+
+    def is_speculative(self, task_id: str, attempt: int) -> bool:
+        """Whether that attempt is a live speculative one."""
+        return (task_id, attempt) in self._speculative
+
+    def speculative_attempts(self) -> list[Attempt]:
+        """Every live speculative attempt (queued or running on its node)."""
+        return list(self._speculative.values())
+
+    def on_speculative_answer(self, task_id: str, attempt: int, accepted: bool) -> None:
+        """The node's queue took the attempt, or refused it (full: the attempt is gone, and the
+        node gets no more for a while)."""
+        task = self.tasks.get(task_id)
+        live = task.attempts.get(attempt) if task is not None else None
+        if task is None or live is None or live.kind is not AttemptKind.SPECULATIVE:
+            return
+        assert self.speculation is not None
+        if accepted:
+            if live.queued_at is None and not live.running:
+                live.queued_at = self.now
+                self._queued[(task_id, attempt)] = None
+                self._note(live, "queued")
+            return
+        self.speculation.refused(live.node_id, self.now)
+        self._note(live, "refused")
+        self._end_attempt(task, live)
+
+    def on_speculative_status(
+        self,
+        task_id: str,
+        attempt: int,
+        state: TaskState,
+        *,
+        evicted: bool = False,
+        message: str = "",
+    ) -> None:
+        """What the node's agent says of a speculative attempt (its ListSpeculative); LOST when
+        the node no longer knows it."""
+        task = self.tasks.get(task_id)
+        live = task.attempts.get(attempt) if task is not None else None
+        if task is None or live is None or live.kind is not AttemptKind.SPECULATIVE:
+            return
+        assert self.speculation is not None
+        counts = self.speculation.counts
+        if state is TaskState.PENDING:
+            return
+        if state in (TaskState.RUNNING, TaskState.SUSPENDED):
+            if not live.running:
+                live.running = True
+                live.started_at = self.now
+                counts.started += 1
+                self._note(live, "running")
+            if task.step is Step.READY:
+                self._speculating_on.setdefault(live.node_id, {})[task_id] = None
+            return
+        if state is TaskState.SUCCEEDED:
+            counts.succeeded += 1
+            self._note(live, "succeeded")
+            self._succeeded(task, live)
+            return
+        self._note(live, "evicted" if evicted else state.value, message)
+        if evicted:
+            counts.evicted += 1
+        self._attempt_ended(task, live, message or state.value, preempted=True)
+
+    def on_upgrade_failed(self, task_id: str, attempt: int, problem: str) -> None:
+        """The agent could not upgrade the attempt in place: it is stopped there, the container
+        goes back, and the task is ready again (no retry used: it did nothing wrong)."""
+        task = self.tasks.get(task_id)
+        live = task.attempts.get(attempt) if task is not None else None
+        if task is None or live is None or live.kind is not AttemptKind.REGULAR:
+            return
+        container = self.containers.get(live.allocation_id)
+        if container is not None:
+            self._stops.append(
+                StopAttempt(
+                    task_id,
+                    attempt,
+                    "",
+                    container.node_address,
+                    f"upgrade failed: {problem}",
+                )
+            )
+        self._attempt_ended(task, live, f"upgrade failed: {problem}", preempted=True)
+
+    def _speculation_over(self, task: Task, attempt: Attempt) -> None:
+        """The task's speculative attempt is no longer one (ended, or upgraded)."""
+        assert self.speculation is not None
+        if task.speculative == attempt.number:
+            task.speculative = None
+            self.speculation.live -= 1
+        self._speculative.pop((task.task_id, attempt.number), None)
+        self._queued.pop((task.task_id, attempt.number), None)
+        on_node = self._speculating_on.get(attempt.node_id)
+        if on_node is not None:
+            on_node.pop(task.task_id, None)
+            if not on_node:
+                del self._speculating_on[attempt.node_id]
 
     def _input_nodes(self, phase: str, *, ahead: bool = False) -> tuple[str, ...]:
         """Where a phase's input is: the nodes its upstream phases' tasks succeeded on, which
@@ -494,7 +866,9 @@ class JobPlan:
                     name=name,
                     tasks=phase.spec.tasks,
                     pending=phase.counts[Step.WAITING] + phase.counts[Step.READY],
-                    running=phase.counts[Step.LAUNCHING] + phase.counts[Step.RUNNING],
+                    running=phase.counts[Step.LAUNCHING]
+                    + phase.counts[Step.RUNNING]
+                    + phase.counts[Step.COVERED],
                     succeeded=phase.counts[Step.SUCCEEDED],
                     failed=phase.failed_attempts,
                     dropped=phase.counts[Step.DROPPED] + phase.counts[Step.GAVE_UP],
@@ -534,6 +908,10 @@ class JobPlan:
             if winner.started_at is not None:
                 self._slots.task_time(self.now - winner.started_at)
             self._slots.count_completion(task.phase)
+        if self.speculation is not None and winner.started_at is not None:
+            self.speculation.finished(task.phase, self.now - winner.started_at)
+        if task.step is Step.COVERED:  # the reserve was not needed: it goes back
+            self._release_reserve(task)
         self._end_attempt(task, winner, completed=True)
         for other in list(task.attempts.values()):
             self._stop_attempt(task, other, f"attempt {winner.number} succeeded")
@@ -557,6 +935,8 @@ class JobPlan:
         self, task: Task, attempt: Attempt, problem: str, *, preempted: bool
     ) -> None:
         self._end_attempt(task, attempt)
+        if attempt.kind is AttemptKind.SPECULATIVE and task.step is Step.COVERED:
+            self._uncover(task)  # its reserved container takes over (Alg. 5 line 14)
         if attempt.kind is not AttemptKind.REGULAR or task.step.is_final:
             return  # a copy that failed is just gone; the regular attempt goes on
         if not preempted:
@@ -586,6 +966,11 @@ class JobPlan:
         del task.attempts[attempt.number]
         if attempt.kind is AttemptKind.COPY:
             self._copies -= 1
+        if attempt.kind is AttemptKind.SPECULATIVE:
+            self._speculation_over(task, attempt)
+            if task.step is Step.READY and self.speculation is not None:
+                self.speculation.task_ready(task.phase, task.task_id, self.now)
+            return  # it had no container
         if task.allocation_id == attempt.allocation_id:
             task.allocation_id = None
         container = self.containers.get(attempt.allocation_id)
@@ -714,8 +1099,13 @@ class JobPlan:
         return started if started is not None else self.now
 
     def _stop_attempt(self, task: Task, attempt: Attempt, reason: str) -> None:
+        record = self._records.get((task.task_id, attempt.number))
+        if attempt.kind is AttemptKind.SPECULATIVE and (
+            record is None or record.outcome in _STILL_OPEN
+        ):
+            self._note(attempt, "killed", reason)
         container = self.containers.get(attempt.allocation_id)
-        address = container.node_address if container is not None else ""
+        address = container.node_address if container is not None else attempt.node_address
         token = container.grant_token if container is not None else b""
         self._stops.append(
             StopAttempt(task.task_id, attempt.number, attempt.allocation_id, address, reason, token)
@@ -739,12 +1129,36 @@ class JobPlan:
             del phase.live[task.task_id]
             if task.task_id in self._copied:
                 phase.copied_live -= 1
+        if self.speculation is not None and task.step is Step.READY and step is not Step.READY:
+            self.speculation.task_not_bare(task.phase, task.task_id)
+            if phase.counts[Step.READY] == 0:
+                self.speculation.phase_satisfied(task.phase)
         task.step = step
         self._progress = self._asks = None
 
     def _make_ready(self, task: Task) -> None:
         self._move(task, Step.READY)
         heapq.heappush(self._phases[task.phase].ready, task.index)
+        if self.speculation is not None and task.speculative is None:
+            self.speculation.task_ready(task.phase, task.task_id, self.now)
+
+    def _release_reserve(self, task: Task) -> None:
+        """A covered task's reserved container goes back to the RM."""
+        container = self.containers.get(task.allocation_id or "")
+        task.allocation_id = None
+        if container is not None and container.task_id == task.task_id:
+            del self.containers[container.allocation_id]
+            self.finished_containers.append(container.allocation_id)
+
+    def _uncover(self, task: Task) -> None:
+        """A covered task's speculative attempt ended badly: the task is ready again and its
+        reserved container idle, for the phase's next ready task (this one, or an equal)."""
+        container = self.containers.get(task.allocation_id or "")
+        task.allocation_id = None
+        self._make_ready(task)
+        if container is not None and container.task_id == task.task_id:
+            container.task_id = None
+            self._set_idle(container)
 
     def _next_ready(self, phase_name: str) -> Task | None:
         """The ready task of the phase with the lowest index (launched in index order, a retry

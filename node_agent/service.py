@@ -176,6 +176,11 @@ def _health_to_pb(health: ServiceHealth | None) -> agent_pb.ServiceHealth | None
     def seconds(value: float) -> float:
         return 0.0 if math.isnan(value) else value
 
+    # The anomaly, or else the judged indicator's last sample: how close it is to its bound.
+    judged = health.judged
+    indicator, value, bound = verdict.indicator, verdict.value, verdict.bound
+    if not verdict.anomalous and judged is not None:
+        indicator, value, bound = judged.name, judged.value, judged.baseline.upper_bound
     return agent_pb.ServiceHealth(
         latency_p50_s=seconds(health.latency_p50_s),
         latency_p95_s=seconds(health.latency_p95_s),
@@ -183,9 +188,10 @@ def _health_to_pb(health: ServiceHealth | None) -> agent_pb.ServiceHealth | None
         probes_failed=health.probes_failed,
         last_problem=health.last_problem,
         anomalous=verdict.anomalous,
-        indicator=verdict.indicator,
-        value=seconds(verdict.value),
-        bound=seconds(verdict.bound),
+        indicator=indicator,
+        value=seconds(value),
+        bound=seconds(bound),
+        judging=health.judging,
     )
 
 

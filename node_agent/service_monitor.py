@@ -26,7 +26,7 @@ from pathlib import Path
 from node_agent.metrics.pressure import PressureStall, read_cgroup_pressure, read_pressure
 from node_agent.service_probe import probe_once
 from node_agent.service_watch import ServiceWatch
-from policies.oversubscription.anomaly import AnomalyVerdict
+from policies.oversubscription.anomaly import AnomalyVerdict, IndicatorSample
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.scheduling.service_spec import ServiceSpec
 
@@ -46,6 +46,8 @@ class ServiceHealth:
     probes_failed: int
     last_problem: str
     verdict: AnomalyVerdict
+    judging: bool = False  # an indicator's baseline is fitted: samples are judged
+    judged: IndicatorSample | None = None  # the judged indicator's last sample and bound
 
 
 @dataclass
@@ -139,6 +141,8 @@ class ServiceMonitor:
                 probes_failed=watch.probe_failures,
                 last_problem=watch.last_problem,
                 verdict=watch.verdict,
+                judging=watch.judging,
+                judged=watch.judged,
             )
 
     def anomalous(self) -> list[tuple[str, AnomalyVerdict]]:

@@ -14,14 +14,21 @@ the baseline it is measured against.  It is bounded (:data:`HISTORY_WINDOW`), ne
 :data:`MIN_SAMPLES` before it judges anything, and is refitted every :data:`REFIT_EVERY`
 samples it learns (a maximum-likelihood fit costs a millisecond; samples come every few
 seconds).  Everything here is pure: the agent passes the samples and the time in.
+
+Departure (PSI only): a quiet machine's CPU pressure is often exactly 0 for minutes, where
+no distribution can be fitted, and a history that barely varies gives a bound a hair above
+its mean, which the smallest stall would cross.  So PSI's sigma is at least
+:data:`PSI_STD_FLOOR` (one percentage point of stalled time): a constant history gets the
+bound ``value + 3`` points, and a fitted one never less than ``mean + 3``.  The paper's
+counters (CPI, MPKI) are fitted as they are.
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -30,6 +37,7 @@ from node_agent.service_probe import ProbeResult
 from policies.oversubscription.anomaly import (
     AnomalyVerdict,
     Baseline,
+    Distribution,
     IndicatorSample,
     detect_anomaly,
     fit_cpi_baseline,
@@ -43,6 +51,7 @@ HISTORY_WINDOW = 300
 MIN_SAMPLES = 30
 """Samples before a history judges: a baseline fitted on fewer would flag ordinary noise."""
 REFIT_EVERY = 10
+SIGMAS = 3.0  # the fits' own (ROSE Sec. 6.2's 3 sigma)
 LATENCY_WINDOW = 300
 """Probe results kept for the latency percentiles."""
 
@@ -52,6 +61,9 @@ FITS: Mapping[str, Callable[[ArrayLike], Baseline]] = {
     "psi_cpu": fit_psi_baseline,
 }
 COUNTERS = ("cpi", "mpki")
+PSI_STD_FLOOR = 1.0
+"""The least sigma of the PSI history, in percentage points (see the module docstring)."""
+STD_FLOORS: Mapping[str, float] = {"psi_cpu": PSI_STD_FLOOR}
 
 
 @dataclass
@@ -78,9 +90,18 @@ class IndicatorHistory:
             self.baseline is None or self._since_fit >= REFIT_EVERY
         ):
             self._since_fit = 0
-            # all equal (an idle service): nothing to fit yet, the old baseline stands
-            with contextlib.suppress(ValueError):
-                self.baseline = self.fit(np.fromiter(self.samples, dtype=np.float64))
+            samples = np.fromiter(self.samples, dtype=np.float64)
+            floor = STD_FLOORS.get(self.name, 0.0)
+            try:
+                fitted = self.fit(samples)
+            except ValueError:  # all equal (an idle service)
+                if not floor:
+                    return  # nothing to fit yet: the old baseline stands
+                value = float(samples[0])
+                fitted = Baseline(Distribution.GAMMA, math.nan, math.nan, value, 0.0, value)
+            if fitted.std < floor:
+                fitted = replace(fitted, std=floor, upper_bound=fitted.mean + SIGMAS * floor)
+            self.baseline = fitted
 
 
 @dataclass
@@ -93,6 +114,8 @@ class ServiceWatch:
     probe_failures: int = 0
     last_problem: str = ""
     verdict: AnomalyVerdict = field(default_factory=lambda: AnomalyVerdict(anomalous=False))
+    # The indicator the detector judges, as last seen against its bound (anomalous or not).
+    judged: IndicatorSample | None = None
 
     def observe(
         self, indicators: Mapping[str, float], config: OversubscriptionConfig
@@ -109,6 +132,9 @@ class ServiceWatch:
             if sample is not None:
                 judged["counters" if name in COUNTERS else "psi"].append(sample)
         self.verdict = detect_anomaly(judged["counters"], judged["psi"], config)
+        looked_at = judged["counters"] or judged["psi"]
+        if looked_at:
+            self.judged = looked_at[0]
         for name, value in indicators.items():
             history = self.histories.get(name)
             if history is None:
@@ -124,6 +150,11 @@ class ServiceWatch:
             self.last_problem = result.problem
         else:
             self.latencies.append(result.latency_s)
+
+    @property
+    def judging(self) -> bool:
+        """Whether an indicator has a baseline yet (before, no sample is judged)."""
+        return any(history.baseline is not None for history in self.histories.values())
 
     def latency_percentile(self, percent: float) -> float:
         """The probe's latency percentile over its window (seconds), ``nan`` without one."""

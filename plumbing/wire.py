@@ -8,6 +8,7 @@ from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 from policies.scheduling.service_spec import ServiceSpec
+from policies.scheduling.speculative_spec import SpeculativeSpec
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
@@ -60,6 +61,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         reservation=None if spec.reservation is None else reservation_to_pb(spec.reservation),
         kind=spec.kind,
         service=None if spec.service is None else service_to_pb(spec.service),
+        speculative=None if spec.speculative is None else speculative_to_pb(spec.speculative),
         phases=[
             pb.PhaseSpec(
                 name=p.name,
@@ -102,7 +104,29 @@ def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
         document["kind"] = message.kind
     if message.HasField("service"):
         document["service"] = service_document_from_pb(message.service)
+    if message.HasField("speculative"):
+        document["speculative"] = speculative_document_from_pb(message.speculative)
     return document
+
+
+def speculative_to_pb(spec: SpeculativeSpec) -> pb.SpeculativeSpec:
+    return pb.SpeculativeSpec(
+        after_s=spec.after_s,
+        queue_timeout_s=spec.queue_timeout_s,
+        upgrade_progress=spec.upgrade_progress,
+        max_tasks=spec.max_tasks or 0,
+    )
+
+
+def speculative_document_from_pb(message: pb.SpeculativeSpec) -> dict[str, object]:
+    """The document form of a structured speculative block, for the validator (every field
+    as sent: the job master writes them all)."""
+    return {
+        "after_s": message.after_s,
+        "queue_timeout_s": message.queue_timeout_s,
+        "upgrade_progress": message.upgrade_progress,
+        "max_tasks": message.max_tasks,
+    }
 
 
 def service_to_pb(service: ServiceSpec) -> pb.ServiceSpec:

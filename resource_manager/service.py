@@ -55,6 +55,7 @@ from resource_manager.errors import (
 )
 from resource_manager.limits import SubmissionRate
 from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now, TaskReport
+from resource_manager.speculative_log import SpeculativeLog
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -143,6 +144,7 @@ class RMState:
         self.watchers = JobWatchers()
         # Each node's speculative queue as its last heartbeat showed it (for ListNodes).
         self.speculative_queues: dict[str, pb.SpeculativeQueueState] = {}
+        self.speculative_log = SpeculativeLog()  # job masters' speculative attempts
         self._unknown_states: set[tuple[str, int]] = set()
         self._pass_armed = False
         self._job_master_ca = job_master_ca
@@ -386,6 +388,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
                     )
                     for a in core.kept_slots(job.job_id)
                 ],
+                speculative=self._state.speculative_log.of(job.job_id),
             )
 
         return await _answer(context, "GetJob", lambda: self._state.read(detail))
@@ -765,6 +768,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
             ]
             progress = [wire.progress_from_pb(p) for p in request.progress]
             kept = [KeptSlot(k.allocation_id, k.phase, k.until) for k in request.kept]
+            SpeculativeLog.check(request.speculative)
             result = self._state.run(
                 lambda core, now: core.allocate(
                     request.job_id,
@@ -777,6 +781,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                     kept=kept,
                 )
             )
+            self._state.speculative_log.record(request.job_id, list(request.speculative))
             if len(request.resolve_nodes) > MAX_RESOLVED_NODES:
                 raise InvalidRequestError(
                     "resolve_nodes", f"at most {MAX_RESOLVED_NODES} nodes per call"
@@ -806,6 +811,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
             if state is None:
                 raise InvalidRequestError("state", "must be a job state")
             progress = [wire.progress_from_pb(p) for p in request.progress]
+            SpeculativeLog.check(request.speculative)
             self._state.run(
                 lambda core, now: core.finish_job(
                     request.job_id,
@@ -816,6 +822,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                     attempt=request.master_attempt or 1,
                 )
             )
+            self._state.speculative_log.record(request.job_id, list(request.speculative))
 
         await _answer(context, "FinishJob", finish)
         return rm_pb.FinishJobResponse()

@@ -63,6 +63,7 @@ class LocalClusterSpec:
     queues: Path | None = None  # the RM's queue file (docs/preemption.md); None: one queue
     preemption_interval: float | None = None  # None: the RM's default
     oversubscription: str = "up"  # ROSE's UP/RP switch: the RM's (agents') and the aggregator's
+    agent_args: tuple[str, ...] = ()  # more flags for every agent (its speculative queue...)
 
 
 def cluster_id_for(directory: Path) -> str:
@@ -279,7 +280,7 @@ def _agent_argv(
         argv += ["--cpus", str(spec.cpus_per_node)]
     if spec.memory_mb_per_node is not None:
         argv += ["--memory-mb", str(spec.memory_mb_per_node)]
-    return argv
+    return [*argv, *spec.agent_args]
 
 
 def _certificates(

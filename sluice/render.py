@@ -172,7 +172,27 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
             numbers = ", ".join(str(a.attempt) for a in attempts)
             verdict = f"attempt {won[0]} won" if won else "none has won yet"
             lines.append(f"  {task_id}: attempts {numbers}; {verdict}")
+    if detail.speculative:
+        lines.append("")
+        lines.append(speculative_section(detail.speculative))
     return "\n".join(lines)
+
+
+def speculative_section(attempts: Sequence[rm_pb.SpeculativeAttempt]) -> str:
+    """`sluice job`'s speculative attempts (ROSE): how many ended which way, then each."""
+    outcomes: dict[str, int] = {}
+    for attempt in attempts:
+        outcomes[attempt.outcome] = outcomes.get(attempt.outcome, 0) + 1
+    summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
+    return "\n".join(
+        [
+            f"speculative attempts (docs/oversubscription.md): {summary}",
+            table(
+                ["TASK", "ATTEMPT", "NODE", "OUTCOME", "MESSAGE"],
+                [[a.task_id, str(a.attempt), a.node_id, a.outcome, a.message] for a in attempts],
+            ),
+        ]
+    )
 
 
 def side_by_side(tasks: Sequence[rm_pb.TaskInfo]) -> dict[str, list[rm_pb.TaskInfo]]:

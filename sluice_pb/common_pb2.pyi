@@ -70,7 +70,7 @@ class PhaseSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., image: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation", "kind", "service")
+    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation", "kind", "service", "speculative")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +79,7 @@ class JobSpec(_message.Message):
     RESERVATION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     phases: _containers.RepeatedCompositeFieldContainer[PhaseSpec]
@@ -87,7 +88,20 @@ class JobSpec(_message.Message):
     reservation: ReservationSpec
     kind: str
     service: ServiceSpec
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ..., kind: _Optional[str] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ...) -> None: ...
+    speculative: SpeculativeSpec
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ..., kind: _Optional[str] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ..., speculative: _Optional[_Union[SpeculativeSpec, _Mapping]] = ...) -> None: ...
+
+class SpeculativeSpec(_message.Message):
+    __slots__ = ("after_s", "queue_timeout_s", "upgrade_progress", "max_tasks")
+    AFTER_S_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    after_s: float
+    queue_timeout_s: float
+    upgrade_progress: float
+    max_tasks: int
+    def __init__(self, after_s: _Optional[float] = ..., queue_timeout_s: _Optional[float] = ..., upgrade_progress: _Optional[float] = ..., max_tasks: _Optional[int] = ...) -> None: ...
 
 class ServiceSpec(_message.Message):
     __slots__ = ("latency_sensitive", "probe")

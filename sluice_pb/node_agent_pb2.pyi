@@ -89,7 +89,7 @@ class TaskStatus(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., cpuset: _Optional[_Iterable[int]] = ..., cpu_seconds: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., service: _Optional[_Union[ServiceHealth, _Mapping]] = ...) -> None: ...
 
 class ServiceHealth(_message.Message):
-    __slots__ = ("latency_p50_s", "latency_p95_s", "probes", "probes_failed", "last_problem", "anomalous", "indicator", "value", "bound")
+    __slots__ = ("latency_p50_s", "latency_p95_s", "probes", "probes_failed", "last_problem", "anomalous", "indicator", "value", "bound", "judging")
     LATENCY_P50_S_FIELD_NUMBER: _ClassVar[int]
     LATENCY_P95_S_FIELD_NUMBER: _ClassVar[int]
     PROBES_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +99,7 @@ class ServiceHealth(_message.Message):
     INDICATOR_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     BOUND_FIELD_NUMBER: _ClassVar[int]
+    JUDGING_FIELD_NUMBER: _ClassVar[int]
     latency_p50_s: float
     latency_p95_s: float
     probes: int
@@ -108,7 +109,8 @@ class ServiceHealth(_message.Message):
     indicator: str
     value: float
     bound: float
-    def __init__(self, latency_p50_s: _Optional[float] = ..., latency_p95_s: _Optional[float] = ..., probes: _Optional[int] = ..., probes_failed: _Optional[int] = ..., last_problem: _Optional[str] = ..., anomalous: _Optional[bool] = ..., indicator: _Optional[str] = ..., value: _Optional[float] = ..., bound: _Optional[float] = ...) -> None: ...
+    judging: bool
+    def __init__(self, latency_p50_s: _Optional[float] = ..., latency_p95_s: _Optional[float] = ..., probes: _Optional[int] = ..., probes_failed: _Optional[int] = ..., last_problem: _Optional[str] = ..., anomalous: _Optional[bool] = ..., indicator: _Optional[str] = ..., value: _Optional[float] = ..., bound: _Optional[float] = ..., judging: _Optional[bool] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ()

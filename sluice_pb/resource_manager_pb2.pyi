@@ -171,16 +171,32 @@ class PreemptionEvent(_message.Message):
     def __init__(self, time: _Optional[float] = ..., action: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reason: _Optional[str] = ..., work_lost_s: _Optional[float] = ...) -> None: ...
 
 class JobDetail(_message.Message):
-    __slots__ = ("summary", "spec", "tasks", "kept")
+    __slots__ = ("summary", "spec", "tasks", "kept", "speculative")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     spec: _common_pb2.JobSpec
     tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
     kept: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ...) -> None: ...
+    speculative: _containers.RepeatedCompositeFieldContainer[SpeculativeAttempt]
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., speculative: _Optional[_Iterable[_Union[SpeculativeAttempt, _Mapping]]] = ...) -> None: ...
+
+class SpeculativeAttempt(_message.Message):
+    __slots__ = ("task_id", "attempt", "node_id", "outcome", "message")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    node_id: str
+    outcome: str
+    message: str
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., outcome: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ChangeTaskRequest(_message.Message):
     __slots__ = ("job_id", "task_id", "change", "limits", "reason")
@@ -501,7 +517,7 @@ class Allocation(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., job_id: _Optional[str] = ..., phase: _Optional[str] = ..., node_id: _Optional[str] = ..., node_address: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
-    __slots__ = ("job_id", "asks", "releases", "progress", "events_after", "master_attempt", "kept", "resolve_nodes")
+    __slots__ = ("job_id", "asks", "releases", "progress", "events_after", "master_attempt", "kept", "resolve_nodes", "speculative")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ASKS_FIELD_NUMBER: _ClassVar[int]
     RELEASES_FIELD_NUMBER: _ClassVar[int]
@@ -510,6 +526,7 @@ class AllocateRequest(_message.Message):
     MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
     RESOLVE_NODES_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     asks: _containers.RepeatedCompositeFieldContainer[Ask]
     releases: _containers.RepeatedScalarFieldContainer[str]
@@ -518,7 +535,8 @@ class AllocateRequest(_message.Message):
     master_attempt: int
     kept: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
     resolve_nodes: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ..., master_attempt: _Optional[int] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., resolve_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
+    speculative: _containers.RepeatedCompositeFieldContainer[SpeculativeAttempt]
+    def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ..., master_attempt: _Optional[int] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., resolve_nodes: _Optional[_Iterable[str]] = ..., speculative: _Optional[_Iterable[_Union[SpeculativeAttempt, _Mapping]]] = ...) -> None: ...
 
 class ReservedSlot(_message.Message):
     __slots__ = ("allocation_id", "phase", "until", "node_id")
@@ -562,18 +580,20 @@ class AllocateResponse(_message.Message):
     def __init__(self, granted: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., lost_allocations: _Optional[_Iterable[str]] = ..., kill_requested: _Optional[bool] = ..., node_addresses: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class FinishJobRequest(_message.Message):
-    __slots__ = ("job_id", "state", "message", "progress", "master_attempt")
+    __slots__ = ("job_id", "state", "message", "progress", "master_attempt", "speculative")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     state: _common_pb2.JobState
     message: str
     progress: _containers.RepeatedCompositeFieldContainer[PhaseProgress]
     master_attempt: int
-    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., message: _Optional[str] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_attempt: _Optional[int] = ...) -> None: ...
+    speculative: _containers.RepeatedCompositeFieldContainer[SpeculativeAttempt]
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., message: _Optional[str] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_attempt: _Optional[int] = ..., speculative: _Optional[_Iterable[_Union[SpeculativeAttempt, _Mapping]]] = ...) -> None: ...
 
 class FinishJobResponse(_message.Message):
     __slots__ = ()

@@ -27,6 +27,11 @@ from policies.scheduling.spec_fields import name_field as _name
 from policies.scheduling.spec_fields import number_field as _number
 from policies.scheduling.spec_fields import string_list as _string_list
 from policies.scheduling.spec_fields import utf8_size as _utf8_size
+from policies.scheduling.speculative_spec import (
+    SpeculativeSpec,
+    parse_speculative,
+    speculative_to_document,
+)
 
 __all__ = [
     "DEFAULT_ISOLATION",
@@ -182,6 +187,8 @@ class JobSpec:
     queue: str = ""  # the queue it is charged to; empty: the RM's default queue
     reservation: ReservationSpec | None = None  # None: the RM's default (docs/reservation.md)
     service: ServiceSpec | None = None  # kind: service (service_spec.py); None: a batch job
+    # Speculative tasks placed straight on node agents (speculative_spec.py); None: never.
+    speculative: SpeculativeSpec | None = None
 
     @property
     def kind(self) -> str:
@@ -227,6 +234,7 @@ JOB_FIELDS: Mapping[str, bool] = {
     "reservation": False,
     "kind": False,
     "service": False,
+    "speculative": False,
 }
 KINDS = ("batch", "service")
 """A batch job ends when its tasks have; a service runs until killed (service_spec.py)."""
@@ -329,6 +337,13 @@ def parse_job_spec(document: object) -> JobSpec:
     if total_tasks > MAX_TASKS_PER_JOB:
         raise SpecError("phases", f"have {total_tasks} tasks in all; at most {MAX_TASKS_PER_JOB}")
     service = _service(doc, phases)
+    speculative = (
+        parse_speculative(doc["speculative"], "speculative") if "speculative" in doc else None
+    )
+    if speculative is not None and service is not None:
+        raise SpecError(
+            "speculative", "a service runs in containers of its own, never speculatively"
+        )
     name = _name(doc["name"], "name")
     size += len(name) + 1
     if size > MAX_SPEC_BYTES:
@@ -352,6 +367,7 @@ def parse_job_spec(document: object) -> JobSpec:
         if "reservation" in doc
         else None,
         service=service,
+        speculative=speculative,
     )
 
 
@@ -502,6 +518,8 @@ def job_spec_to_document(spec: JobSpec) -> dict[str, object]:
     if spec.service is not None:
         document["kind"] = "service"
         document["service"] = service_to_document(spec.service)
+    if spec.speculative is not None:
+        document["speculative"] = speculative_to_document(spec.speculative)
     return document
 
 

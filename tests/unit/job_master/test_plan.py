@@ -448,7 +448,7 @@ def test_a_failed_copy_is_just_gone():
     plan = JobPlan(chain_spec("map", tasks=1, max_retries=0))
     launch_next(plan, "map")
     (spare,) = grant(plan, "map")
-    plan.start_attempt("map-0", AttemptKind.SPECULATIVE, spare)
+    plan.start_attempt("map-0", AttemptKind.COPY, spare)
     plan.on_task_event("map-0", 2, TaskState.FAILED, 1, "")
     assert (plan.tasks["map-0"].step, plan.tasks["map-0"].failures, plan.outcome) == (
         Step.LAUNCHING,

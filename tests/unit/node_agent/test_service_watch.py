@@ -78,3 +78,22 @@ def test_the_probe_gives_latency_percentiles_and_counts_failures():
     assert watch.latency_percentile(50) == pytest.approx(0.0505)
     assert watch.latency_percentile(95) == pytest.approx(0.09505)
     assert (watch.probe_failures, watch.last_problem) == (1, "HTTP status 503")
+
+
+@pytest.mark.parametrize(
+    ("history", "sample", "anomalous"),
+    [
+        ([0.0] * MIN_SAMPLES, 2.9, False),  # a quiet machine: the bound is 0 + 3 x 1 point
+        ([0.0] * MIN_SAMPLES, 3.5, True),
+        ([0.0] * (MIN_SAMPLES - 1) + [0.1], 2.5, False),  # barely varying: the floor holds
+        ([0.0] * (MIN_SAMPLES - 1) + [0.1], 40.0, True),
+    ],
+)
+def test_a_psi_history_that_barely_varies_is_judged_with_a_one_point_sigma(
+    history: list[float], sample: float, anomalous: bool
+):
+    watch = ServiceWatch("job-1/server-0/1")
+    for value in history:
+        watch.observe({"psi_cpu": value}, RP)
+    assert watch.judging
+    assert watch.observe({"psi_cpu": sample}, RP).anomalous is anomalous
