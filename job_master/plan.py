@@ -28,10 +28,11 @@ Rules:
   ends in a row each within :data:`SERVICE_STABLE_S` of its start.
 * Speculative tasks (a ``speculative`` block, :mod:`job_master.speculation`, ROSE Alg. 5): a
   ready task whose phase has waited too long for containers gets a *speculative* attempt in a
-  node agent's queue, chosen from the candidates the caller passes to :meth:`JobPlan.decide`;
-  a container granted later upgrades it in place, or takes the task over (the speculative
-  attempt cancelled, or killed), or is held in reserve while a nearly finished one completes
-  (:attr:`Step.COVERED`).
+  node agent's queue, chosen from the candidates the caller passes to :meth:`JobPlan.decide`.
+  A container granted later upgrades one in place on its node; else it goes to a ready task
+  no speculative attempt serves; only when there is none does it take a task over from its
+  speculative attempt (cancelled, or killed), or wait in reserve while a nearly finished one
+  completes (:attr:`Step.COVERED`).
 * A task's :class:`Step` moves only along :data:`STEP_TRANSITIONS`, like the other lifecycles.
 
 Everything is incremental: per-phase counts of tasks in each step, per-phase queues of ready
@@ -50,7 +51,7 @@ import numpy as np
 
 from job_master.idle import IdleContainers
 from job_master.reservations import Kept, SlotReservations
-from job_master.speculation import Candidate, SpeculationBook
+from job_master.speculation import REFUSAL_BACKOFF_S, Candidate, SpeculationBook
 from policies.identity_enum import IdentityEnum
 from policies.oversubscription.task_upgrade import (
     SpeculativeState,
@@ -550,7 +551,9 @@ class JobPlan:
                 self._unkeep(container)
                 self._upgrade(here, container)
                 return True
-        task = self._next_ready(container.phase)
+        # A ready task nothing serves yet goes first: a speculative attempt elsewhere is kept
+        # going while the phase has such tasks (Alg. 5 applies to the requests it serves).
+        task = self._next_bare(container.phase) or self._next_ready(container.phase)
         if task is None:
             return False
         self._unkeep(container)
@@ -580,6 +583,13 @@ class JobPlan:
                 why = "a container was granted: killed at little progress"
             self._stop_attempt(task, attempt, why)
         return self._launch(task, container, AttemptKind.REGULAR)
+
+    def _next_bare(self, phase: str) -> Task | None:
+        """The phase's ready task without a speculative attempt that has waited longest."""
+        if self.speculation is None:
+            return None
+        bare = self.speculation.bare.get(phase)
+        return self.tasks[next(iter(bare))] if bare else None
 
     def _speculating_here(self, container: Container) -> Task | None:
         """A ready task of the container's phase whose speculative attempt runs on its node."""
@@ -1023,14 +1033,25 @@ class JobPlan:
         self._idle.unkept(container.allocation_id)
 
     def next_deadline(self) -> float:
-        """The earliest time (the plan's clock) an idle kept container goes back, or
-        ``math.inf``: a caller that runs rounds only on events wakes the plan then.
-        O(phases that kept idle containers)."""
-        if self._slots is None:
-            return math.inf
-        return min(
-            (self._slots.expiry(origin) for origin in self._idle.origins()), default=math.inf
-        )
+        """The earliest time (the plan's clock) it will decide something no event announces,
+        or ``math.inf``: an idle kept container going back, a phase starved long enough for
+        speculative tasks, a queued one timing out.  A caller that runs rounds only on events
+        wakes the plan then.  O(phases that kept idle containers + starving phases + queued
+        speculative attempts)."""
+        deadline = math.inf
+        if self._slots is not None:
+            deadline = min(
+                (self._slots.expiry(origin) for origin in self._idle.origins()), default=math.inf
+            )
+        if self.speculation is not None and self.outcome is None:
+            due = self.speculation.next_dispatch()
+            for _, attempt in self._queued_attempts():
+                assert attempt.queued_at is not None
+                due = min(due, attempt.queued_at + self.speculation.spec.queue_timeout_s)
+            if due <= self.now:  # due, yet nothing was placed (no candidate, no room): later
+                due = self.now + REFUSAL_BACKOFF_S
+            deadline = min(deadline, due)
+        return deadline
 
     def kept_changes(self) -> list[tuple[str, str, float]]:
         """The containers whose reservation changed since the last call, for the RM:

@@ -28,6 +28,7 @@ the attempts and calls it.  It reads no clock: times are the plan's ``now``.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -131,6 +132,18 @@ class SpeculationBook:
             for phase, since in self.starving_since.items()
             if now - since >= self.spec.after_s and self.bare.get(phase)
         ]
+
+    def next_dispatch(self) -> float:
+        """When a phase will have starved ``after_s`` (``math.inf``: none has ready tasks
+        without a speculative attempt)."""
+        return min(
+            (
+                since + self.spec.after_s
+                for phase, since in self.starving_since.items()
+                if self.bare.get(phase)
+            ),
+            default=math.inf,
+        )
 
     def room(self) -> int:
         """How many more speculative attempts may be live (``max_tasks``)."""

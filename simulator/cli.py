@@ -4,6 +4,7 @@
     sluice sim compare WORKLOAD --config NAME:KEY=VALUE[,KEY=VALUE...] ... [--out DIR]
     sluice sim bigc WORKLOAD [--nodes N] [--policy P ...] [--out DIR]
     sluice sim reservation WORKLOAD [--nodes N] [--study isolation|stragglers] [--out DIR]
+    sluice sim oversubscription WORKLOAD [--nodes N] [--scale K] [--study placement|colocation]
     sluice sim import google --job-events F --task-events F --machine-cpu C \
         --machine-memory-mb M -o OUT
     sluice sim import alibaba --batch-task F --machine-memory-mb M -o OUT
@@ -28,6 +29,7 @@ from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from resource_manager.core import CoreSettings
 from simulator.bigc import POLICIES, format_bigc, plot_bigc, run_bigc, scale_jobs
+from simulator.cli_oversubscription import add_parser as add_oversubscription
 from simulator.distributions import WorkloadError
 from simulator.engine import SimResult, SimSettings, Simulation
 from simulator.reservation_study import (
@@ -182,6 +184,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=cmd_bigc)
 
     _add_reservation(actions)
+    add_oversubscription(actions)
 
     p = actions.add_parser("import", help="turn a public cluster trace into a Sluice trace CSV")
     sources = p.add_subparsers(dest="trace", required=True, metavar="TRACE")

@@ -71,7 +71,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+import numpy as np
+
 from job_master.plan import AttemptKind, AttemptRecord, Container, Decisions, JobPlan, Launch
+from job_master.speculation import Candidate
 from plumbing.intervals import (
     HEARTBEAT_INTERVAL_S,
     JOB_MASTER_ROUND_S,
@@ -480,6 +483,7 @@ class Simulation:
         self._first_start.setdefault(task.job_id, self.now)
         self._observe(node, task)
         self._schedule_completion(node, task)
+        self._task_running(node, task)
 
     def _schedule_completion(self, node: _Node, task: _Task) -> None:
         task.version += 1
@@ -499,6 +503,7 @@ class Simulation:
         if self.settings.locality and task.phase:
             self._output_on.setdefault((task.job_id, task.phase), set()).add(node.node_id)
         self._observe(node, task)
+        self._task_over(node, task)
 
     def _stop(self, node: _Node, allocation_id: str, state: TaskState, reason: str) -> None:
         task = node.tasks.get(allocation_id)
@@ -507,6 +512,7 @@ class Simulation:
         task.state = state
         task.version += 1
         self._observe(node, task)
+        self._task_over(node, task)
         if task.job_master:
             master = self._masters.get(task.job_id)
             if master is not None and master.allocation_id == allocation_id:
@@ -793,13 +799,14 @@ class Simulation:
             return
         plan = master.plan
         plan.advance(self.now)
-        decisions = plan.decide()
+        decisions = plan.decide(*self._speculation_inputs(master))
         for launch in decisions.launches:
             self._launch_task(master, launch)
         for stop in decisions.stops:
             node = self._where.get(stop.allocation_id)
             if node is not None:
                 self._stop(node, stop.allocation_id, TaskState.KILLED, stop.reason)
+        self._carry_speculation(master, decisions)
         if plan.outcome is not None:
             self._finish(master, plan.outcome, decisions)
             return
@@ -847,6 +854,24 @@ class Simulation:
             # the master is woken for it (slot reservation).
             master.deadline_armed = deadline
             self.at(deadline, lambda: self._deadline_reached(master))
+
+    # ---------------------------------------------------- extension points (oversubscription)
+
+    def _speculation_inputs(
+        self, master: _Master
+    ) -> tuple[Sequence[Candidate], np.random.Generator | None]:
+        """What a job master's round places speculative tasks with: the candidate machines
+        and its random generator.  None here: :mod:`simulator.oversubscription` adds them."""
+        return (), None
+
+    def _carry_speculation(self, master: _Master, decisions: Decisions) -> None:
+        """Carry out a round's speculative placements, upgrades and stops (none here)."""
+
+    def _task_running(self, node: _Node, task: _Task) -> None:
+        """A task started running on the node (a hook: what runs there changed)."""
+
+    def _task_over(self, node: _Node, task: _Task) -> None:
+        """A task ended or was stopped on the node (a hook: what runs there changed)."""
 
     def _deadline_reached(self, master: _Master) -> None:
         master.deadline_armed = math.inf

@@ -1,0 +1,125 @@
+"""``sluice sim oversubscription``: the ROSE-shaped experiment (docs/oversubscription.md).
+
+sluice sim oversubscription WORKLOAD [--nodes N] [--scale K] [--study placement|colocation]
+    [--placement P ...] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from plumbing.errors import UserError
+from plumbing.gc_tuning import tune_for_large_heaps
+from simulator.engine import SimSettings
+from simulator.oversubscription import PLACEMENTS, OversubscriptionSettings
+from simulator.rose_study import (
+    format_rows,
+    plot_colocation,
+    plot_placement,
+    run_colocation,
+    run_placement,
+)
+from simulator.workload import SimJob
+
+
+def scaled(jobs: list[SimJob], copies: int) -> list[SimJob]:
+    """Each job ``copies`` times over, at the same instant (a larger cluster, the same load
+    per node)."""
+    if copies == 1:
+        return jobs
+    return [
+        dataclasses.replace(
+            job, name=f"{job.name}-x{copy}", submit_time=job.submit_time + copy * 1e-3
+        )
+        for job in jobs
+        for copy in range(copies)
+    ]
+
+
+def cmd_oversubscription(args: argparse.Namespace) -> int:
+    from simulator.cli import _load
+
+    if args.nodes < 1 or args.scale < 1:
+        raise UserError("--nodes, --scale: must be positive")
+    jobs, seed = _load(args.workload, args.seed)
+    jobs = scaled(jobs, args.scale)
+    settings = SimSettings(
+        nodes=args.nodes,
+        node_cpu=args.node_cpu,
+        node_memory_mb=args.node_memory_mb,
+        client_mode=True,
+        sample_interval=30.0,
+    )
+    base = OversubscriptionSettings(service_fraction=args.service_fraction)
+    try:
+        settings.check()
+        base.check()
+    except ValueError as error:
+        raise UserError(f"settings: {error}") from None
+    started = time.monotonic()
+
+    def say(line: str) -> None:
+        print(f"sluice: {line} ({time.monotonic() - started:.0f} s so far)", file=sys.stderr)
+
+    tune_for_large_heaps()
+    out = args.out or Path("sim-results") / f"oversubscription-{args.nodes}"
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for study in args.study or ["placement", "colocation"]:
+        if study == "placement":
+            rows = run_placement(
+                jobs,
+                settings,
+                seed,
+                dataclasses.replace(base, service_fraction=0.0),
+                args.placement or PLACEMENTS,
+                say,
+            )
+            table = format_rows(
+                rows, f"placement, {args.nodes:,} nodes, {len(jobs)} jobs (UP)", "random"
+            )
+            plot_placement(rows, args.nodes, out / f"placement-{args.nodes}.png")
+        else:
+            rows = run_colocation(jobs, settings, seed, base, say)
+            table = format_rows(
+                rows,
+                f"co-location, {args.nodes:,} nodes, services on {base.service_fraction:.0%}",
+                "alone",
+            )
+            plot_colocation(rows, args.nodes, out / f"colocation-{args.nodes}.png")
+        (out / f"{study}-{args.nodes}.md").write_text(table + "\n")
+        print(table + "\n")
+        written += [f"{study}-{args.nodes}.md", f"{study}-{args.nodes}.png"]
+    print(f"results in {out}/ ({', '.join(written)})")
+    return 0
+
+
+def add_parser(actions: Any) -> None:
+    p = actions.add_parser(
+        "oversubscription",
+        help="the ROSE experiment: speculative-task placement policies, and services under "
+        "UP and RP (docs/oversubscription.md)",
+    )
+    p.add_argument("workload", type=Path, help="e.g. bench/workloads/oversubscription_study.yaml")
+    p.add_argument("--nodes", type=int, default=1000, help="default 1,000")
+    p.add_argument("--node-cpu", type=float, default=8.0)
+    p.add_argument("--node-memory-mb", type=int, default=32768)
+    p.add_argument(
+        "--scale", type=int, default=1, help="each job this many times over (15 for 15,000 nodes)"
+    )
+    p.add_argument("--seed", type=int, help="default: the workload's")
+    p.add_argument("--study", action="append", choices=["placement", "colocation"])
+    p.add_argument("--placement", action="append", choices=list(PLACEMENTS))
+    p.add_argument(
+        "--service-fraction",
+        type=float,
+        default=0.2,
+        help="co-location: the share of nodes running a latency-sensitive service (default 0.2)",
+    )
+    p.add_argument("--out", type=Path, help="default: sim-results/oversubscription-NODES")
+    p.set_defaults(handler=cmd_oversubscription)

@@ -1,0 +1,492 @@
+"""Speculative oversubscription in the simulator (ROSE; docs/oversubscription.md): the engine
+of :mod:`simulator.engine` with node agents' speculative queues, an aggregator's candidate
+lists, interference and latency-sensitive services.
+
+What runs is the product's own code: the job masters' :class:`job_master.plan.JobPlan` with
+its ``speculative`` block (Alg. 5, rescheduling), the node queue's decisions
+(:func:`policies.oversubscription.admission.admit_to_queue`,
+:func:`policies.oversubscription.node_queue.launches` and ``evictions``), and for ROSE's
+placement the aggregator's own Alg. 1-4 (:func:`policies.oversubscription.candidates.
+compute_candidates`) over windows of the simulated nodes' metrics, with Alg. 3 ratings from the
+evictions.  What is modelled around them:
+
+* **Usage.**  A task uses a share of the CPU it holds (its job's ``usage``, drawn per job in
+  [``usage_low``, ``usage_high``]): allocated resources sit idle, which is what speculative
+  tasks reclaim.  A speculative task uses the same share of what it asks.
+* **Machines differ** (the paper's Fig. 13: load is uneven across a production cluster's
+  machines).  ``hot_fraction`` of the nodes carry load the scheduler does not place (other
+  tenants, daemons, unmanaged jobs): ``hot_load`` of their cores, drawn uniformly in its range
+  per node; the rest carry none.  The RM does not see it; the nodes' metrics do.
+* **Interference** (the issue's model).  A node's CPU demand is what its tasks use; when it
+  exceeds the node's capacity every task there runs at capacity over demand.
+* **Services.**  ``service_fraction`` of the nodes run a latency-sensitive service that holds
+  ``service_cpu`` (not offered to the RM) and uses ``service_usage`` of it.  Its latency, in
+  units of its own service time, is the M/M/1 response ``1 / (1 - rho)`` at its node's CPU
+  utilisation rho (demand over capacity, at most 0.99), sampled every aggregator period.
+* **The throttle** (RP).  A service's CPU pressure is the share of runnable time stalled,
+  ``1 - capacity / demand``; the agent's detector judges it against a quiet history, whose
+  bound is its floor of 3 points (:mod:`node_agent.service_watch`): above it, the node evicts
+  its speculative tasks and blocks its queue until the pressure is gone.  UP never throttles.
+* **The aggregator** ranks every ``aggregator_period`` seconds; job masters place speculative
+  tasks on its latest list.  Placement policies compared (ROSE Sec. 7.1): ``random`` (RB: a
+  random sample of the machines), ``least-loaded`` (SLB, the product's baseline ranking),
+  ``shortest-queue`` (QLB: the shortest speculative queues) and ``rose`` (Alg. 4); ``none``
+  places no speculative task at all.
+
+The agent's and job master's network is removed: a placement reaches its queue, and a node's
+news its job master, at once (the live figures are in the benchmarks).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from job_master.plan import Decisions, SpeculativeLaunch, Upgrade
+from job_master.speculation import Candidate
+from policies.oversubscription.admission import admit_to_queue
+from policies.oversubscription.candidates import compute_candidates
+from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
+from policies.oversubscription.least_loaded import least_loaded_candidates
+from policies.oversubscription.machine_rating import JobReport, MachineRatings, TaskOutcome
+from policies.oversubscription.node_queue import (
+    NodeLoad,
+    QueuedTask,
+    RunningSpeculative,
+    evictions,
+    launches,
+)
+from policies.oversubscription.snapshot import MachineWindows
+from policies.scheduling.lifecycle import TaskState
+from policies.scheduling.resources import Resources
+from policies.scheduling.speculative_spec import SpeculativeSpec
+from simulator.engine import SimSettings, Simulation, _Master, _Node, _Task
+from simulator.workload import SimJob
+
+PLACEMENTS = ("none", "random", "least-loaded", "shortest-queue", "rose")
+PSI_BOUND = 3.0
+"""A quiet service's CPU-pressure bound: the detector's floor, 3 x 1 point."""
+
+
+@dataclass(frozen=True)
+class OversubscriptionSettings:
+    """One configuration of the study (see the module docstring)."""
+
+    placement: str = "rose"
+    mode: OversubscriptionMode = OversubscriptionMode.UTILIZATION
+    usage_low: float = 0.2
+    usage_high: float = 0.9
+    after_s: float = 2.0
+    queue_timeout_s: float = 30.0
+    aggregator_period: float = 5.0
+    window: int = 5
+    hot_fraction: float = 0.3
+    hot_load: tuple[float, float] = (0.5, 0.8)
+    service_fraction: float = 0.0
+    service_cpu: float = 1.0
+    service_usage: float = 0.5
+    config: OversubscriptionConfig = field(default_factory=OversubscriptionConfig)
+
+    def check(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement: must be one of {', '.join(PLACEMENTS)}")
+        if not 0 < self.usage_low <= self.usage_high <= 1:
+            raise ValueError("usage_low, usage_high: must be 0 < low <= high <= 1")
+        if not self.aggregator_period > 0 or self.window < 1:
+            raise ValueError("aggregator_period, window: must be positive")
+        if not 0 <= self.service_fraction <= 1:
+            raise ValueError("service_fraction: must be in [0, 1]")
+        if not 0 <= self.hot_fraction <= 1 or not 0 <= self.hot_load[0] <= self.hot_load[1]:
+            raise ValueError("hot_fraction, hot_load: a fraction, and a range of fractions")
+
+
+@dataclass
+class _Speculative:
+    """A speculative task on a node: queued, then running with its own completion."""
+
+    master: _Master
+    task_id: str
+    attempt: int
+    demand: Resources
+    usage: float  # cores it uses while it runs
+    work: float
+    enqueued_at: float
+    running: bool = False
+    started_at: float = 0.0
+    rate: float = 1.0
+    progress_at: float = 0.0
+    version: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.master.job_id}.{self.task_id}.{self.attempt}"
+
+
+@dataclass
+class _NodeState:
+    index: int
+    capacity: float
+    service: bool = False
+    regular_usage: float = 0.0  # cores its regular tasks (and service) use
+    queue: dict[str, _Speculative] = field(default_factory=dict)
+    running: dict[str, _Speculative] = field(default_factory=dict)
+    throttled: bool = False
+
+    @property
+    def demand(self) -> float:
+        return self.regular_usage + sum(s.usage for s in self.running.values())
+
+    @property
+    def factor(self) -> float:
+        """How fast its tasks run: 1, or capacity over demand when it is oversubscribed."""
+        demand = self.demand
+        return 1.0 if demand <= self.capacity else self.capacity / demand
+
+
+@dataclass
+class OversubscriptionCounts:
+    """What the speculative side did over a run."""
+
+    placed: int = 0
+    refused: int = 0
+    launched: int = 0
+    succeeded: int = 0
+    evicted: int = 0
+    upgraded: int = 0
+
+
+class OversubscribedSimulation(Simulation):
+    """The engine with speculative queues, candidates, interference and services."""
+
+    def __init__(
+        self,
+        jobs: Sequence[SimJob],
+        settings: SimSettings,
+        seed: int,
+        oversubscription: OversubscriptionSettings,
+    ) -> None:
+        oversubscription.check()
+        self.rose = oversubscription
+        self.config = replace(oversubscription.config, mode=oversubscription.mode)
+        block = SpeculativeSpec(
+            after_s=oversubscription.after_s, queue_timeout_s=oversubscription.queue_timeout_s
+        )
+        if oversubscription.placement != "none":
+            jobs = [replace(j, spec=replace(j.spec, speculative=block)) for j in jobs]
+        super().__init__(jobs, settings, seed)
+        draws = random.Random(f"{seed}:oversubscription")
+        self._usage_of_job = {
+            job.name: draws.uniform(oversubscription.usage_low, oversubscription.usage_high)
+            for job in self.jobs
+        }
+        names = sorted(self._nodes)
+        self._node_names = tuple(names)
+        self._state: dict[str, _NodeState] = {}
+        for index, name in enumerate(names):
+            service = draws.random() < oversubscription.service_fraction
+            state = _NodeState(index, settings.node_cpu, service)
+            if service:
+                state.regular_usage = oversubscription.service_cpu * oversubscription.service_usage
+            if draws.random() < oversubscription.hot_fraction:
+                state.regular_usage += settings.node_cpu * draws.uniform(*oversubscription.hot_load)
+            self._state[name] = state
+        self._usage: dict[str, float] = {}  # allocation -> cores its task uses
+        self._rng = np.random.default_rng(seed)
+        self._candidates: tuple[Candidate, ...] = ()
+        count = len(names)
+        self._windows = np.full((count, 8, oversubscription.window), np.nan)
+        self._queue_windows = np.full((count, 3, oversubscription.window), np.nan)
+        self._ratings = MachineRatings.unrated(count)
+        self._evicted_on: dict[str, list[int]] = {}  # job -> node indexes of its evictions
+        self.counts = OversubscriptionCounts()
+        self.latencies: list[float] = []  # the services' sampled latencies
+        self.used_samples: list[tuple[float, float]] = []  # (time, cores used cluster-wide)
+        self.at(0.0, self._aggregate)
+
+    # ------------------------------------------------------------------ nodes
+
+    def _register(self, node: _Node) -> None:
+        if not self._state[node.node_id].service:
+            super()._register(node)
+            return
+        capacity = Resources(
+            self.settings.node_cpu - self.rose.service_cpu, self.settings.node_memory_mb
+        )
+        self._unit(
+            lambda core, now: core.register_node(
+                node.node_id,
+                f"{node.node_id}:0",
+                "simulated",
+                capacity,
+                [],
+                now=now,
+                has_swap=self.settings.has_swap,
+            )
+        )
+
+    def _task_running(self, node: _Node, task: _Task) -> None:
+        if task.job_master:
+            return
+        state = self._state[node.node_id]
+        usage = self._usage.get(task.allocation_id)
+        if usage is None:
+            job = self._sim_jobs[task.job_id]
+            usage = self._usage[task.allocation_id] = (
+                task.granted.cpu * self._usage_of_job[job.name]
+            )
+        state.regular_usage += usage
+        self._changed(node, state)
+
+    def _task_over(self, node: _Node, task: _Task) -> None:
+        usage = self._usage.pop(task.allocation_id, None)
+        if usage is None:
+            return
+        state = self._state[node.node_id]
+        state.regular_usage = max(0.0, state.regular_usage - usage)
+        self._changed(node, state)
+
+    def _changed(self, node: _Node, state: _NodeState) -> None:
+        """What runs on the node changed: the throttle, its tasks' speed, its queue."""
+        if self.config.is_responsiveness_prioritized and state.service:
+            state.throttled = self._stalled(state) > PSI_BOUND
+            if state.throttled and state.running:
+                self._evict(node, state, [s.key for s in state.running.values()])
+                state.throttled = self._stalled(state) > PSI_BOUND
+        factor = state.factor
+        for task in node.tasks.values():
+            if task.state is TaskState.RUNNING and not task.job_master:
+                wanted = self._full_rate(task) * factor
+                if abs(task.rate - wanted) > 1e-12:
+                    self.set_rate(task.allocation_id, wanted)
+        for speculative in state.running.values():
+            self._set_speculative_rate(node, speculative, factor)
+        if state.queue and not state.throttled:
+            self._admit(node, state)
+
+    @staticmethod
+    def _stalled(state: _NodeState) -> float:
+        """The service's CPU pressure: the share of runnable time stalled, in points."""
+        return 100.0 * max(0.0, 1.0 - state.capacity / max(state.demand, 1e-9))
+
+    # ------------------------------------------------------------------ speculative tasks
+
+    def _speculation_inputs(
+        self, master: _Master
+    ) -> tuple[Sequence[Candidate], np.random.Generator | None]:
+        return self._candidates, self._rng
+
+    def _carry_speculation(self, master: _Master, decisions: Decisions) -> None:
+        for stop in decisions.stops:
+            if not stop.allocation_id and stop.node_address:
+                self._drop(stop.node_address.rsplit(":", 1)[0], master, stop.task_id, stop.attempt)
+        for placement in decisions.speculative:
+            self._place(master, placement)
+        for upgrade in decisions.upgrades:
+            self._upgrade(master, upgrade)
+
+    def _place(self, master: _Master, placement: SpeculativeLaunch) -> None:
+        node = self._nodes[placement.node_id]
+        state = self._state[placement.node_id]
+        self.counts.placed += 1
+        decision = admit_to_queue(len(state.queue), self.config)
+        if not decision.admitted:
+            self.counts.refused += 1
+            master.plan.on_speculative_answer(placement.task_id, placement.attempt, False)
+            return
+        index = int(placement.task_id.rsplit("-", 1)[1])
+        demand = placement.phase.resources
+        speculative = _Speculative(
+            master,
+            placement.task_id,
+            placement.attempt,
+            demand,
+            demand.cpu * self._usage_of_job[master.sim_job.name],
+            master.sim_job.durations[placement.phase.name][index],
+            self.now,
+        )
+        state.queue[speculative.key] = speculative
+        master.plan.on_speculative_answer(placement.task_id, placement.attempt, True)
+        if not state.throttled:
+            self._admit(node, state)
+
+    def _admit(self, node: _Node, state: _NodeState) -> None:
+        """Sec. 6.1 on the node's queue: what the live agent's pass does."""
+        held = Resources()
+        for running in state.running.values():
+            held = held + running.demand
+        capacity = Resources(state.capacity, self.settings.node_memory_mb)
+        load = NodeLoad((min(1.0, state.demand / state.capacity), 0.0, 0.0), held, capacity)
+        queue = [QueuedTask(s.key, s.demand, s.enqueued_at) for s in state.queue.values()]
+        decision = launches(queue, load, self.config, throttled=state.throttled)
+        for key in decision.keys:
+            speculative = state.queue.pop(key)
+            speculative.running = True
+            speculative.started_at = speculative.progress_at = self.now
+            state.running[key] = speculative
+            self.counts.launched += 1
+            speculative.master.plan.on_speculative_status(
+                speculative.task_id, speculative.attempt, TaskState.RUNNING
+            )
+        if decision.keys:
+            self._changed(node, state)
+
+    def _set_speculative_rate(self, node: _Node, speculative: _Speculative, rate: float) -> None:
+        if speculative.rate > 0:
+            speculative.work = max(
+                0.0, speculative.work - (self.now - speculative.progress_at) * speculative.rate
+            )
+        speculative.progress_at = self.now
+        speculative.rate = rate
+        speculative.version += 1
+        version = speculative.version
+        self.at(
+            self.now + speculative.work / max(rate, 1e-9),
+            lambda: self._speculative_done(node, speculative, version),
+        )
+
+    def _speculative_done(self, node: _Node, speculative: _Speculative, version: int) -> None:
+        state = self._state[node.node_id]
+        if speculative.version != version or state.running.get(speculative.key) is not speculative:
+            return
+        del state.running[speculative.key]
+        self.counts.succeeded += 1
+        speculative.master.plan.on_speculative_status(
+            speculative.task_id, speculative.attempt, TaskState.SUCCEEDED
+        )
+        self._wake_master(speculative.master.job_id)
+        self._changed(node, state)
+
+    def _evict(self, node: _Node, state: _NodeState, keys: Sequence[str]) -> None:
+        running = [RunningSpeculative(s.key, s.started_at, True) for s in state.running.values()]
+        for key in evictions(running):
+            if key not in keys:
+                continue
+            speculative = state.running.pop(key)
+            self.counts.evicted += 1
+            self._evicted_on.setdefault(speculative.master.job_id, []).append(state.index)
+            speculative.master.plan.on_speculative_status(
+                speculative.task_id, speculative.attempt, TaskState.KILLED, evicted=True
+            )
+            self._wake_master(speculative.master.job_id)
+
+    def _drop(self, node_id: str, master: _Master, task_id: str, attempt: int) -> None:
+        """A job master stops one of its speculative tasks (cancelled, killed, moved)."""
+        state = self._state.get(node_id)
+        if state is None:
+            return
+        key = f"{master.job_id}.{task_id}.{attempt}"
+        state.queue.pop(key, None)
+        if state.running.pop(key, None) is not None:
+            self._changed(self._nodes[node_id], state)
+
+    def _upgrade(self, master: _Master, upgrade: Upgrade) -> None:
+        """Alg. 5 line 11: the running speculative task becomes the container's task."""
+        container = upgrade.container
+        node = self._nodes[container.node_id]
+        state = self._state[container.node_id]
+        key = f"{master.job_id}.{upgrade.task_id}.{upgrade.attempt}"
+        speculative = state.running.pop(key, None)
+        if speculative is None:
+            master.plan.on_upgrade_failed(upgrade.task_id, upgrade.attempt, "no longer runs")
+            return
+        self.counts.upgraded += 1
+        done = (self.now - speculative.progress_at) * speculative.rate
+        task = _Task(
+            master.job_id,
+            upgrade.task_id,
+            upgrade.attempt,
+            container.allocation_id,
+            container.resources,
+            work=max(0.0, speculative.work - done),
+            phase=upgrade.task_id.rsplit("-", 1)[0],
+        )
+        task.duration = task.work
+        node.tasks[task.allocation_id] = task
+        self._where[task.allocation_id] = node
+        self._usage[task.allocation_id] = speculative.usage
+        self._start_task(node, task)
+
+    def _finish(self, master: _Master, outcome: tuple[object, str], decisions: Decisions) -> None:
+        for attempt in master.plan.speculative_attempts():
+            self._drop(attempt.node_id, master, attempt.task_id, attempt.number)
+        evicted = self._evicted_on.pop(master.job_id, [])
+        if evicted:  # Alg. 3: the job's report penalises where its tasks were evicted
+            hosts = np.asarray(evicted, dtype=np.int64)
+            report = JobReport(hosts, np.full(hosts.size, int(TaskOutcome.EVICTED)))
+            self._ratings = self._ratings.updated([report], top_k=self.config.rating_top_k)
+        super()._finish(master, outcome, decisions)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ the aggregator
+
+    def _aggregate(self) -> None:
+        """One aggregator period: sample every node's metrics into its window, rank, publish;
+        sample utilisation and the services' latency."""
+        states = [self._state[name] for name in self._node_names]
+        demand = np.array([s.demand for s in states])
+        capacity = np.array([s.capacity for s in states])
+        utilisation = np.minimum(1.0, demand / capacity)
+        self.used_samples.append((self.now, float(np.minimum(demand, capacity).sum())))
+        for state, rho in zip(states, utilisation, strict=True):
+            if state.service:
+                self.latencies.append(1.0 / (1.0 - min(float(rho), 0.99)))
+        self._windows = np.roll(self._windows, -1, axis=2)
+        self._windows[:, :, -1] = 0.0
+        self._windows[:, 0, -1] = utilisation  # cpu_ut
+        self._windows[:, 2, -1] = demand  # load_avg_1, against the cores
+        self._queue_windows = np.roll(self._queue_windows, -1, axis=2)
+        self._queue_windows[:, 0, -1] = [
+            sum(1 for t in self._nodes[n].tasks.values() if not t.state.is_final)
+            for n in self._node_names
+        ]
+        self._queue_windows[:, 1, -1] = [len(s.queue) for s in states]
+        self._queue_windows[:, 2, -1] = [len(s.running) for s in states]
+        self._candidates = self._rank(states, utilisation)
+        if self._unfinished and self._queue:
+            self.at(self.now + self.rose.aggregator_period, self._aggregate)
+
+    def _rank(self, states: Sequence[_NodeState], utilisation: np.ndarray) -> tuple[Candidate, ...]:
+        placement = self.rose.placement
+        limit = self.config.candidate_limit
+        if placement == "none":
+            return ()
+        if placement == "random":
+            chosen = self._rng.choice(len(states), size=min(limit, len(states)), replace=False)
+        elif placement == "shortest-queue":
+            lengths = np.array([len(s.queue) + len(s.running) for s in states], dtype=float)
+            chosen = np.lexsort((np.arange(len(states)), lengths))[:limit]
+        else:
+            windows = self._machine_windows()
+            rank = least_loaded_candidates if placement == "least-loaded" else compute_candidates
+            chosen = rank(windows, self._ratings, self.config).candidates
+        return tuple(
+            Candidate(self._node_names[int(i)], f"{self._node_names[int(i)]}:0") for i in chosen
+        )
+
+    def _machine_windows(self) -> MachineWindows:
+        samples, queue = self._windows, self._queue_windows
+        with warnings.catch_warnings():  # the first periods' windows are partly empty
+            warnings.simplefilter("ignore", RuntimeWarning)
+            filled = np.where(
+                np.isnan(samples), np.nanmean(samples, axis=2, keepdims=True), samples
+            )
+            queue = np.where(np.isnan(queue), np.nanmean(queue, axis=2, keepdims=True), queue)
+        capacity = np.ones(samples.shape[:2])
+        capacity[:, 2] = self.settings.node_cpu
+        return MachineWindows(
+            load=np.nan_to_num(filled),
+            queue=np.nan_to_num(queue),
+            connected=np.ones(samples.shape[0], dtype=np.bool_),
+            load_capacity=capacity,
+        )
+
+
+def mean_utilisation(simulation: OversubscribedSimulation, until: float) -> float:
+    """The cluster's mean CPU utilisation (cores used over capacity) up to ``until``."""
+    samples = [used for time, used in simulation.used_samples if time <= until]
+    total = simulation.settings.node_cpu * simulation.settings.nodes
+    return float(np.mean(samples)) / total if samples and total else math.nan
