@@ -62,7 +62,7 @@ from policies.oversubscription.node_queue import (
     launches,
 )
 from policies.oversubscription.snapshot import MachineWindows
-from policies.scheduling.lifecycle import TaskState
+from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
 from policies.scheduling.speculative_spec import SpeculativeSpec
 from simulator.engine import SimSettings, Simulation, _Master, _Node, _Task
@@ -411,7 +411,7 @@ class OversubscribedSimulation(Simulation):
         self._usage[task.allocation_id] = speculative.usage
         self._start_task(node, task)
 
-    def _finish(self, master: _Master, outcome: tuple[object, str], decisions: Decisions) -> None:
+    def _finish(self, master: _Master, outcome: tuple[JobState, str], decisions: Decisions) -> None:
         for attempt in master.plan.speculative_attempts():
             self._drop(attempt.node_id, master, attempt.task_id, attempt.number)
         evicted = self._evicted_on.pop(master.job_id, [])
@@ -419,7 +419,7 @@ class OversubscribedSimulation(Simulation):
             hosts = np.asarray(evicted, dtype=np.int64)
             report = JobReport(hosts, np.full(hosts.size, int(TaskOutcome.EVICTED)))
             self._ratings = self._ratings.updated([report], top_k=self.config.rating_top_k)
-        super()._finish(master, outcome, decisions)  # type: ignore[arg-type]
+        super()._finish(master, outcome, decisions)
 
     # ------------------------------------------------------------------ the aggregator
 

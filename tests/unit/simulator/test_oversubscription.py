@@ -12,7 +12,7 @@ import yaml
 from simulator.engine import SimSettings
 from simulator.oversubscription import OversubscribedSimulation, OversubscriptionSettings
 from simulator.rose_study import format_rows, run_colocation, run_placement
-from simulator.workload import parse_workload
+from simulator.workload import SimJob, parse_workload
 from sluice.cli import main
 
 # Jobs of 1-cpu tasks that use a third of what they hold, on 4 nodes of 4 cpu: the asks wait,
@@ -30,7 +30,7 @@ SETTINGS = SimSettings(nodes=4, node_cpu=4.0, node_memory_mb=8192, client_mode=T
 BASE = OversubscriptionSettings(usage_low=0.3, usage_high=0.3, hot_fraction=0.0)
 
 
-def jobs():  # type: ignore[no-untyped-def]
+def jobs() -> list[SimJob]:
     return parse_workload(yaml.safe_load(WORKLOAD)).generate(3)
 
 
