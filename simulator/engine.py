@@ -386,8 +386,12 @@ class Simulation:
 
     # ------------------------------------------------------------------ nodes
 
+    def _offered(self, node: _Node) -> Resources:
+        """What the node offers the RM (all of it here)."""
+        return Resources(self.settings.node_cpu, self.settings.node_memory_mb)
+
     def _register(self, node: _Node) -> None:
-        capacity = Resources(self.settings.node_cpu, self.settings.node_memory_mb)
+        capacity = self._offered(node)
         self._unit(
             lambda core, now: core.register_node(
                 node.node_id,

@@ -210,24 +210,12 @@ class OversubscribedSimulation(Simulation):
 
     # ------------------------------------------------------------------ nodes
 
-    def _register(self, node: _Node) -> None:
-        if not self._state[node.node_id].service:
-            super()._register(node)
-            return
-        capacity = Resources(
-            self.settings.node_cpu - self.rose.service_cpu, self.settings.node_memory_mb
-        )
-        self._unit(
-            lambda core, now: core.register_node(
-                node.node_id,
-                f"{node.node_id}:0",
-                "simulated",
-                capacity,
-                [],
-                now=now,
-                has_swap=self.settings.has_swap,
-            )
-        )
+    def _offered(self, node: _Node) -> Resources:
+        """A service's node keeps its service's cores from the RM."""
+        offered = super()._offered(node)
+        if self._state[node.node_id].service:
+            return Resources(offered.cpu - self.rose.service_cpu, offered.memory_mb)
+        return offered
 
     def _task_running(self, node: _Node, task: _Task) -> None:
         if task.job_master:
