@@ -3,6 +3,7 @@ accepts, one task per allocation, and commands the RM repeats carried out once."
 
 from __future__ import annotations
 
+import argparse
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -12,7 +13,7 @@ from typing import Any, cast
 import pytest
 
 from node_agent.agent import AgentConfig, AllocationBusyError, NodeAgent
-from node_agent.daemon import AgentDaemon, AgentIdentity, load_identity
+from node_agent.daemon import AgentDaemon, AgentIdentity, add_arguments, load_identity
 from node_agent.runtime.base import (
     ResourceLimits,
     RunObservation,
@@ -271,3 +272,44 @@ def test_limits_of_an_observation_are_what_the_runtime_reports() -> None:
     # a guard for the renamed runtime types: RunObservation carries the granted limits
     observation = RunObservation("k", "j", "p-0", 1, "a", RunState.RUNNING, ResourceLimits(1, 64))
     assert replace(observation, state=RunState.EXITED).limits == ResourceLimits(1, 64)
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--speculative-quota", "0.5,0.5"], "--speculative-quota: expected three fractions"),
+        (["--speculative-quota", "a,b,c"], "--speculative-quota: expected CPU,MEMORY,DISK"),
+        (["--admission-thresholds", "1,1,1.5"], "--admission-thresholds: expected three"),
+        (["--speculative-queue-length", "-1"], "--speculative-queue-length: must be 0 or more"),
+    ],
+)
+def test_bad_speculative_queue_flags_are_refused_in_one_line(
+    flags: list[str], problem: str
+) -> None:
+    from node_agent.daemon import oversubscription_of
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--rm", "127.0.0.1:1", *flags])
+    with pytest.raises(UserError) as caught:
+        oversubscription_of(args)
+    assert str(caught.value).startswith(problem)
+
+
+def test_the_speculative_queue_flags_reach_its_settings() -> None:
+    from node_agent.daemon import oversubscription_of
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--rm",
+            "127.0.0.1:1",
+            "--speculative-queue-length",
+            "5",
+            "--speculative-quota",
+            "0.2,0.3,0.4",
+        ]
+    )
+    config = oversubscription_of(args)
+    assert (config.max_queue_length, config.oversubscription_quota) == (5, (0.2, 0.3, 0.4))
