@@ -35,6 +35,9 @@ Rules:
   completes (:attr:`Step.COVERED`).
 * A task's :class:`Step` moves only along :data:`STEP_TRANSITIONS`, like the other lifecycles.
 
+Its vocabulary (steps, attempts, containers, decisions) is in :mod:`job_master.plan_model`;
+its speculative half in :mod:`job_master.plan_speculative`.
+
 Everything is incremental: per-phase counts of tasks in each step, per-phase queues of ready
 tasks and the set of idle containers are kept as things change, so a round costs O(what
 changed), never a scan of every task.
@@ -44,222 +47,59 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from job_master.idle import IdleContainers
-from job_master.reservations import Kept, SlotReservations
-from job_master.speculation import REFUSAL_BACKOFF_S, Candidate, SpeculationBook
-from policies.identity_enum import IdentityEnum
-from policies.oversubscription.task_upgrade import (
-    SpeculativeState,
-    SpeculativeTask,
-    UpgradeAction,
-    on_resource_approved,
-    reschedule_timed_out,
+from job_master.plan_model import (
+    LIVE_STEPS,
+    OPEN_OUTCOMES,
+    SERVICE_STABLE_S,
+    STEP_TRANSITIONS,
+    Attempt,
+    AttemptKind,
+    AttemptRecord,
+    Container,
+    Decisions,
+    Launch,
+    PhaseState,
+    SpeculativeLaunch,
+    SpeculativeRecord,
+    Step,
+    StopAttempt,
+    Task,
+    Upgrade,
 )
+from job_master.plan_speculative import SpeculativeAttempts
+from job_master.reservations import SlotReservations
+from job_master.speculation import REFUSAL_BACKOFF_S, Candidate, SpeculationBook
 from policies.reservation.stragglers import PhaseSlots, plan_copies
 from policies.scheduling.asks import MAX_PREFERRED_NODES, PhaseAsk
-from policies.scheduling.jobspec import JobSpec, PhaseSpec, ReservationSpec
+from policies.scheduling.jobspec import JobSpec, ReservationSpec
 from policies.scheduling.lifecycle import JobState, TaskState, check_transition
 from policies.scheduling.progress import PhaseProgress
-from policies.scheduling.resources import Resources
+
+__all__ = [
+    "SERVICE_STABLE_S",
+    "STEP_TRANSITIONS",
+    "Attempt",
+    "AttemptKind",
+    "AttemptRecord",
+    "Container",
+    "Decisions",
+    "JobPlan",
+    "Launch",
+    "SpeculativeLaunch",
+    "SpeculativeRecord",
+    "Step",
+    "StopAttempt",
+    "Task",
+    "Upgrade",
+]
 
 
-class Step(IdentityEnum):
-    """Where a task is in the job master's view."""
-
-    WAITING = "waiting"  # its phase's barrier has not been passed
-    READY = "ready"  # wants a container for its regular attempt
-    LAUNCHING = "launching"  # its regular attempt was sent to a node agent
-    RUNNING = "running"
-    # A speculative attempt past tau runs it, and a container waits in reserve (Alg. 5 l. 13-14).
-    COVERED = "covered"
-    SUCCEEDED = "succeeded"
-    DROPPED = "dropped"  # left out on purpose (approximation): done for its barrier
-    GAVE_UP = "gave_up"  # failed more than max_retries times
-
-    @property
-    def is_done(self) -> bool:
-        """Done for the barrier of the phases after it."""
-        return self in (Step.SUCCEEDED, Step.DROPPED)
-
-    @property
-    def is_final(self) -> bool:
-        return self in (Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP)
-
-
-_LIVE = frozenset({Step.LAUNCHING, Step.RUNNING})
-SERVICE_STABLE_S = 30.0
-"""A service task that ran this long before it ended was healthy (its restarts count afresh)."""
-STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
-    Step.WAITING: frozenset({Step.READY, Step.DROPPED}),
-    # SUCCEEDED from READY: a copy or speculative attempt succeeded while the regular one waits.
-    Step.READY: frozenset(
-        {Step.LAUNCHING, Step.COVERED, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}
-    ),
-    # READY again: its speculative attempt ended badly, and the reserved container serves the
-    # phase's next ready task.
-    Step.COVERED: frozenset({Step.READY, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}),
-    Step.LAUNCHING: frozenset(
-        {Step.RUNNING, Step.READY, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}
-    ),
-    Step.RUNNING: frozenset({Step.READY, Step.SUCCEEDED, Step.DROPPED, Step.GAVE_UP}),
-    Step.SUCCEEDED: frozenset(),
-    Step.DROPPED: frozenset(),
-    Step.GAVE_UP: frozenset(),
-}
-
-
-class AttemptKind(IdentityEnum):
-    REGULAR = "regular"  # the task's own attempt, retried on failure
-    COPY = "copy"  # a straggler's copy, on a spare container (slot reservation)
-    SPECULATIVE = "speculative"  # placed straight on a node's queue (oversubscription)
-
-
-@dataclass
-class Attempt:
-    """One attempt of a task: its number (unique within the task), kind and container."""
-
-    task_id: str
-    number: int
-    kind: AttemptKind
-    allocation_id: str
-    running: bool = False
-    started_at: float | None = None  # the plan's ``now`` when it was first seen running
-    # A speculative attempt's node (it has no container) and when its queue took it.
-    node_id: str = ""
-    node_address: str = ""
-    queued_at: float | None = None
-
-
-@dataclass
-class Task:
-    task_id: str
-    phase: str
-    index: int
-    step: Step = Step.WAITING
-    attempt: int = 0  # the highest attempt number used so far (0 until first launched)
-    failures: int = 0
-    allocation_id: str | None = None  # the regular attempt's container
-    last_problem: str = ""
-    attempts: dict[int, Attempt] = field(default_factory=dict)  # live attempts by number
-    speculative: int | None = None  # the number of its live speculative attempt, if any
-
-
-@dataclass
-class Container:
-    allocation_id: str
-    phase: str
-    node_id: str
-    node_address: str
-    resources: Resources
-    task_id: str | None = None  # the task an attempt of which runs in it, if any
-    grant_token: bytes = b""  # the RM's proof of the grant, for the node's agent (with TLS)
-    kept: Kept | None = None  # kept for a downstream phase (slot reservation), until a deadline
-
-
-@dataclass(frozen=True)
-class Launch:
-    task_id: str
-    attempt: int
-    container: Container
-    phase: PhaseSpec
-    kind: AttemptKind = AttemptKind.REGULAR
-
-
-@dataclass(frozen=True)
-class SpeculativeLaunch:
-    """Put an attempt of a ready task into a node agent's speculative queue (Alg. 5 l. 2)."""
-
-    task_id: str
-    attempt: int
-    node_id: str
-    node_address: str
-    phase: PhaseSpec
-
-
-@dataclass(frozen=True)
-class Upgrade:
-    """Make a running speculative attempt the regular task of ``container``, on its node, in
-    place (Alg. 5 line 11)."""
-
-    task_id: str
-    attempt: int
-    container: Container
-
-
-@dataclass(frozen=True)
-class SpeculativeRecord:
-    """A speculative attempt's latest outcome, for the RM's log (``sluice job``): placed,
-    queued, refused, running, kept, upgraded, succeeded, failed, evicted, cancelled, killed,
-    rescheduled or lost."""
-
-    task_id: str
-    attempt: int
-    node_id: str
-    outcome: str
-    message: str = ""
-
-
-_STILL_OPEN = frozenset({"placed", "queued", "running", "kept"})
-
-
-@dataclass(frozen=True)
-class StopAttempt:
-    """Stop (or cancel, if it has not started) one attempt in its container."""
-
-    task_id: str
-    attempt: int
-    allocation_id: str
-    node_address: str
-    reason: str
-    grant_token: bytes = b""  # the container's, for a client-mode job master (with TLS)
-
-
-@dataclass(frozen=True)
-class AttemptRecord:
-    """One task attempt as the RM recorded it (what an earlier job master attempt launched)."""
-
-    task_id: str
-    attempt: int
-    state: TaskState
-    allocation_id: str
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class Decisions:
-    launches: tuple[Launch, ...] = ()
-    releases: tuple[str, ...] = ()
-    asks: tuple[PhaseAsk, ...] = ()
-    stops: tuple[StopAttempt, ...] = ()
-    speculative: tuple[SpeculativeLaunch, ...] = ()
-    upgrades: tuple[Upgrade, ...] = ()
-
-
-@dataclass
-class _Phase:
-    """A phase's incremental state: counts per step, ready tasks in index order, barrier."""
-
-    spec: PhaseSpec
-    counts: dict[Step, int]
-    ready: list[int] = field(default_factory=list)  # a heap of task indexes, lazily cleaned
-    failed_attempts: int = 0
-    upstream_left: int = 0  # upstream phases not done yet
-    downstream: list[str] = field(default_factory=list)
-    output_nodes: dict[str, None] = field(default_factory=dict)  # where its tasks succeeded
-    live: dict[str, None] = field(default_factory=dict)  # its tasks LAUNCHING or RUNNING
-    copied_live: int = 0  # of those, the ones that have had a straggler copy
-
-    @property
-    def done(self) -> bool:
-        return self.counts[Step.SUCCEEDED] + self.counts[Step.DROPPED] == self.spec.tasks
-
-
-class JobPlan:
+class JobPlan(SpeculativeAttempts):
     """See the module docstring."""
 
     def __init__(
@@ -274,7 +114,7 @@ class JobPlan:
         self.containers: dict[str, Container] = {}
         self.finished_containers: list[str] = []  # to give back next round
         self.outcome: tuple[JobState, str] | None = None
-        self._phases: dict[str, _Phase] = {}
+        self._phases: dict[str, PhaseState] = {}
         self._idle = IdleContainers()  # containers running nothing
         self._stops: list[StopAttempt] = []
         self._unfinished = 0  # tasks not succeeded or dropped
@@ -283,7 +123,7 @@ class JobPlan:
         for phase in spec.phases:
             counts = dict.fromkeys(Step, 0)
             counts[Step.WAITING] = phase.tasks
-            self._phases[phase.name] = _Phase(phase, counts, upstream_left=len(phase.after))
+            self._phases[phase.name] = PhaseState(phase, counts, upstream_left=len(phase.after))
             for index in range(phase.tasks):
                 task_id = f"{phase.name}-{index}"
                 self.tasks[task_id] = Task(task_id, phase.name, index)
@@ -539,298 +379,6 @@ class JobPlan:
             tuple(launches), tuple(releases), asks, stops, tuple(speculative), upgrades
         )
 
-    # ------------------------------------------------------------------ speculative tasks
-
-    def _serve(self, container: Container) -> Launch | bool:
-        """Give an idle container work: a launch, True when it was used otherwise (an upgrade
-        in place, a reserve), False when its phase has no ready task (Alg. 5 lines 5-19)."""
-        book = self.speculation
-        if book is not None:
-            here = self._speculating_here(container)
-            if here is not None:
-                self._unkeep(container)
-                self._upgrade(here, container)
-                return True
-        # A ready task nothing serves yet goes first: a speculative attempt elsewhere is kept
-        # going while the phase has such tasks (Alg. 5 applies to the requests it serves).
-        task = self._next_bare(container.phase) or self._next_ready(container.phase)
-        if task is None:
-            return False
-        self._unkeep(container)
-        if book is not None and task.speculative is not None:
-            attempt = task.attempts[task.speculative]
-            action = on_resource_approved(
-                self._as_policy_task(task, attempt), container.node_id, book.config
-            )
-            if action is UpgradeAction.UPGRADE_IN_PLACE:
-                self._upgrade(task, container)
-                return True
-            if action is UpgradeAction.KEEP_AND_RESERVE:  # lines 12-14
-                book.counts.kept += 1
-                self._note(attempt, "kept", f"allocation {container.allocation_id} in reserve")
-                container.task_id = task.task_id
-                self._idle.discard(container.allocation_id)
-                task.allocation_id = container.allocation_id
-                self._move(task, Step.COVERED)
-                return True
-            if action is UpgradeAction.CANCEL_AND_START_REGULAR:  # lines 7-9
-                book.counts.cancelled += 1
-                self._note(attempt, "cancelled", "a container was granted")
-                why = "a container was granted: cancelled from its queue"
-            else:  # lines 15-17
-                book.counts.killed += 1
-                self._note(attempt, "killed", "a container was granted, its progress below tau")
-                why = "a container was granted: killed at little progress"
-            self._stop_attempt(task, attempt, why)
-        return self._launch(task, container, AttemptKind.REGULAR)
-
-    def _next_bare(self, phase: str) -> Task | None:
-        """The phase's ready task without a speculative attempt that has waited longest."""
-        if self.speculation is None:
-            return None
-        bare = self.speculation.bare.get(phase)
-        return self.tasks[next(iter(bare))] if bare else None
-
-    def _speculating_here(self, container: Container) -> Task | None:
-        """A ready task of the container's phase whose speculative attempt runs on its node."""
-        for task_id in self._speculating_on.get(container.node_id, {}):
-            task = self.tasks[task_id]
-            if task.phase == container.phase and task.step is Step.READY:
-                return task
-        return None
-
-    def _as_policy_task(self, task: Task, attempt: Attempt) -> SpeculativeTask:
-        assert self.speculation is not None
-        if attempt.running:
-            state = SpeculativeState.RUNNING
-            started = attempt.started_at if attempt.started_at is not None else self.now
-            progress = self.speculation.progress(task.phase, self.now - started)
-        else:
-            state = SpeculativeState.QUEUED
-            progress = 0.0
-        return SpeculativeTask(task.task_id, state, attempt.node_id, progress)
-
-    def _upgrade(self, task: Task, container: Container) -> None:
-        """Alg. 5 line 11: the running speculative attempt becomes the task's regular one."""
-        assert self.speculation is not None and task.speculative is not None
-        attempt = task.attempts[task.speculative]
-        self._speculation_over(task, attempt)
-        attempt.kind = AttemptKind.REGULAR
-        attempt.allocation_id = container.allocation_id
-        container.task_id = task.task_id
-        self._idle.discard(container.allocation_id)
-        task.allocation_id = container.allocation_id
-        self._move(task, Step.LAUNCHING)
-        self.speculation.counts.upgraded += 1
-        self._note(attempt, "upgraded", f"to allocation {container.allocation_id}")
-        self._upgrades.append(Upgrade(task.task_id, attempt.number, container))
-
-    def _speculate(
-        self, candidates: Sequence[Candidate], rng: np.random.Generator
-    ) -> list[SpeculativeLaunch]:
-        """Sec. 6.3 rescheduling, then Alg. 5 lines 1-3: one ready task per usable candidate,
-        for the phases that have waited ``after_s`` for containers."""
-        book = self.speculation
-        assert book is not None
-        placed = self._reschedule(candidates, rng)
-        starving = book.starving(self.now)
-        if not starving:
-            return placed
-        usable = iter(book.usable(candidates, self.now))
-        room = book.room()
-        for phase in starving:
-            for task_id in list(book.bare[phase]):
-                node = next(usable, None) if room > 0 else None
-                if node is None:
-                    return placed
-                placed.append(self._dispatch(self.tasks[task_id], node))
-                room -= 1
-        return placed
-
-    def _reschedule(
-        self, candidates: Sequence[Candidate], rng: np.random.Generator
-    ) -> list[SpeculativeLaunch]:
-        """Sec. 6.3: an attempt queued longer than the time-out moves to another candidate."""
-        assert self.speculation is not None
-        queued = [
-            SpeculativeTask(
-                task_id, SpeculativeState.QUEUED, attempt.node_id, 0.0, attempt.queued_at
-            )
-            for task_id, attempt in self._queued_attempts()
-            if attempt.queued_at is not None
-        ]
-        if not queued:
-            return []
-        by_node = {c.node_id: c for c in candidates}
-        moves = reschedule_timed_out(queued, list(by_node), self.now, rng, self.speculation.config)
-        placed = []
-        for move in moves:
-            task = self.tasks[move.task_id]
-            if task.speculative is None:
-                continue
-            attempt = task.attempts[task.speculative]
-            waited = self.now - (attempt.queued_at or self.now)
-            self._note(attempt, "rescheduled", f"after {waited:.0f} s in its queue")
-            self._stop_attempt(task, attempt, f"rescheduled after {waited:.0f} s in its queue")
-            self.speculation.counts.rescheduled += 1
-            placed.append(self._dispatch(task, by_node[move.destination]))
-        return placed
-
-    def _queued_attempts(self) -> Iterator[tuple[str, Attempt]]:
-        for key in list(self._queued):
-            task_id, number = key
-            attempt = self.tasks[task_id].attempts.get(number)
-            if attempt is None or attempt.running:
-                del self._queued[key]
-                continue
-            yield task_id, attempt
-
-    def _dispatch(self, task: Task, node: Candidate) -> SpeculativeLaunch:
-        assert self.speculation is not None
-        task.attempt += 1
-        attempt = Attempt(
-            task.task_id,
-            task.attempt,
-            AttemptKind.SPECULATIVE,
-            "",
-            node_id=node.node_id,
-            node_address=node.address,
-        )
-        task.attempts[attempt.number] = attempt
-        task.speculative = attempt.number
-        self._speculative[(task.task_id, attempt.number)] = attempt
-        self.speculation.task_not_bare(task.phase, task.task_id)
-        self.speculation.live += 1
-        self.speculation.counts.dispatched += 1
-        self._note(attempt, "placed")
-        return SpeculativeLaunch(
-            task.task_id,
-            attempt.number,
-            node.node_id,
-            node.address,
-            self._phases[task.phase].spec,
-        )
-
-    def _note(self, attempt: Attempt, outcome: str, message: str = "") -> None:
-        key = (attempt.task_id, attempt.number)
-        self._records[key] = SpeculativeRecord(
-            attempt.task_id, attempt.number, attempt.node_id, outcome, message
-        )
-        self._records_changed[key] = None
-
-    def speculative_changes(self) -> list[SpeculativeRecord]:
-        """The speculative attempts whose outcome changed since the last call (for the RM)."""
-        changed = [self._records[key] for key in self._records_changed]
-        self._records_changed.clear()
-        return changed
-
-    def speculative_records(self) -> list[SpeculativeRecord]:
-        """Every speculative attempt of the job so far, with its latest outcome."""
-        return list(self._records.values())
-
-    def speculation_ended(self, why: str) -> None:
-        """The job is over: its speculative attempts still live are stopped (by the caller)."""
-        for attempt in self._speculative.values():
-            self._note(attempt, "killed", why)
-
-    def is_speculative(self, task_id: str, attempt: int) -> bool:
-        """Whether that attempt is a live speculative one."""
-        return (task_id, attempt) in self._speculative
-
-    def speculative_attempts(self) -> list[Attempt]:
-        """Every live speculative attempt (queued or running on its node)."""
-        return list(self._speculative.values())
-
-    def on_speculative_answer(self, task_id: str, attempt: int, accepted: bool) -> None:
-        """The node's queue took the attempt, or refused it (full: the attempt is gone, and the
-        node gets no more for a while)."""
-        task = self.tasks.get(task_id)
-        live = task.attempts.get(attempt) if task is not None else None
-        if task is None or live is None or live.kind is not AttemptKind.SPECULATIVE:
-            return
-        assert self.speculation is not None
-        if accepted:
-            if live.queued_at is None and not live.running:
-                live.queued_at = self.now
-                self._queued[(task_id, attempt)] = None
-                self._note(live, "queued")
-            return
-        self.speculation.refused(live.node_id, self.now)
-        self._note(live, "refused")
-        self._end_attempt(task, live)
-
-    def on_speculative_status(
-        self,
-        task_id: str,
-        attempt: int,
-        state: TaskState,
-        *,
-        evicted: bool = False,
-        message: str = "",
-    ) -> None:
-        """What the node's agent says of a speculative attempt (its ListSpeculative); LOST when
-        the node no longer knows it."""
-        task = self.tasks.get(task_id)
-        live = task.attempts.get(attempt) if task is not None else None
-        if task is None or live is None or live.kind is not AttemptKind.SPECULATIVE:
-            return
-        assert self.speculation is not None
-        counts = self.speculation.counts
-        if state is TaskState.PENDING:
-            return
-        if state in (TaskState.RUNNING, TaskState.SUSPENDED):
-            if not live.running:
-                live.running = True
-                live.started_at = self.now
-                counts.started += 1
-                self._note(live, "running")
-            if task.step is Step.READY:
-                self._speculating_on.setdefault(live.node_id, {})[task_id] = None
-            return
-        if state is TaskState.SUCCEEDED:
-            counts.succeeded += 1
-            self._note(live, "succeeded")
-            self._succeeded(task, live)
-            return
-        self._note(live, "evicted" if evicted else state.value, message)
-        if evicted:
-            counts.evicted += 1
-        self._attempt_ended(task, live, message or state.value, preempted=True)
-
-    def on_upgrade_failed(self, task_id: str, attempt: int, problem: str) -> None:
-        """The agent could not upgrade the attempt in place: it is stopped there, the container
-        goes back, and the task is ready again (no retry used: it did nothing wrong)."""
-        task = self.tasks.get(task_id)
-        live = task.attempts.get(attempt) if task is not None else None
-        if task is None or live is None or live.kind is not AttemptKind.REGULAR:
-            return
-        container = self.containers.get(live.allocation_id)
-        if container is not None:
-            self._stops.append(
-                StopAttempt(
-                    task_id,
-                    attempt,
-                    "",
-                    container.node_address,
-                    f"upgrade failed: {problem}",
-                )
-            )
-        self._attempt_ended(task, live, f"upgrade failed: {problem}", preempted=True)
-
-    def _speculation_over(self, task: Task, attempt: Attempt) -> None:
-        """The task's speculative attempt is no longer one (ended, or upgraded)."""
-        assert self.speculation is not None
-        if task.speculative == attempt.number:
-            task.speculative = None
-            self.speculation.live -= 1
-        self._speculative.pop((task.task_id, attempt.number), None)
-        self._queued.pop((task.task_id, attempt.number), None)
-        on_node = self._speculating_on.get(attempt.node_id)
-        if on_node is not None:
-            on_node.pop(task.task_id, None)
-            if not on_node:
-                del self._speculating_on[attempt.node_id]
-
     def _input_nodes(self, phase: str, *, ahead: bool = False) -> tuple[str, ...]:
         """Where a phase's input is: the nodes its upstream phases' tasks succeeded on, which
         its asks prefer (data locality; the RM's locality wait says for how long).  ``ahead``
@@ -889,7 +437,7 @@ class JobPlan:
 
     def running_tasks(self) -> Iterator[Task]:
         """Tasks with a live regular attempt."""
-        return (t for t in self.tasks.values() if t.step in _LIVE)
+        return (t for t in self.tasks.values() if t.step in LIVE_STEPS)
 
     def live_attempts(self) -> Iterator[tuple[Attempt, Container | None]]:
         """Every live attempt, with its container (None once given back)."""
@@ -1122,7 +670,7 @@ class JobPlan:
     def _stop_attempt(self, task: Task, attempt: Attempt, reason: str) -> None:
         record = self._records.get((task.task_id, attempt.number))
         if attempt.kind is AttemptKind.SPECULATIVE and (
-            record is None or record.outcome in _STILL_OPEN
+            record is None or record.outcome in OPEN_OUTCOMES
         ):
             self._note(attempt, "killed", reason)
         container = self.containers.get(attempt.allocation_id)
@@ -1142,11 +690,11 @@ class JobPlan:
         phase = self._phases[task.phase]
         phase.counts[task.step] -= 1
         phase.counts[step] += 1
-        if step in _LIVE and task.step not in _LIVE:
+        if step in LIVE_STEPS and task.step not in LIVE_STEPS:
             phase.live[task.task_id] = None
             if task.task_id in self._copied:
                 phase.copied_live += 1
-        elif step not in _LIVE and task.step in _LIVE:
+        elif step not in LIVE_STEPS and task.step in LIVE_STEPS:
             del phase.live[task.task_id]
             if task.task_id in self._copied:
                 phase.copied_live -= 1
@@ -1162,24 +710,6 @@ class JobPlan:
         heapq.heappush(self._phases[task.phase].ready, task.index)
         if self.speculation is not None and task.speculative is None:
             self.speculation.task_ready(task.phase, task.task_id, self.now)
-
-    def _release_reserve(self, task: Task) -> None:
-        """A covered task's reserved container goes back to the RM."""
-        container = self.containers.get(task.allocation_id or "")
-        task.allocation_id = None
-        if container is not None and container.task_id == task.task_id:
-            del self.containers[container.allocation_id]
-            self.finished_containers.append(container.allocation_id)
-
-    def _uncover(self, task: Task) -> None:
-        """A covered task's speculative attempt ended badly: the task is ready again and its
-        reserved container idle, for the phase's next ready task (this one, or an equal)."""
-        container = self.containers.get(task.allocation_id or "")
-        task.allocation_id = None
-        self._make_ready(task)
-        if container is not None and container.task_id == task.task_id:
-            container.task_id = None
-            self._set_idle(container)
 
     def _next_ready(self, phase_name: str) -> Task | None:
         """The ready task of the phase with the lowest index (launched in index order, a retry
