@@ -15,6 +15,7 @@ from typing import Any
 
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
+from policies.oversubscription.config import OversubscriptionConfig
 from simulator.engine import SimSettings
 from simulator.oversubscription import PLACEMENTS, OversubscriptionSettings
 from simulator.rose_study import (
@@ -55,7 +56,12 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
         client_mode=True,
         sample_interval=30.0,
     )
-    base = OversubscriptionSettings(service_fraction=args.service_fraction)
+    candidates = args.candidates or max(1, args.nodes // 4)
+    try:
+        config = OversubscriptionConfig(candidate_limit=candidates)
+    except ValueError as error:
+        raise UserError(f"--candidates: {error}") from None
+    base = OversubscriptionSettings(service_fraction=args.service_fraction, config=config)
     try:
         settings.check()
         base.check()
@@ -120,6 +126,11 @@ def add_parser(actions: Any) -> None:
         type=float,
         default=0.2,
         help="co-location: the share of nodes running a latency-sensitive service (default 0.2)",
+    )
+    p.add_argument(
+        "--candidates",
+        type=int,
+        help="machines on the aggregator's list, L_max (default: a quarter of the nodes)",
     )
     p.add_argument("--out", type=Path, help="default: sim-results/oversubscription-NODES")
     p.set_defaults(handler=cmd_oversubscription)

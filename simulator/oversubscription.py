@@ -28,7 +28,9 @@ evictions.  What is modelled around them:
   bound is its floor of 3 points (:mod:`node_agent.service_watch`): above it, the node evicts
   its speculative tasks and blocks its queue until the pressure is gone.  UP never throttles.
 * **The aggregator** ranks every ``aggregator_period`` seconds; job masters place speculative
-  tasks on its latest list.  Placement policies compared (ROSE Sec. 7.1): ``random`` (RB: a
+  tasks on its latest list, of ``config.candidate_limit`` machines (L_max; the study takes a
+  quarter of the cluster: a list much shorter than that makes every job master herd onto the
+  same few machines, which no policy can then help).  Placement policies compared (ROSE Sec. 7.1): ``random`` (RB: a
   random sample of the machines), ``least-loaded`` (SLB, the product's baseline ranking),
   ``shortest-queue`` (QLB: the shortest speculative queues) and ``rose`` (Alg. 4); ``none``
   places no speculative task at all.
@@ -79,8 +81,8 @@ class OversubscriptionSettings:
 
     placement: str = "rose"
     mode: OversubscriptionMode = OversubscriptionMode.UTILIZATION
-    usage_low: float = 0.2
-    usage_high: float = 0.9
+    usage_low: float = 0.05
+    usage_high: float = 0.95
     after_s: float = 2.0
     queue_timeout_s: float = 30.0
     aggregator_period: float = 5.0
