@@ -30,8 +30,9 @@ evictions.  What is modelled around them:
 * **The aggregator** ranks every ``aggregator_period`` seconds; job masters place speculative
   tasks on its latest list, of ``config.candidate_limit`` machines (L_max; the study takes a
   quarter of the cluster: a list much shorter than that makes every job master herd onto the
-  same few machines, which no policy can then help).  Placement policies compared (ROSE Sec. 7.1): ``random`` (RB: a
-  random sample of the machines), ``least-loaded`` (SLB, the product's baseline ranking),
+  same few machines, which no policy can then help).  Placement policies compared (ROSE
+  Sec. 7.1): ``random`` (RB: a random sample of the machines), ``least-loaded`` (SLB, the
+  product's baseline ranking),
   ``shortest-queue`` (QLB: the shortest speculative queues) and ``rose`` (Alg. 4); ``none``
   places no speculative task at all.
 
