@@ -295,6 +295,8 @@ class SpeculativeQueue:
             self._prune(now)
         reason = self._throttle_reason()
         self.throttled = reason is not None
+        if reason is not None:  # (said first: the heartbeat may read it while evicting)
+            self.blocked = f"throttled: {reason}"
         if reason is not None and speculative:
             self._evict(speculative, [o.task_key for o in speculative], reason)
             return

@@ -2,10 +2,12 @@
 
 Every task lives at ``<hierarchy>/sluice/<node>/<task>`` in each hierarchy used, so several
 agents on one machine never collide and removing ``sluice/<node>`` removes all of one agent.
-Speculative tasks (ROSE Sec. 6.1, "resource isolation") live one level down, in the
-``sluice/<node>/speculative`` subtree, whose CPU weight is a tenth of a regular task's: under
-contention the whole subtree gets a tenth of what one regular task gets.  Their cgroup name is
-``speculative/<task>``; :meth:`CgroupDriver.migrate` moves an upgraded one's processes out.
+A speculative task (ROSE Sec. 6.1, "resource isolation") has a tenth of a regular task's CPU
+weight (:meth:`CgroupDriver.set_weight`), which an upgrade restores in place.  Departure: the
+paper groups speculative tasks in a subtree of their own; a task cannot be upgraded out of
+one without moving its processes between cgroups, which proved unreliable under load (a
+moved task was found gone), so each task carries the low weight itself, as a Docker
+container does.  Under contention N speculative tasks then get N tenths, not one.
 
 * **v1** has one hierarchy per controller (``<root>/cpu``, ``<root>/cpuacct``, ``<root>/cpuset``,
   ``<root>/memory``, ``<root>/freezer``; co-mounted ``cpu,cpuacct`` is found too).  A new cpuset
@@ -43,12 +45,12 @@ MIN_CFS_QUOTA_US = 1_000
 """The kernel rejects quotas below 1 ms."""
 
 SLUICE_DIR = "sluice"
-SPECULATIVE_GROUP = "speculative"
-"""The subtree of a node's speculative tasks (ROSE's "oversubscribed group")."""
 SPECULATIVE_SHARES_V1 = 102
-"""``cpu.shares`` of the speculative subtree: a tenth of a regular task's default 1024."""
+"""``cpu.shares`` of a speculative task: a tenth of a regular task's default 1024."""
 SPECULATIVE_WEIGHT_V2 = 10
-"""``cpu.weight`` of the speculative subtree: a tenth of the default 100."""
+"""``cpu.weight`` of a speculative task: a tenth of the default 100."""
+REGULAR_SHARES_V1 = 1024
+REGULAR_WEIGHT_V2 = 100
 FREEZE_TIMEOUT_S = 5.0
 _POLL_S = 0.005
 _FIRST_POLL_S = 0.0002
@@ -227,17 +229,12 @@ class CgroupDriver(Protocol):
     def exists(self, task: str) -> bool: ...
 
     def task_names(self) -> list[str]:
-        """Names of the task cgroups present under ``sluice/<node>`` (the speculative
-        subtree's as ``speculative/<task>``)."""
+        """Names of the task cgroups present under ``sluice/<node>``."""
         ...
 
-    def prepare_speculative(self) -> None:
-        """Create the speculative subtree with its low CPU weight (idempotent)."""
-        ...
-
-    def migrate(self, source: str, target: str) -> None:
-        """Move every process of cgroup ``source`` into the existing cgroup ``target`` (an
-        upgraded speculative task leaving its subtree); ``source`` is removed."""
+    def set_weight(self, task: str, *, speculative: bool) -> None:
+        """A speculative task's tenth of the CPU weight, or a regular task's (where the cpu
+        controller is enforced)."""
         ...
 
     def procs_files(self, task: str) -> tuple[Path, ...]:
@@ -348,21 +345,13 @@ class CgroupV1:
     def task_names(self) -> list[str]:
         names = set()
         for hierarchy in self._hierarchies():
-            names.update(_task_dirs(hierarchy / self._node_rel))
+            names.update(_subdirs(hierarchy / self._node_rel))
         return sorted(names)
 
-    def prepare_speculative(self) -> None:
-        for hierarchy in self._hierarchies():
-            self._mkdirs(hierarchy, self._node_rel / SPECULATIVE_GROUP)
+    def set_weight(self, task: str, *, speculative: bool) -> None:
         if "cpu" in self._roots:
-            _write(self._dir("cpu", SPECULATIVE_GROUP) / "cpu.shares", str(SPECULATIVE_SHARES_V1))
-
-    def migrate(self, source: str, target: str) -> None:
-        for hierarchy in self._hierarchies():
-            _move_processes(
-                hierarchy / self._node_rel / source, hierarchy / self._node_rel / target
-            )
-        self.remove(source)
+            shares = SPECULATIVE_SHARES_V1 if speculative else REGULAR_SHARES_V1
+            _write(self._dir("cpu", task) / "cpu.shares", str(shares))
 
     def procs_files(self, task: str) -> tuple[Path, ...]:
         return tuple(h / self._node_rel / task / "cgroup.procs" for h in self._hierarchies())
@@ -514,19 +503,12 @@ class CgroupV2:
         return self._dir(task).is_dir()
 
     def task_names(self) -> list[str]:
-        return _task_dirs(self._node)
+        return _subdirs(self._node)
 
-    def prepare_speculative(self) -> None:
-        group = self._node / SPECULATIVE_GROUP
-        group.mkdir(exist_ok=True)
+    def set_weight(self, task: str, *, speculative: bool) -> None:
         if "cpu" in self._controllers:
-            _write(group / "cpu.weight", str(SPECULATIVE_WEIGHT_V2))
-        if self._controllers:
-            _write(group / "cgroup.subtree_control", " ".join(f"+{c}" for c in self._controllers))
-
-    def migrate(self, source: str, target: str) -> None:
-        _move_processes(self._dir(source), self._dir(target))
-        self.remove(source)
+            weight = SPECULATIVE_WEIGHT_V2 if speculative else REGULAR_WEIGHT_V2
+            _write(self._dir(task) / "cpu.weight", str(weight))
 
     def procs_files(self, task: str) -> tuple[Path, ...]:
         return (self._dir(task) / "cgroup.procs",)
@@ -611,31 +593,6 @@ def _subdirs(directory: Path) -> list[str]:
         return sorted(e.name for e in os.scandir(directory) if e.is_dir())
     except FileNotFoundError:
         return []
-
-
-def _task_dirs(node: Path) -> list[str]:
-    """The task cgroups under a node's directory, the speculative subtree's included."""
-    names = _subdirs(node)
-    if SPECULATIVE_GROUP in names:
-        names.remove(SPECULATIVE_GROUP)
-        names += [f"{SPECULATIVE_GROUP}/{name}" for name in _subdirs(node / SPECULATIVE_GROUP)]
-    return sorted(names)
-
-
-_MIGRATE_ROUNDS = 100
-
-
-def _move_processes(source: Path, target: Path) -> None:
-    """Write each process of ``source`` into ``target``'s ``cgroup.procs`` until none is left
-    (a process may fork while it is moved: its child starts in ``source``)."""
-    for _ in range(_MIGRATE_ROUNDS):
-        pids = _read_pids(source / "cgroup.procs")
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, FileNotFoundError):
-                (target / "cgroup.procs").write_text(str(pid))
-    raise RuntimeError_(f"cgroup: processes keep appearing in {source}; not moved")
 
 
 def _remove_if_unused(directory: Path) -> None:

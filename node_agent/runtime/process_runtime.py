@@ -146,8 +146,7 @@ class _Task:
 
     @property
     def cgroup(self) -> str:
-        name = self.dir.path.name
-        return f"{cgroups.SPECULATIVE_GROUP}/{name}" if self.launch.speculative else name
+        return self.dir.path.name
 
 
 class ProcessRuntime:
@@ -296,9 +295,7 @@ class ProcessRuntime:
                 task.launch, speculative=False, allocation_id=allocation_id, limits=limits
             )
             if task.launch.speculative and self._cgroups is not None:
-                source = task.cgroup
-                self._cgroups.create(task.dir.path.name, limits)
-                self._cgroups.migrate(source, task.dir.path.name)
+                self._cgroups.set_weight(task.cgroup, speculative=False)
             task.launch = regular
             task.dir.write_launch(regular, task.started_at)
         self.resize(task_key, limits)
@@ -387,9 +384,9 @@ class ProcessRuntime:
         launch = task.launch
         procs: tuple[Path, ...] = ()
         if self._cgroups is not None:
-            if launch.speculative:
-                self._cgroups.prepare_speculative()
             self._cgroups.create(task.cgroup, launch.limits)
+            if launch.speculative:
+                self._cgroups.set_weight(task.cgroup, speculative=True)
             procs = self._cgroups.procs_files(task.cgroup)
         argv = list(launch.argv)
         uses_affinity = self._cgroups is None or not self._cgroups.enforces("cpuset")
