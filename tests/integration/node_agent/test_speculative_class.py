@@ -58,7 +58,7 @@ def test_a_speculative_task_has_a_tenth_of_the_weight_until_promoted(
     process_runtime.promote("s", "alloc-7", ResourceLimits(1.0, 128, (0,)))
 
     assert (cpu / "cpu.shares").read_text().strip() == str(cgroups.REGULAR_SHARES_V1)
-    assert pids_in(cpu) == before  # in place: the same processes, the same cgroup
+    assert before <= pids_in(cpu)  # in place: none left the cgroup (its child may have joined)
     assert (cpu / "cpu.cfs_quota_us").read_text().strip() == str(cgroups.cfs_quota_us(1.0))
     seen = state_of(process_runtime, "s")
     assert (seen.speculative, seen.allocation_id, seen.state.value) == (False, "alloc-7", "running")
