@@ -28,6 +28,7 @@ the attempts and calls it.  It reads no clock: times are the plan's ``now``.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Sequence
@@ -85,7 +86,7 @@ class SpeculationBook:
     live: int = 0  # live speculative attempts
     _cursor: int = 0
 
-    @property
+    @functools.cached_property
     def config(self) -> OversubscriptionConfig:
         """The pure policy's view of the spec's knobs (tau, the time-out)."""
         return OversubscriptionConfig(

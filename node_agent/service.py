@@ -338,9 +338,9 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
         answer = agent_pb.EnqueueSpeculativeResponse(
             accepted=accepted, reason=reason, queue_length=length
         )
-        for status in self._agent.speculative.statuses(task.job_id, self._agent.observations()):
-            if (status.task_id, status.attempt) == (launch.task_id, launch.attempt):
-                answer.task.CopyFrom(speculative_to_pb(status))
+        found = self._speculative_status(launch.job_id, launch.task_id, launch.attempt)
+        if found is not None:
+            answer.task.CopyFrom(found)
         return answer
 
     def UpgradeSpeculative(
@@ -361,12 +361,21 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
             _refuse(context, "UpgradeSpeculative", refused)
         key = _key(request.task)
         _guard(context, lambda: self._agent.promote(key, request.allocation_id, resources))
-        for status in self._agent.speculative.statuses(
-            request.task.job_id, self._agent.observations()
-        ):
-            if (status.task_id, status.attempt) == (request.task.task_id, request.task.attempt):
+        found = self._speculative_status(
+            request.task.job_id, request.task.task_id, request.task.attempt or 1
+        )
+        if found is None:
+            _abort(context, grpc.StatusCode.NOT_FOUND, f"no task {key} on this node")
+        return found
+
+    def _speculative_status(
+        self, job_id: str, task_id: str, attempt: int
+    ) -> agent_pb.SpeculativeTask | None:
+        """One speculative task of the job on this node, as ListSpeculative lists it."""
+        for status in self._agent.speculative.statuses(job_id, self._agent.observations()):
+            if (status.task_id, status.attempt) == (task_id, attempt):
                 return speculative_to_pb(status)
-        _abort(context, grpc.StatusCode.NOT_FOUND, f"no task {key} on this node")
+        return None
 
     def ListSpeculative(
         self, request: agent_pb.ListSpeculativeRequest, context: grpc.ServicerContext

@@ -53,6 +53,7 @@ from policies.oversubscription.node_queue import (
     core_classes,
     evictions,
     launches,
+    memory_evictions,
     speculative_cpuset,
 )
 from policies.scheduling.lifecycle import TaskState
@@ -330,16 +331,14 @@ class SpeculativeQueue:
     ) -> list[str]:
         """The speculative tasks to evict so that the live tasks' memory limits fit the node
         (a regular task reclaims what speculative ones borrowed), in eviction order."""
-        capacity = self._agent.config.capacity.memory_mb
-        total = sum(o.limits.memory_mb for o in live)
-        victims: list[str] = []
-        by_key = {o.task_key: o for o in speculative}
-        for key in evictions(self._running(speculative)):
-            if total <= capacity:
-                break
-            victims.append(key)
-            total -= by_key[key].limits.memory_mb
-        return victims
+        return list(
+            memory_evictions(
+                self._running(speculative),
+                {o.task_key: o.limits.memory_mb for o in speculative},
+                sum(o.limits.memory_mb for o in live),
+                self._agent.config.capacity.memory_mb,
+            )
+        )
 
     def _running(self, speculative: Sequence[RunObservation]) -> list[RunningSpeculative]:
         first = set(self._classes.first) if self._classes is not None else set()
@@ -351,7 +350,8 @@ class SpeculativeQueue:
         ]
 
     def _evict(self, speculative: Sequence[RunObservation], keys: Sequence[str], why: str) -> None:
-        order = [k for k in evictions(self._running(speculative)) if k in set(keys)]
+        wanted = set(keys)
+        order = [k for k in evictions(self._running(speculative)) if k in wanted]
         for key in order:
             with self._lock:
                 if key in self._held.evicted:

@@ -23,7 +23,7 @@ Each function takes a snapshot of the node and answers what to do; the agent car
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from policies.oversubscription.admission import NodeUsage, admit_launch
@@ -139,6 +139,25 @@ def evictions(running: Iterable[RunningSpeculative]) -> tuple[str, ...]:
     first-class cores first, then the least progressed (the latest started) first."""
     ordered = sorted(running, key=lambda t: (not t.on_first_class, -t.started_at, t.key))
     return tuple(task.key for task in ordered)
+
+
+def memory_evictions(
+    running: Iterable[RunningSpeculative],
+    memory_mb: Mapping[str, int],
+    live_total_mb: int,
+    capacity_mb: int,
+) -> tuple[str, ...]:
+    """The speculative tasks to evict, in :func:`evictions` order, so that the live tasks'
+    memory limits (``live_total_mb``, speculative ones' included, each in ``memory_mb``) fit
+    the node: a regular task reclaims what speculative ones borrowed."""
+    victims: list[str] = []
+    total = live_total_mb
+    for key in evictions(running):
+        if total <= capacity_mb:
+            break
+        victims.append(key)
+        total -= memory_mb[key]
+    return tuple(victims)
 
 
 def _fractions(

@@ -13,6 +13,7 @@ from policies.oversubscription.node_queue import (
     core_classes,
     evictions,
     launches,
+    memory_evictions,
     speculative_cpuset,
 )
 from policies.scheduling.resources import Resources
@@ -105,3 +106,18 @@ def test_evictions_take_first_class_then_least_progressed_first() -> None:
         RunningSpeculative("new-first", started_at=4.0, on_first_class=True),
     ]
     assert evictions(running) == ("new-first", "old-first", "new-second", "old-second")
+
+
+@pytest.mark.parametrize(
+    ("live_total_mb", "evicted"),
+    [
+        (900, ()),  # fits: nothing goes
+        (1100, ("new",)),  # the least progressed goes first, until it fits
+        (1500, ("new", "old")),
+    ],
+)
+def test_memory_evictions_free_what_regular_tasks_reclaim(
+    live_total_mb: int, evicted: tuple[str, ...]
+) -> None:
+    running = [RunningSpeculative("old", 1.0, False), RunningSpeculative("new", 5.0, False)]
+    assert memory_evictions(running, {"old": 300, "new": 200}, live_total_mb, 1000) == evicted
