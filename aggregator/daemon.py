@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import threading
 import time
 from pathlib import Path
@@ -31,7 +32,11 @@ from plumbing.rpc import start_server
 from plumbing.tls import Role
 from policies.oversubscription.candidate_sync import MachineList
 from policies.oversubscription.candidates import compute_candidates
-from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
+from policies.oversubscription.config import (
+    LOAD_METRICS,
+    OversubscriptionConfig,
+    OversubscriptionMode,
+)
 from policies.oversubscription.least_loaded import least_loaded_candidates
 from policies.oversubscription.rounds import Ranking, Round
 from sluice_pb import aggregator_pb2 as apb
@@ -79,11 +84,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--candidate-limit", type=int, default=100, help="L_max of ROSE Alg. 4")
     parser.add_argument(
+        "--load-threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=FRACTION",
+        help="the load filter's bound for one metric, a fraction of the machine's capacity, or "
+        f"'off' (ROSE Alg. 4 B3; repeatable; metrics: {', '.join(LOAD_METRICS)}; "
+        "defaults: disk_usage 0.6, the others 0.9)",
+    )
+    parser.add_argument(
         "--replay",
         type=float,
         default=60.0,
         help="without InfluxDB, seconds of Kafka history replayed at start-up",
     )
+
+
+def load_thresholds_of(
+    overrides: list[str], defaults: tuple[float, ...] = OversubscriptionConfig().load_thresholds
+) -> tuple[float, ...]:
+    """The load filter's thresholds, in LOAD_METRICS order, with ``METRIC=FRACTION`` overrides.
+
+    ``off`` (or ``inf``) disables a metric's bound; a bad entry is a ValueError naming the flag.
+    """
+    thresholds = dict(zip(LOAD_METRICS, defaults, strict=True))
+    for entry in overrides:
+        name, sep, text = entry.partition("=")
+        if not sep or name not in thresholds:
+            raise ValueError(
+                f"--load-threshold: expected METRIC=FRACTION with METRIC one of "
+                f"{', '.join(LOAD_METRICS)}, got {entry!r}"
+            )
+        if text.strip().lower() in ("off", "inf"):
+            thresholds[name] = math.inf
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(
+                f"--load-threshold: {name} must be a positive fraction or 'off', got {text!r}"
+            )
+        thresholds[name] = value
+    return tuple(thresholds[name] for name in LOAD_METRICS)
 
 
 def _settings(args: argparse.Namespace) -> tuple[Settings, data_plane.DataPlane]:
@@ -101,7 +145,9 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, data_plane.DataPlane]
         if args.forget_after <= args.stale_after:
             raise ValueError("--forget-after: must be longer than --stale-after")
         config = OversubscriptionConfig(
-            mode=OversubscriptionMode(args.mode), candidate_limit=args.candidate_limit
+            mode=OversubscriptionMode(args.mode),
+            candidate_limit=args.candidate_limit,
+            load_thresholds=load_thresholds_of(args.load_threshold),
         )
     except ValueError as error:
         raise UserError(str(error)) from None

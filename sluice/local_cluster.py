@@ -64,6 +64,7 @@ class LocalClusterSpec:
     preemption_interval: float | None = None  # None: the RM's default
     oversubscription: str = "up"  # ROSE's UP/RP switch: the RM's (agents') and the aggregator's
     agent_args: tuple[str, ...] = ()  # more flags for every agent (its speculative queue...)
+    aggregator_args: tuple[str, ...] = ()  # more flags for the aggregator (its load filter...)
 
 
 def cluster_id_for(directory: Path) -> str:
@@ -368,7 +369,7 @@ def _start_data_plane(
         argv += ["--influx-url", spec.influx_url]
     if spec.aggregator_ranking is not None:
         argv += ["--ranking", spec.aggregator_ranking]
-    argv += ["--mode", spec.oversubscription]
+    argv += ["--mode", spec.oversubscription, *spec.aggregator_args]
     log_path = logs / "aggregator.log"
     process = _spawn(argv, log_path)
     services.append({"name": "aggregator", "pid": process.pid, "argv": argv})
