@@ -146,9 +146,16 @@ class NodeAgent:
         self._sweep_master_tls()
         # The services it runs, watched (ROSE Sec. 6.2); its probe thread starts with the first.
         self.services = ServiceMonitor(
-            self.pressure_dir, self.service_host, config.oversubscription
+            self.pressure_dir,
+            self.service_host,
+            config.oversubscription,
+            state_dir=config.state_dir,
         )
         self._probing = False
+        live = [k for k, o in self._observed.items() if o.state is not RunState.EXITED]
+        if self.services.restore(live):
+            self._probing = True
+            self.services.start()
         # Speculative tasks job masters put here (ROSE Sec. 3.2, 6): queued, admitted, throttled.
         self.speculative = SpeculativeQueue(self, config.oversubscription, config.state_dir)
 

@@ -11,11 +11,19 @@
   one probe at a time, so a slow service never holds up the agent's monitor pass.
 
 What it knows is read by :meth:`ServiceMonitor.health`, for the agent's task statuses.
+
+**Kept across restarts** (``services.json`` in the agent's state directory, every
+:data:`SAVE_EVERY_S` and at shutdown): each service's spec, its indicators' normal samples and
+its probe results.  A restarted agent picks up the watch of every service task still running
+(:meth:`ServiceMonitor.restore`) and judges at once, instead of learning a new baseline for
+:data:`node_agent.service_watch.MIN_SAMPLES` seconds, during which interference would go
+unseen, or worse, be learnt as normal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -24,15 +32,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node_agent.metrics.pressure import PressureStall, read_cgroup_pressure, read_pressure
+from node_agent.runtime.task_state import atomic_write
 from node_agent.service_probe import probe_once
 from node_agent.service_watch import ServiceWatch
 from policies.oversubscription.anomaly import AnomalyVerdict, IndicatorSample
 from policies.oversubscription.config import OversubscriptionConfig
-from policies.scheduling.service_spec import ServiceSpec
+from policies.scheduling.service_spec import ServiceSpec, parse_service, service_to_document
 
 log = logging.getLogger(__name__)
 
 SAMPLE_INTERVAL_S = 1.0
+SAVE_EVERY_S = 10.0
+"""How often the watches are written to the state file: a crash loses at most this much."""
+STATE_FILE = "services.json"
 MACHINE_PRESSURE = Path("/proc/pressure")
 
 
@@ -69,6 +81,7 @@ class ServiceMonitor:
         host: Callable[[str], str | None],
         config: OversubscriptionConfig,
         machine_pressure: Path = MACHINE_PRESSURE,
+        state_dir: Path | None = None,
     ) -> None:
         self._pressure_dir = pressure_dir
         self._host = host
@@ -79,13 +92,36 @@ class ServiceMonitor:
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._file = state_dir / STATE_FILE if state_dir is not None else None
+        self._saved = _load(self._file)
+        self._saved_at: float | None = None
+        self._save_lock = threading.Lock()
 
     # ------------------------------------------------------------------ the agent's calls
 
     def add(self, key: str, service: ServiceSpec) -> None:
         with self._lock:
             self._watched.setdefault(key, _Watched(service, ServiceWatch(key)))
+            self._saved_at = None  # a new service: saved at the next pass
         self._wake.set()
+
+    def restore(self, live: Iterable[str]) -> list[str]:
+        """Take up the watches an earlier agent kept for the tasks in ``live`` (at start-up);
+        the keys taken up.  The others are dropped: their tasks ended meanwhile."""
+        restored = []
+        with self._lock:
+            for key in live:
+                saved = self._saved.pop(key, None)
+                if saved is None or key in self._watched:
+                    continue
+                service, watch = saved
+                self._watched[key] = _Watched(service, watch)
+                restored.append(key)
+            self._saved.clear()
+        if restored:
+            log.info("service watch kept from before the restart: %s", ", ".join(restored))
+            self._wake.set()
+        return restored
 
     def keep_only(self, live: Iterable[str]) -> None:
         """Forget the services that no longer run."""
@@ -93,6 +129,7 @@ class ServiceMonitor:
         with self._lock:
             for key in [k for k in self._watched if k not in keep]:
                 del self._watched[key]
+                self._saved_at = None
 
     def sample(self, now: float) -> None:
         """One round of indicator samples for every service due one (the monitor pass)."""
@@ -122,6 +159,28 @@ class ServiceMonitor:
                     verdict.value,
                     verdict.bound,
                 )
+        if self._saved_at is None or now - self._saved_at >= SAVE_EVERY_S:
+            self.save()
+            self._saved_at = now
+
+    def save(self) -> None:
+        """Write every watch to the state file (the monitor pass, shutdown)."""
+        if self._file is None:
+            return
+        with self._lock:
+            record = {
+                key: {
+                    "service": service_to_document(w.service),
+                    "watch": w.watch.to_record(),
+                }
+                for key, w in self._watched.items()
+            }
+        with self._save_lock:
+            try:
+                self._file.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(self._file, json.dumps(record, sort_keys=True))
+            except OSError as error:
+                log.warning("service watch not saved to %s: %s", self._file, error)
 
     def keys(self) -> frozenset[str]:
         """The task keys of the services watched."""
@@ -165,6 +224,7 @@ class ServiceMonitor:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self.save()
 
     def _probe_loop(self) -> None:
         loop = asyncio.new_event_loop()
@@ -216,3 +276,24 @@ class ServiceMonitor:
         if "cpu" not in readings and directory is not None:
             readings = read_pressure(self._machine_pressure)  # the group keeps none: the machine
         return readings.get("cpu")
+
+
+def _load(path: Path | None) -> dict[str, tuple[ServiceSpec, ServiceWatch]]:
+    """The watches an earlier agent kept; an unreadable file or entry is logged and skipped."""
+    if path is None or not path.exists():
+        return {}
+    try:
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as error:
+        log.warning("service watch in %s unreadable (%s): starting it afresh", path, error)
+        return {}
+    kept: dict[str, tuple[ServiceSpec, ServiceWatch]] = {}
+    for key, entry in record.items():
+        try:
+            service = parse_service(entry["service"], "service")
+            kept[str(key)] = (service, ServiceWatch.from_record(str(key), entry["watch"]))
+        except (KeyError, TypeError, ValueError) as error:
+            log.warning("service watch of %s in %s unreadable (%s): dropped", key, path, error)
+    return kept

@@ -29,6 +29,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -89,19 +90,25 @@ class IndicatorHistory:
         if len(self.samples) >= MIN_SAMPLES and (
             self.baseline is None or self._since_fit >= REFIT_EVERY
         ):
-            self._since_fit = 0
-            samples = np.fromiter(self.samples, dtype=np.float64)
-            floor = STD_FLOORS.get(self.name, 0.0)
-            try:
-                fitted = self.fit(samples)
-            except ValueError:  # all equal (an idle service)
-                if not floor:
-                    return  # nothing to fit yet: the old baseline stands
-                value = float(samples[0])
-                fitted = Baseline(Distribution.GAMMA, math.nan, math.nan, value, 0.0, value)
-            if fitted.std < floor:
-                fitted = replace(fitted, std=floor, upper_bound=fitted.mean + SIGMAS * floor)
-            self.baseline = fitted
+            self.refit()
+
+    def refit(self) -> None:
+        """Fit the baseline on the samples kept (once there are enough)."""
+        if len(self.samples) < MIN_SAMPLES:
+            return
+        self._since_fit = 0
+        samples = np.fromiter(self.samples, dtype=np.float64)
+        floor = STD_FLOORS.get(self.name, 0.0)
+        try:
+            fitted = self.fit(samples)
+        except ValueError:  # all equal (an idle service)
+            if not floor:
+                return  # nothing to fit yet: the old baseline stands
+            value = float(samples[0])
+            fitted = Baseline(Distribution.GAMMA, math.nan, math.nan, value, 0.0, value)
+        if fitted.std < floor:
+            fitted = replace(fitted, std=floor, upper_bound=fitted.mean + SIGMAS * floor)
+        self.baseline = fitted
 
 
 @dataclass
@@ -143,6 +150,34 @@ class ServiceWatch:
             if sample is None or not sample.baseline.is_outlier(value):
                 history.learn(value)
         return self.verdict
+
+    def to_record(self) -> dict[str, Any]:
+        """What a restarted agent needs to go on judging at once (:meth:`from_record`): the
+        histories' normal samples (their baselines are refitted from them) and the probes'."""
+        return {
+            "histories": {name: list(h.samples) for name, h in self.histories.items()},
+            "latencies": list(self.latencies),
+            "probe_failures": self.probe_failures,
+            "last_problem": self.last_problem,
+        }
+
+    @classmethod
+    def from_record(cls, task_key: str, record: Mapping[str, Any]) -> ServiceWatch:
+        """The watch :meth:`to_record` kept; indicators this agent does not know are left out.
+        Raises ValueError (KeyError, TypeError) on a malformed record."""
+        watch = cls(task_key)
+        for name, samples in dict(record.get("histories", {})).items():
+            fit = FITS.get(name)
+            if fit is None:
+                continue
+            history = IndicatorHistory(name, fit)
+            history.samples.extend(float(v) for v in samples if math.isfinite(float(v)))
+            history.refit()
+            watch.histories[name] = history
+        watch.latencies.extend(float(v) for v in record.get("latencies", []))
+        watch.probe_failures = int(record.get("probe_failures", 0))
+        watch.last_problem = str(record.get("last_problem", ""))
+        return watch
 
     def record_probe(self, result: ProbeResult) -> None:
         if result.latency_s is None:

@@ -230,3 +230,22 @@ def test_a_restarted_agent_keeps_its_queue_and_its_running_tasks_once(node: Node
     node.agent.monitor_once(time.time())
     wait_until(lambda: node.states()["map-1"] is TaskState.RUNNING)
     assert sum(1 for o in node.agent.observations() if o.task_id == "map-1") == 1
+
+
+def test_a_restarted_agent_keeps_watching_its_running_services(node: Node) -> None:
+    node.agent.start_task(
+        "svc", "web-0", 1, "alloc-1", SLEEP, Resources(1.0, 64), None, service=ServiceSpec(True)
+    )
+    node.agent.start_task("svc", "web-1", 1, "alloc-2", SLEEP, Resources(0.25, 64), None)
+    node.agent.monitor_once(time.time())
+    assert node.agent.services.keys() == {"svc.web-0.1"}
+    node.agent.close_services()  # the agent stops; its tasks go on
+    node.agent = node.start(config())
+    assert node.agent.services.keys() == {"svc.web-0.1"}  # the service only, at start-up
+    node.agent.stop("svc.web-0.1", 0.2)
+
+    def forgotten() -> bool:
+        node.agent.monitor_once(time.time())
+        return node.agent.services.keys() == frozenset()
+
+    wait_until(forgotten)
