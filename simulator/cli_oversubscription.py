@@ -1,7 +1,7 @@
 """``sluice sim oversubscription``: the ROSE-shaped experiment (docs/oversubscription.md).
 
 sluice sim oversubscription WORKLOAD [--nodes N] [--scale K] [--study placement|colocation]
-    [--placement P ...] [--out DIR]
+    [--placement P ...] [--interference weighted|shared] [--max-speculative N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from policies.oversubscription.config import OversubscriptionConfig
 from simulator.engine import SimSettings
-from simulator.oversubscription import PLACEMENTS, OversubscriptionSettings
+from simulator.oversubscription import INTERFERENCE, PLACEMENTS, OversubscriptionSettings
 from simulator.rose_study import (
     format_rows,
     plot_colocation,
@@ -61,7 +61,12 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
         config = OversubscriptionConfig(candidate_limit=candidates)
     except ValueError as error:
         raise UserError(f"--candidates: {error}") from None
-    base = OversubscriptionSettings(service_fraction=args.service_fraction, config=config)
+    base = OversubscriptionSettings(
+        service_fraction=args.service_fraction,
+        interference=args.interference,
+        max_speculative=args.max_speculative,
+        config=config,
+    )
     try:
         settings.check()
         base.check()
@@ -131,6 +136,18 @@ def add_parser(actions: Any) -> None:
         "--candidates",
         type=int,
         help="machines on the aggregator's list, L_max (default: a quarter of the nodes)",
+    )
+    p.add_argument(
+        "--interference",
+        choices=list(INTERFERENCE),
+        default="weighted",
+        help="weighted: speculative tasks have a tenth of the CPU weight (the agent's); shared: "
+        "every task on an oversubscribed node slows alike",
+    )
+    p.add_argument(
+        "--max-speculative",
+        type=int,
+        help="live speculative tasks per job master at most (Alg. 5's 'several'; default: none)",
     )
     p.add_argument("--out", type=Path, help="default: sim-results/oversubscription-NODES")
     p.set_defaults(handler=cmd_oversubscription)

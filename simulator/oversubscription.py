@@ -17,8 +17,12 @@ evictions.  What is modelled around them:
   machines).  ``hot_fraction`` of the nodes carry load the scheduler does not place (other
   tenants, daemons, unmanaged jobs): ``hot_load`` of their cores, drawn uniformly in its range
   per node; the rest carry none.  The RM does not see it; the nodes' metrics do.
-* **Interference** (the issue's model).  A node's CPU demand is what its tasks use; when it
-  exceeds the node's capacity every task there runs at capacity over demand.
+* **Interference.**  A node's CPU demand is what its tasks use.  ``weighted`` (the default,
+  what the agent does): a speculative task's CPU weight is a tenth of a regular task's, so
+  regular work runs at full speed while it fits in the node and speculative tasks share what
+  it leaves (never less than their weight's share); past the node's capacity regular work runs
+  at capacity over its demand.  ``shared`` (the issue's model): once demand exceeds capacity,
+  every task there runs at capacity over demand.
 * **Services.**  ``service_fraction`` of the nodes run a latency-sensitive service that holds
   ``service_cpu`` (not offered to the RM) and uses ``service_usage`` of it.  Its latency, in
   units of its own service time, is the M/M/1 response ``1 / (1 - rho)`` at its node's CPU
@@ -72,6 +76,9 @@ from simulator.engine import SimSettings, Simulation, _Master, _Node, _Task
 from simulator.workload import SimJob
 
 PLACEMENTS = ("none", "random", "least-loaded", "shortest-queue", "rose")
+INTERFERENCE = ("weighted", "shared")
+SPECULATIVE_WEIGHT = 0.1
+"""A speculative task's CPU weight relative to a regular task's (cpu.shares 102 of 1024)."""
 PSI_BOUND = 3.0
 """A quiet service's CPU-pressure bound: the detector's floor, 3 x 1 point."""
 
@@ -93,6 +100,8 @@ class OversubscriptionSettings:
     service_fraction: float = 0.0
     service_cpu: float = 1.0
     service_usage: float = 0.5
+    interference: str = "weighted"
+    max_speculative: int | None = None  # per job master, Alg. 5's "several"; None: no bound
     config: OversubscriptionConfig = field(default_factory=OversubscriptionConfig)
 
     def check(self) -> None:
@@ -102,6 +111,10 @@ class OversubscriptionSettings:
             raise ValueError("usage_low, usage_high: must be 0 < low <= high <= 1")
         if not self.aggregator_period > 0 or self.window < 1:
             raise ValueError("aggregator_period, window: must be positive")
+        if self.max_speculative is not None and self.max_speculative < 1:
+            raise ValueError("max_speculative: must be at least 1 (or None: no bound)")
+        if self.interference not in INTERFERENCE:
+            raise ValueError(f"interference: must be one of {', '.join(INTERFERENCE)}")
         if not 0 <= self.service_fraction <= 1:
             raise ValueError("service_fraction: must be in [0, 1]")
         if not 0 <= self.hot_fraction <= 1 or not 0 <= self.hot_load[0] <= self.hot_load[1]:
@@ -145,10 +158,28 @@ class _NodeState:
         return self.regular_usage + sum(s.usage for s in self.running.values())
 
     @property
-    def factor(self) -> float:
-        """How fast its tasks run: 1, or capacity over demand when it is oversubscribed."""
-        demand = self.demand
-        return 1.0 if demand <= self.capacity else self.capacity / demand
+    def speculative_usage(self) -> float:
+        return sum(s.usage for s in self.running.values())
+
+    def factors(self, interference: str) -> tuple[float, float]:
+        """How fast its regular and its speculative tasks run (1: at full speed).
+
+        ``shared`` (the issue's model): every task runs at capacity over demand once the node
+        is oversubscribed.  ``weighted`` (what the agent does: a speculative task's CPU weight
+        is a tenth of a regular one's): regular work (tasks, the service, unplaced load) runs
+        at full speed while it fits, and speculative tasks share what it leaves, near-strict
+        priority with a floor of a tenth-weight share.
+        """
+        regular, speculative = self.regular_usage, self.speculative_usage
+        if regular + speculative <= self.capacity or speculative <= 0:
+            return min(1.0, self.capacity / max(regular, 1e-9)), 1.0
+        if interference == "shared":
+            factor = self.capacity / (regular + speculative)
+            return factor, factor
+        regular_factor = min(1.0, self.capacity / max(regular, 1e-9))
+        leftover = max(0.0, self.capacity - regular)
+        floor = SPECULATIVE_WEIGHT * self.capacity / (regular + SPECULATIVE_WEIGHT * speculative)
+        return regular_factor, min(1.0, max(leftover / speculative, floor))
 
 
 @dataclass
@@ -177,7 +208,9 @@ class OversubscribedSimulation(Simulation):
         self.rose = oversubscription
         self.config = replace(oversubscription.config, mode=oversubscription.mode)
         block = SpeculativeSpec(
-            after_s=oversubscription.after_s, queue_timeout_s=oversubscription.queue_timeout_s
+            after_s=oversubscription.after_s,
+            queue_timeout_s=oversubscription.queue_timeout_s,
+            max_tasks=oversubscription.max_speculative,
         )
         if oversubscription.placement != "none":
             jobs = [replace(j, spec=replace(j.spec, speculative=block)) for j in jobs]
@@ -248,14 +281,15 @@ class OversubscribedSimulation(Simulation):
             if state.throttled and state.running:
                 self._evict(node, state, [s.key for s in state.running.values()])
                 state.throttled = self._stalled(state) > PSI_BOUND
-        factor = state.factor
+        factor, speculative_factor = state.factors(self.rose.interference)
         for task in node.tasks.values():
             if task.state is TaskState.RUNNING and not task.job_master:
                 wanted = self._full_rate(task) * factor
                 if abs(task.rate - wanted) > 1e-12:
                     self.set_rate(task.allocation_id, wanted)
         for speculative in state.running.values():
-            self._set_speculative_rate(node, speculative, factor)
+            if abs(speculative.rate - speculative_factor) > 1e-12:
+                self._set_speculative_rate(node, speculative, speculative_factor)
         if state.queue and not state.throttled:
             self._admit(node, state)
 
@@ -318,6 +352,7 @@ class OversubscribedSimulation(Simulation):
             speculative = state.queue.pop(key)
             speculative.running = True
             speculative.started_at = speculative.progress_at = self.now
+            speculative.rate = -1.0  # no rate yet: the node's pass below gives it one
             state.running[key] = speculative
             self.counts.launched += 1
             speculative.master.plan.on_speculative_status(

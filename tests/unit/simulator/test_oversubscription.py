@@ -96,3 +96,41 @@ def test_the_command_writes_tables_and_plots(
     for name in ("placement-4.md", "placement-4.png", "colocation-4.md", "colocation-4.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     assert "VS RANDOM" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("interference", "regular", "speculative", "expected"),
+    [
+        # Everything fits: full speed.
+        ("weighted", 4.0, 3.0, (1.0, 1.0)),
+        ("shared", 4.0, 3.0, (1.0, 1.0)),
+        # Oversubscribed, regular work fits: it keeps full speed, speculative work shares
+        # the 2 cores it leaves.
+        ("weighted", 6.0, 4.0, (1.0, 0.5)),
+        ("shared", 6.0, 4.0, (0.8, 0.8)),
+        # Regular work alone exceeds the node: speculative tasks keep their weight's share.
+        ("weighted", 10.0, 2.0, (0.8, 0.1 * 8.0 / (10.0 + 0.1 * 2.0))),
+        ("shared", 10.0, 2.0, (8.0 / 12.0, 8.0 / 12.0)),
+        # No speculative task: regular work past capacity slows alike in both.
+        ("weighted", 10.0, 0.0, (0.8, 1.0)),
+    ],
+)
+def test_interference_models(
+    interference: str, regular: float, speculative: float, expected: tuple[float, float]
+) -> None:
+    from simulator.oversubscription import _NodeState, _Speculative
+
+    state = _NodeState(0, 8.0, regular_usage=regular)
+    if speculative:
+        state.running["x"] = _Speculative(None, "t-0", 0, None, speculative, 1.0, 0.0)  # type: ignore[arg-type]
+    assert state.factors(interference) == pytest.approx(expected)
+
+
+def test_a_bounded_job_master_places_fewer_speculative_tasks() -> None:
+    free = run(placement="random")
+    bounded = run(placement="random", max_speculative=1)
+    assert 0 < bounded.counts.placed < free.counts.placed
+    with pytest.raises(ValueError, match="max_speculative"):
+        replace(BASE, max_speculative=0).check()
+    with pytest.raises(ValueError, match="interference"):
+        replace(BASE, interference="magic").check()
