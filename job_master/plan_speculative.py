@@ -170,7 +170,7 @@ class SpeculativeAttempts:
         starving = book.starving(self.now)
         if not starving:
             return placed
-        usable = iter(book.usable(candidates, self.now))
+        usable = iter(book.usable(candidates, self.now, rng))
         room = book.room()
         for phase in starving:
             for task_id in list(book.bare[phase]):

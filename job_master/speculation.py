@@ -3,8 +3,9 @@
 A job whose spec has a ``speculative`` block does not only wait for the RM: when a phase's
 asks have gone unfulfilled for ``after_s``, its job master puts ready tasks straight into the
 queues of node agents chosen from its candidate replica (Alg. 5 lines 1-3), one task per
-candidate per round, in the replica's order (best first) and round-robin across rounds
-(Sec. 3.3: "in a random or round-robin way").  A node that refuses (its queue is full) is left
+candidate per round, round-robin across rounds from a random first place on the replica
+(Sec. 3.3: "in a random or round-robin way"; every job master starting at the head of the same
+list would herd them all onto its first machines).  A node that refuses (its queue is full) is left
 out for :data:`REFUSAL_BACKOFF_S`.  A task waiting in a node's queue longer than
 ``queue_timeout_s`` is moved to another candidate (Sec. 6.3,
 :func:`policies.oversubscription.task_upgrade.reschedule_timed_out`).
@@ -33,6 +34,8 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.scheduling.speculative_spec import SpeculativeSpec
@@ -84,7 +87,7 @@ class SpeculationBook:
     durations: dict[str, _Durations] = field(default_factory=dict)
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
     live: int = 0  # live speculative attempts
-    _cursor: int = 0
+    _cursor: int | None = None  # None: not drawn yet
 
     @functools.cached_property
     def config(self) -> OversubscriptionConfig:
@@ -151,11 +154,17 @@ class SpeculationBook:
         limit = self.spec.max_tasks
         return sys.maxsize if limit is None else max(0, limit - self.live)
 
-    def usable(self, candidates: Sequence[Candidate], now: float) -> list[Candidate]:
+    def usable(
+        self, candidates: Sequence[Candidate], now: float, rng: np.random.Generator
+    ) -> list[Candidate]:
         """The candidates to use this round, round-robin from where the last round stopped,
-        without the nodes backing off after a refusal."""
+        without the nodes backing off after a refusal.  The first round starts at a random
+        place on the list: every job master holds the same list, and starting all of them at
+        its head would herd their tasks onto its first few machines."""
         if not candidates:
             return []
+        if self._cursor is None:
+            self._cursor = int(rng.integers(len(candidates)))
         start = self._cursor % len(candidates)
         rotated = [*candidates[start:], *candidates[:start]]
         self._cursor = start + 1

@@ -16,6 +16,7 @@ from tests.builders import job_doc, job_spec, phase_doc, res
 
 _ids = itertools.count(1)
 NODES = [Candidate(f"n{i}", f"n{i}:7000") for i in range(1, 4)]
+ROTATIONS = [["n1", "n2", "n3"], ["n2", "n3", "n1"], ["n3", "n1", "n2"]]
 
 
 def plan_of(tasks: int = 3, **speculative: object) -> JobPlan:
@@ -58,11 +59,8 @@ def test_nothing_is_speculative_until_the_asks_have_starved_for_after_s() -> Non
     plan = plan_of()
     assert decide(plan, 1.9).speculative == ()
     placed = decide(plan, 2.0).speculative
-    assert [(p.task_id, p.node_id, p.attempt) for p in placed] == [
-        ("map-0", "n1", 1),
-        ("map-1", "n2", 1),
-        ("map-2", "n3", 1),
-    ]
+    assert [(p.task_id, p.attempt) for p in placed] == [("map-0", 1), ("map-1", 1), ("map-2", 1)]
+    assert [p.node_id for p in placed] in ROTATIONS  # one per candidate, in the list's order
     assert plan.tasks["map-0"].step is Step.READY  # still asked for
     assert decide(plan, 3.0).asks[0].count == 3
 
@@ -71,8 +69,21 @@ def test_one_task_per_candidate_per_round_round_robin() -> None:
     plan = plan_of(tasks=5)
     first = decide(plan, 2.0, NODES[:2]).speculative
     second = decide(plan, 2.1, NODES[:2]).speculative
-    assert [p.node_id for p in first] == ["n1", "n2"]
-    assert [p.node_id for p in second] == ["n2", "n1"]  # the round-robin moved on
+    assert sorted(p.node_id for p in first) == ["n1", "n2"]
+    # the round-robin moved on by one
+    assert [p.node_id for p in second] == [p.node_id for p in reversed(first)]
+
+
+def test_job_masters_start_at_random_places_on_the_same_list() -> None:
+    """Every job master holds the same list: starting all at its head would herd them."""
+    many = [Candidate(f"m{i}", f"m{i}:7000") for i in range(50)]
+    firsts = set()
+    for seed in range(20):
+        plan = plan_of(tasks=1)
+        plan.advance(2.0)
+        (placed,) = plan.decide(many, np.random.default_rng(seed)).speculative
+        firsts.add(placed.node_id)
+    assert len(firsts) > 10
 
 
 def test_a_grant_resets_the_starvation_clock() -> None:
@@ -103,10 +114,12 @@ def test_a_refusing_node_backs_off_and_the_task_goes_elsewhere() -> None:
 def test_a_queued_attempt_is_cancelled_when_a_container_comes() -> None:
     """Alg. 5 lines 7-9."""
     plan = plan_of(tasks=1)
-    speculating(plan)
+    nodes = speculating(plan)
     plan.on_granted(container("n5"))
     decisions = decide(plan, 3.0)
-    assert [(s.task_id, s.node_address) for s in decisions.stops] == [("map-0", "n1:7000")]
+    assert [(s.task_id, s.node_address) for s in decisions.stops] == [
+        ("map-0", f"{nodes['map-0']}:7000")
+    ]
     assert [(x.task_id, x.kind) for x in decisions.launches] == [("map-0", AttemptKind.REGULAR)]
     assert plan.tasks["map-0"].speculative is None
 
@@ -120,7 +133,11 @@ def test_a_running_attempt_on_the_granted_node_is_upgraded_in_place() -> None:
     decisions = decide(plan, 3.0)
     assert decisions.launches == () and decisions.stops == ()
     (upgrade,) = decisions.upgrades
-    assert (upgrade.task_id, upgrade.attempt, upgrade.container.node_id) == ("map-1", 1, "n2")
+    assert (upgrade.task_id, upgrade.attempt, upgrade.container.node_id) == (
+        "map-1",
+        1,
+        nodes["map-1"],
+    )
     assert step_of(plan, "map-1") is Step.LAUNCHING
     assert plan.tasks["map-1"].attempts[1].kind is AttemptKind.REGULAR
     plan.on_task_event("map-1", 1, TaskState.RUNNING, 0, "")  # the RM's record of it
