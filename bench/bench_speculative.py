@@ -40,6 +40,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from live_cluster import nodes, phase, two_nodes
+
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.oversubscription.node_queue import NodeLoad, QueuedTask, launches
 from policies.scheduling.resources import Resources
@@ -123,8 +125,6 @@ def bench_agent(runtime_name: str, runs: int) -> None:
 def bench_live(tasks: int) -> None:
     from job_master.master import JobMaster
     from job_master.plan import JobPlan, Launch, SpeculativeLaunch
-    from sluice import local_cluster
-    from sluice.client import RMClient, cluster_client_tls
 
     speculative: list[float] = []
     regular: list[float] = []
@@ -148,29 +148,18 @@ def bench_live(tasks: int) -> None:
             if decided is not None:
                 speculative.append(time.monotonic() - decided)
 
-    directory = Path(tempfile.mkdtemp(prefix="bench-speculative-live-"))
-    info = local_cluster.up(
-        local_cluster.LocalClusterSpec(
-            directory=directory,
-            nodes=2,
-            cpus_per_node=2.0,
-            memory_mb_per_node=2048,
-            aggregator_period=1.0,
-            max_master_share=0.5,
-            insecure=True,  # the client-mode job master here needs no broker certificate
-            agent_args=(
-                "--admission-thresholds",
-                "1,1,1",
-                "--speculative-quota",
-                "1,1,1",
-                "--speculative-queue-length",
-                str(tasks),
-            ),
+    with two_nodes(
+        "bench-speculative-live-",
+        insecure=True,  # the client-mode job master here needs no broker certificate
+        agent_args=(
+            "--admission-thresholds",
+            "1,1,1",
+            "--speculative-quota",
+            "1,1,1",
+            "--speculative-queue-length",
+            str(tasks),
         ),
-        lambda _: None,
-    )
-    client = RMClient.connect(str(info["rm"]), cluster_client_tls(info))
-    try:
+    ) as (_, client):
 
         def run(document: dict[str, Any]) -> None:
             job = client.submit(yaml.safe_dump(document), client_mode=True)
@@ -178,20 +167,13 @@ def bench_live(tasks: int) -> None:
             master.regular_path = "speculative" not in document
             master.run()
 
-        def phase(count: int, script: str, cpu: float) -> dict[str, Any]:
-            return {
-                "name": "work",
-                "tasks": count,
-                "command": ["sh", "-c", script],
-                "resources": {"cpu": cpu, "memory_mb": 64},
-            }
-
         # Regular: one task at a time on an idle cluster (nothing waits for capacity).
         for _ in range(tasks):
-            run({"name": "regular", "phases": [phase(1, "true", 0.5)]})
-        # Speculative: a blocker holds the cluster, so every task goes speculative.
+            run({"name": "regular", "phases": [phase("work", 1, "true", 0.5)]})
+        # Speculative: a blocker holds the cluster, so every task (half a cpu: more than any
+        # node has left) goes speculative.
         blocker = client.submit(
-            yaml.safe_dump({"name": "blocker", "phases": [phase(7, "sleep 600", 0.5)]})
+            yaml.safe_dump({"name": "blocker", "phases": [phase("work", 7, "sleep 600", 0.5)]})
         )
         while any(n.capacity.cpu - n.allocated.cpu >= 0.5 for n in nodes(client)):
             time.sleep(0.2)  # a benchmark's wait: the blocker's tasks are being placed
@@ -200,22 +182,15 @@ def bench_live(tasks: int) -> None:
                 "name": "speculative",
                 "priority": 10,
                 "speculative": {"after_s": 0},
-                "phases": [phase(tasks, "sleep 1", 0.1)],
+                "phases": [phase("work", tasks, "sleep 1", 0.5)],
             }
         )
         client.jobs.KillJob(rm_pb.GetJobRequest(job_id=blocker.job_id), timeout=10)
-    finally:
-        client.close()
-        local_cluster.down(directory, lambda _: None)
     print(f"live: speculative decision -> running:  {percentiles(speculative)}")
     print(f"live: regular ready -> running (grant): {percentiles(regular)}")
     if speculative and regular:
         ratio = statistics.median(regular) / statistics.median(speculative)
         print(f"live: the regular path takes {ratio:.1f}x the speculative one (medians)")
-
-
-def nodes(client: Any) -> list[Any]:
-    return list(client.jobs.ListNodes(rm_pb.ListNodesRequest(), timeout=10).nodes)
 
 
 def main() -> None:
