@@ -3,7 +3,7 @@ enqueue-to-running on each runtime, and, on a live cluster, the job master's dec
 task running for a speculative task against a regular one through the RM's grant.
 
 Run: .venv/bin/python bench/bench_speculative.py [--decisions 20000] [--agent-runs 40]
-     [--docker-runs 10] [--live-tasks 12] [--skip-docker] [--skip-live]
+     [--docker-runs 10] [--live-tasks 8] [--skip-docker] [--skip-live]
 
 * **admission**: :func:`policies.oversubscription.node_queue.launches` over a queue of
   ``max_queue_length`` (20) tasks, the quota letting half of them start: what the agent's pass
@@ -11,7 +11,8 @@ Run: .venv/bin/python bench/bench_speculative.py [--decisions 20000] [--agent-ru
 * **agent**: a real :class:`node_agent.agent.NodeAgent` (process runtime on this machine's
   cgroups; then Docker): a task put in its queue, admitted and started by the pass the
   enqueue triggers, until the runtime runs it.  The agent's share of decision-to-running.
-* **live**: a local cluster (process runtime, two nodes); a client-mode job master here.
+* **live**: a local cluster (two nodes, process runtime, then Docker); a client-mode job
+  master here.
   Speculative: from the round that decided the placement to the agent's answer that the task
   runs (EnqueueSpeculative returns once its pass started it).  Regular: from the job master's
   registration (its tasks are ready, its first round asks for them) to StartTask's answer in
@@ -45,6 +46,7 @@ from live_cluster import nodes, phase, two_nodes
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.oversubscription.node_queue import NodeLoad, QueuedTask, launches
 from policies.scheduling.resources import Resources
+from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 
@@ -122,7 +124,7 @@ def bench_agent(runtime_name: str, runs: int) -> None:
     print(f"agent enqueue -> running ({runtime_name:7}):   {percentiles(samples)}")
 
 
-def bench_live(tasks: int) -> None:
+def bench_live(tasks: int, runtime: str) -> None:
     from job_master.master import JobMaster
     from job_master.plan import JobPlan, Launch, SpeculativeLaunch
 
@@ -149,7 +151,8 @@ def bench_live(tasks: int) -> None:
                 speculative.append(time.monotonic() - decided)
 
     with two_nodes(
-        "bench-speculative-live-",
+        f"bench-speculative-live-{runtime}-",
+        runtime=runtime,
         insecure=True,  # the client-mode job master here needs no broker certificate
         agent_args=(
             "--admission-thresholds",
@@ -177,6 +180,13 @@ def bench_live(tasks: int) -> None:
         )
         while any(n.capacity.cpu - n.allocated.cpu >= 0.5 for n in nodes(client)):
             time.sleep(0.2)  # a benchmark's wait: the blocker's tasks are being placed
+
+        def blocker_running() -> int:
+            job = client.jobs.GetJob(rm_pb.GetJobRequest(job_id=blocker.job_id), timeout=10)
+            return sum(1 for t in job.tasks if t.state == pb.TASK_RUNNING)
+
+        while blocker_running() < 7:  # their starts must not share the engine with the measure
+            time.sleep(0.2)
         run(
             {
                 "name": "speculative",
@@ -186,11 +196,13 @@ def bench_live(tasks: int) -> None:
             }
         )
         client.jobs.KillJob(rm_pb.GetJobRequest(job_id=blocker.job_id), timeout=10)
-    print(f"live: speculative decision -> running:  {percentiles(speculative)}")
-    print(f"live: regular ready -> running (grant): {percentiles(regular)}")
+    print(f"live ({runtime}): speculative decision -> running:  {percentiles(speculative)}")
+    print(f"live ({runtime}): regular ready -> running (grant): {percentiles(regular)}")
     if speculative and regular:
         ratio = statistics.median(regular) / statistics.median(speculative)
-        print(f"live: the regular path takes {ratio:.1f}x the speculative one (medians)")
+        print(
+            f"live ({runtime}): the regular path takes {ratio:.1f}x the speculative one (medians)"
+        )
 
 
 def main() -> None:
@@ -198,7 +210,9 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=20_000)
     parser.add_argument("--agent-runs", type=int, default=40)
     parser.add_argument("--docker-runs", type=int, default=10)
-    parser.add_argument("--live-tasks", type=int, default=12)
+    parser.add_argument(
+        "--live-tasks", type=int, default=8, help="per case (8: every speculative one runs at once)"
+    )
     parser.add_argument("--skip-docker", action="store_true")
     parser.add_argument("--skip-live", action="store_true")
     args = parser.parse_args()
@@ -208,7 +222,9 @@ def main() -> None:
     if not args.skip_docker:
         bench_agent("docker", args.docker_runs)
     if not args.skip_live:
-        bench_live(args.live_tasks)
+        bench_live(args.live_tasks, "process")
+        if not args.skip_docker:
+            bench_live(args.live_tasks, "docker")
 
 
 if __name__ == "__main__":

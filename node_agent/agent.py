@@ -653,6 +653,15 @@ class NodeAgent:
             self._prune(observed, now)
             self.speculative.run_pass(observed, now)
 
+    def speculative_pass(self, now: float) -> None:
+        """The speculative queue's pass over what the last monitor pass observed, and the tasks
+        started since: admission at once when a task is enqueued, without asking the runtime
+        about every task again (a Docker engine takes a call per container)."""
+        with self._monitor_lock:
+            with self._lock:
+                observed = dict(self._observed)
+            self.speculative.run_pass(observed, now)
+
     def _look_at_swap(self, observed: dict[str, RunObservation]) -> None:
         """Each live task's memory in swap, and whether it grew since the last look; whether
         the machine has swap at all (it may be turned on or off while the agent runs)."""

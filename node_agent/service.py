@@ -334,7 +334,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
         known = any(o.task_key == launch.key for o in self._agent.observations())
         accepted, reason, length = self._agent.speculative.enqueue(launch, known)
         if accepted:
-            self._agent.monitor_once(time.time())  # admission now, not at the next pass
+            self._agent.speculative_pass(time.time())  # admission now, not at the next pass
         answer = agent_pb.EnqueueSpeculativeResponse(
             accepted=accepted, reason=reason, queue_length=length
         )

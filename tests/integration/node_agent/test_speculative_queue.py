@@ -8,14 +8,14 @@ depends on how busy the host is; the quota and queue length are what block.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from node_agent.agent import AgentConfig, NodeAgent
-from node_agent.runtime.base import RunState
+from node_agent.runtime.base import RunObservation, RunState
 from node_agent.runtime.process_runtime import ProcessRuntime
 from node_agent.speculative import QueuedLaunch
 from policies.oversubscription.anomaly import AnomalyVerdict
@@ -249,3 +249,22 @@ def test_a_restarted_agent_keeps_watching_its_running_services(node: Node) -> No
         return node.agent.services.keys() == frozenset()
 
     wait_until(forgotten)
+
+
+def test_an_enqueued_task_starts_in_a_pass_that_does_not_observe_the_runtime_again(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node.agent.monitor_once(time.time())
+    asked: list[int] = []
+    real = node.agent.tasks.observe
+
+    def observe() -> Sequence[RunObservation]:
+        asked.append(1)
+        return real()
+
+    monkeypatch.setattr(node.agent.tasks, "observe", observe)
+    accepted, _, _ = node.agent.speculative.enqueue(queued("map-0"), known=False)
+    node.agent.speculative_pass(time.time())  # what EnqueueSpeculative runs
+    assert accepted and asked == []
+    running = [o for o in node.agent.observations() if o.state is RunState.RUNNING]
+    assert [(o.task_id, o.speculative) for o in running] == [("map-0", True)]
