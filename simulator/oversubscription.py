@@ -27,10 +27,15 @@ evictions.  What is modelled around them:
   ``service_cpu`` (not offered to the RM) and uses ``service_usage`` of it.  Its latency, in
   units of its own service time, is the M/M/1 response ``1 / (1 - rho)`` at its node's CPU
   utilisation rho (demand over capacity, at most 0.99), sampled every aggregator period.
-* **The throttle** (RP).  A service's CPU pressure is the share of runnable time stalled,
-  ``1 - capacity / demand``; the agent's detector judges it against a quiet history, whose
-  bound is its floor of 3 points (:mod:`node_agent.service_watch`): above it, the node evicts
-  its speculative tasks and blocks its queue until the pressure is gone.  UP never throttles.
+* **The throttle** (RP).  A service's CPU pressure (PSI ``some``) is the share of time work
+  waits for a core: the M/M/c waiting probability (Erlang C) of the node's cores under its
+  CPU demand, 100 % once demand reaches capacity.  The agent's detector learnt the service's
+  history with the regular work alone (anomalous samples are never learnt), so its bound is
+  that level plus the detector's floor of 3 points (:mod:`node_agent.service_watch`): above
+  it the node evicts its speculative tasks and blocks its queue until the agent's samples
+  show the pressure back under it (``THROTTLE_HOLD_S``, two of its 1 s samples).  UP never
+  throttles.  A service's machine carries no unplaced load (the ``hot_fraction`` machines
+  are others): its latency alone is what the batch work leaves it.
 * **The aggregator** ranks every ``aggregator_period`` seconds; job masters place speculative
   tasks on its latest list, of ``config.candidate_limit`` machines (L_max; the study takes a
   quarter of the cluster: a list much shorter than that makes every job master herd onto the
@@ -73,14 +78,19 @@ from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
 from policies.scheduling.speculative_spec import SpeculativeSpec
 from simulator.engine import SimSettings, Simulation, _Master, _Node, _Task
+from simulator.queueing import erlang_c
 from simulator.workload import SimJob
 
 PLACEMENTS = ("none", "random", "least-loaded", "shortest-queue", "rose")
 INTERFERENCE = ("weighted", "shared")
 SPECULATIVE_WEIGHT = 0.1
 """A speculative task's CPU weight relative to a regular task's (cpu.shares 102 of 1024)."""
-PSI_BOUND = 3.0
-"""A quiet service's CPU-pressure bound: the detector's floor, 3 x 1 point."""
+THROTTLE_HOLD_S = 2.0
+"""How long a throttled node's queue stays blocked after the anomaly: the agent samples its
+services' pressure every second, over the last second."""
+PSI_FLOOR = 3.0
+"""Points of CPU pressure over a service's history that make an anomaly: the detector's
+floor, 3 sigma of 1 point (a history's own spread is smaller in this model)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +162,7 @@ class _NodeState:
     queue: dict[str, _Speculative] = field(default_factory=dict)
     running: dict[str, _Speculative] = field(default_factory=dict)
     throttled: bool = False
+    throttled_until: float = -math.inf
 
     @property
     def demand(self) -> float:
@@ -160,6 +171,12 @@ class _NodeState:
     @property
     def speculative_usage(self) -> float:
         return sum(s.usage for s in self.running.values())
+
+    def pressure_over_history(self) -> float:
+        """How far the CPU pressure is above what the regular work alone gives, in points."""
+        return cpu_pressure(self.capacity, self.demand) - cpu_pressure(
+            self.capacity, self.regular_usage
+        )
 
     def factors(self, interference: str) -> tuple[float, float]:
         """How fast its regular and its speculative tasks run (1: at full speed).
@@ -228,7 +245,7 @@ class OversubscribedSimulation(Simulation):
             state = _NodeState(index, settings.node_cpu, service)
             if service:
                 state.regular_usage = oversubscription.service_cpu * oversubscription.service_usage
-            if draws.random() < oversubscription.hot_fraction:
+            if draws.random() < oversubscription.hot_fraction and not service:
                 state.regular_usage += settings.node_cpu * draws.uniform(*oversubscription.hot_load)
             self._state[name] = state
         self._usage: dict[str, float] = {}  # allocation -> cores its task uses
@@ -277,10 +294,15 @@ class OversubscribedSimulation(Simulation):
     def _changed(self, node: _Node, state: _NodeState) -> None:
         """What runs on the node changed: the throttle, its tasks' speed, its queue."""
         if self.config.is_responsiveness_prioritized and state.service:
-            state.throttled = self._stalled(state) > PSI_BOUND
-            if state.throttled and state.running:
+            anomalous = state.pressure_over_history() > PSI_FLOOR
+            if anomalous and state.running:
                 self._evict(node, state, [s.key for s in state.running.values()])
-                state.throttled = self._stalled(state) > PSI_BOUND
+            if anomalous:
+                # The agent's next samples still show the episode: its queue stays blocked
+                # until a sample is normal again, THROTTLE_HOLD_S later at the soonest.
+                state.throttled_until = self.now + THROTTLE_HOLD_S
+                self.at(state.throttled_until, lambda: self._changed(node, state))
+            state.throttled = self.now < state.throttled_until
         factor, speculative_factor = state.factors(self.rose.interference)
         for task in node.tasks.values():
             if task.state is TaskState.RUNNING and not task.job_master:
@@ -292,11 +314,6 @@ class OversubscribedSimulation(Simulation):
                 self._set_speculative_rate(node, speculative, speculative_factor)
         if state.queue and not state.throttled:
             self._admit(node, state)
-
-    @staticmethod
-    def _stalled(state: _NodeState) -> float:
-        """The service's CPU pressure: the share of runnable time stalled, in points."""
-        return 100.0 * max(0.0, 1.0 - state.capacity / max(state.demand, 1e-9))
 
     # ------------------------------------------------------------------ speculative tasks
 
@@ -509,6 +526,15 @@ class OversubscribedSimulation(Simulation):
             connected=np.ones(samples.shape[0], dtype=np.bool_),
             load_capacity=capacity,
         )
+
+
+def cpu_pressure(capacity: float, demand: float) -> float:
+    """PSI ``some`` of a node, in points: the M/M/c probability that work waits for one of its
+    ``capacity`` cores under ``demand`` cores of load (100 once demand reaches capacity)."""
+    cores = max(1, int(capacity))
+    if demand >= cores:
+        return 100.0
+    return 100.0 * erlang_c(cores, max(0.0, demand))
 
 
 def mean_utilisation(simulation: OversubscribedSimulation, until: float) -> float:

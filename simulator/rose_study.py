@@ -159,7 +159,7 @@ def format_rows(rows: Sequence[StudyRow], title: str, reference: str) -> str:
 
 def plot_placement(rows: Sequence[StudyRow], nodes: int, path: Path) -> None:
     """Makespan and CPU utilisation per placement policy."""
-    figure = Figure(figsize=(9, 3.8))
+    figure = Figure(figsize=(10, 4.4), layout="constrained")
     left, right = figure.subplots(1, 2)
     names = [r.name for r in rows]
     left.bar(names, [r.makespan for r in rows], color="#4477aa")
@@ -169,13 +169,13 @@ def plot_placement(rows: Sequence[StudyRow], nodes: int, path: Path) -> None:
     right.set_ylabel("mean CPU utilisation (%)")
     right.set_title("cluster CPU utilisation")
     for axis in (left, right):
-        axis.tick_params(axis="x", rotation=20)
+        axis.tick_params(axis="x", rotation=25)
     save_png(figure, path)
 
 
 def plot_colocation(rows: Sequence[StudyRow], nodes: int, path: Path) -> None:
     """The services' p95 latency and the batch makespan: alone, UP, RP."""
-    figure = Figure(figsize=(9, 3.8))
+    figure = Figure(figsize=(10, 4.4), layout="constrained")
     left, right = figure.subplots(1, 2)
     names = [r.name for r in rows]
     left.bar(names, [r.latency_p95 for r in rows], color="#cc6677")

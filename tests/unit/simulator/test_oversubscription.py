@@ -3,6 +3,7 @@ decisions as the live system, on a small cluster whose jobs ask for more than it
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -134,3 +135,45 @@ def test_a_bounded_job_master_places_fewer_speculative_tasks() -> None:
         replace(BASE, max_speculative=0).check()
     with pytest.raises(ValueError, match="interference"):
         replace(BASE, interference="magic").check()
+
+
+@pytest.mark.parametrize(
+    ("demand", "expected"),
+    [
+        (0.0, 0.0),  # nothing runs: nothing waits
+        (1.0, math.nan),  # one core of two: Erlang C (c=2, a=1), computed below
+        (2.0, 100.0),  # every core busy: work always waits
+        (3.5, 100.0),
+    ],
+)
+def test_cpu_pressure_is_the_chance_work_waits_for_a_core(demand: float, expected: float) -> None:
+    from simulator.oversubscription import cpu_pressure
+    from simulator.queueing import erlang_c
+
+    if 0 < demand < 2:
+        expected = 100 * erlang_c(2, demand)
+    assert cpu_pressure(2.0, demand) == pytest.approx(expected)
+
+
+def test_rp_throttles_what_raises_a_services_pressure_over_its_history() -> None:
+    from simulator.oversubscription import _NodeState, _Speculative
+
+    state = _NodeState(0, 8.0, service=True, regular_usage=3.0)
+    assert state.pressure_over_history() == 0.0
+    state.running["x"] = _Speculative(None, "t-0", 0, None, 0.2, 1.0, 0.0)  # type: ignore[arg-type]
+    small = state.pressure_over_history()
+    state.running["y"] = _Speculative(None, "t-1", 0, None, 3.0, 1.0, 0.0)  # type: ignore[arg-type]
+    assert 0 < small < 3.0 < state.pressure_over_history()
+
+
+def test_services_machines_carry_no_unplaced_load() -> None:
+    simulation = OversubscribedSimulation(
+        jobs(), SETTINGS, 1, replace(BASE, service_fraction=0.5, hot_fraction=1.0)
+    )
+    states = list(simulation._state.values())
+    assert any(s.service for s in states) and any(not s.service for s in states)
+    for state in states:
+        if state.service:
+            assert state.regular_usage == pytest.approx(BASE.service_cpu * BASE.service_usage)
+        else:
+            assert state.regular_usage >= SETTINGS.node_cpu * BASE.hot_load[0]
