@@ -600,14 +600,19 @@ class NodeAgent:
         return self._runtime_of(key).pressure_dir(key)
 
     def drain(self) -> int:
-        """Stop every task and remove every cgroup/container of this node."""
-        with self._lock:
-            live = sum(1 for o in self._observed.values() if o.state is not RunState.EXITED)
-        for runtime in self._runtimes():
-            runtime.purge()
-        with self._lock:
-            self._observed.clear()
-            self._reported.clear()
+        """Stop every task and remove every cgroup/container of this node; its speculative
+        queue is emptied first (under the monitor lock: no pass may start one meanwhile)."""
+        with self._monitor_lock:
+            cancelled = self.speculative.cancel_all("the node was drained")
+            with self._lock:
+                live = sum(1 for o in self._observed.values() if o.state is not RunState.EXITED)
+            for runtime in self._runtimes():
+                runtime.purge()
+            with self._lock:
+                self._observed.clear()
+                self._reported.clear()
+        if cancelled:
+            log.info("drained: %d queued speculative tasks cancelled", cancelled)
         log.info("drained: %d live tasks stopped, cgroups and containers removed", live)
         return live
 

@@ -50,11 +50,13 @@ from policies.oversubscription.node_queue import (
     NodeLoad,
     QueuedTask,
     RunningSpeculative,
+    Throttle,
     core_classes,
     evictions,
     launches,
     memory_evictions,
     speculative_cpuset,
+    throttle,
 )
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
@@ -170,6 +172,7 @@ class SpeculativeQueue:
         self._classes: CoreClasses | None = None
         self.throttled = False
         self.blocked = ""
+        self._throttle = Throttle()
         if self._held.queue:
             log.info("speculative queue: %d task(s) still queued", len(self._held.queue))
 
@@ -207,6 +210,12 @@ class SpeculativeQueue:
             self._save()
         log.info("speculative %s cancelled while queued: %s", key, why)
         return True
+
+    def cancel_all(self, why: str) -> int:
+        """Empty the queue (a drain); how many tasks were in it."""
+        with self._lock:
+            keys = list(self._held.queue)
+        return sum(1 for key in keys if self.cancel(key, why))
 
     def is_queued(self, key: str) -> bool:
         with self._lock:
@@ -294,12 +303,17 @@ class SpeculativeQueue:
             for key in [k for k in self._held.queue if k in observed]:
                 del self._held.queue[key]  # started just before a crash: never twice
             self._prune(now)
-        reason = self._throttle_reason()
+        anomaly = self._throttle_reason()
+        was_throttled = self._throttle.active
+        self._throttle = throttle(self._throttle, anomaly, now, self.config)
+        reason = self._throttle.reason or None
         self.throttled = reason is not None
         if reason is not None:  # (said first: the heartbeat may read it while evicting)
             self.blocked = f"throttled: {reason}"
-        if reason is not None and speculative:
-            self._evict(speculative, [o.task_key for o in speculative], reason)
+        elif was_throttled:
+            log.info("speculative queue: throttle lifted (the services are normal again)")
+        if anomaly is not None and speculative:
+            self._evict(speculative, [o.task_key for o in speculative], anomaly)
             return
         if speculative:
             squeezed = self._memory_squeeze(live, speculative)

@@ -90,6 +90,10 @@ class OversubscriptionConfig:
     # Sec. 6.2: the "3 sigma" outlier bound and the LRA slack cores of the first class.
     anomaly_sigmas: float = 3.0
     slack_cores: int = 1
+    # Sec. 6.2 blocks the queue "temporarily"; how long is not in the paper.  The queue stays
+    # blocked this many seconds after the last anomalous sample, so the tasks it evicted do
+    # not come straight back and stall the service again.
+    throttle_hold_s: float = 10.0
     # Alg. 5 line 12: tau ("e.g., 60 percent").
     upgrade_progress_threshold: float = 0.6
     # Sec. 6.3: the "finite timing-out bound" for queued speculative tasks, seconds. Not in paper.
@@ -123,6 +127,8 @@ class OversubscriptionConfig:
         if not (math.isfinite(self.anomaly_sigmas) and self.anomaly_sigmas > 0):
             raise ValueError("anomaly_sigmas: must be a positive number")
         _check_nonnegative_int("slack_cores", self.slack_cores)
+        if not (math.isfinite(self.throttle_hold_s) and self.throttle_hold_s >= 0):
+            raise ValueError("throttle_hold_s: must be a finite number >= 0")
         if not 0.0 <= self.upgrade_progress_threshold <= 1.0:
             raise ValueError("upgrade_progress_threshold: must be in [0, 1]")
         if not (self.queue_timeout_s > 0):

@@ -23,6 +23,7 @@ Each function takes a snapshot of the node and answers what to do; the agent car
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -170,3 +171,30 @@ def _fractions(
         "memory": amount.memory_mb / capacity.memory_mb if capacity.memory_mb > 0 else 0.0,
     }
     return tuple(values.get(name, 0.0) for name in config.admission_resources)
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """Sec. 6.2's throttle on a node: why it holds (empty: it does not), and until when."""
+
+    reason: str = ""
+    until: float = -math.inf
+
+    @property
+    def active(self) -> bool:
+        return bool(self.reason)
+
+
+def throttle(
+    previous: Throttle, anomaly: str | None, now: float, config: OversubscriptionConfig
+) -> Throttle:
+    """The throttle after a look at the services (``anomaly``: why one is anomalous now, or
+    None): an anomaly (re)starts it for ``config.throttle_hold_s``; without one it holds
+    until then, then lifts.  UP never throttles."""
+    if not config.is_responsiveness_prioritized:
+        return Throttle()
+    if anomaly is not None:
+        return Throttle(anomaly, now + config.throttle_hold_s)
+    if previous.active and now < previous.until:
+        return previous
+    return Throttle()

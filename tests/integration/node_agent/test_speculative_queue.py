@@ -174,10 +174,14 @@ def test_an_anomaly_blocks_the_queue_and_evicts_first_class_tasks_first(
     state = node.agent.queue_state()
     assert state.throttled and state.blocked.startswith("throttled: psi_cpu of service")
     assert state.evicted == 2
-    # The anomaly over, the queue goes on.
+    # The anomaly over, the queue stays blocked for the hold, then goes on.
     monkeypatch.setattr(node.agent.services, "anomalous", lambda: [])
     node.agent.monitor_once(time.time())
+    assert node.states()["map-2"] is TaskState.PENDING
+    assert node.agent.queue_state().blocked.startswith("throttled: psi_cpu")
+    node.agent.monitor_once(time.time() + node.agent.speculative.config.throttle_hold_s)
     assert node.states()["map-2"] is TaskState.RUNNING
+    assert not node.agent.queue_state().throttled
 
 
 def test_up_mode_never_throttles(node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -268,3 +272,13 @@ def test_an_enqueued_task_starts_in_a_pass_that_does_not_observe_the_runtime_aga
     assert accepted and asked == []
     running = [o for o in node.agent.observations() if o.state is RunState.RUNNING]
     assert [(o.task_id, o.speculative) for o in running] == [("map-0", True)]
+
+
+def test_a_drain_empties_the_queue_so_no_later_pass_starts_a_task(node: Node) -> None:
+    node.enqueue(queued("map-0", cpu=1.0))
+    node.enqueue(queued("map-1", cpu=1.0))  # over the quota: it waits
+    assert node.states() == {"map-0": TaskState.RUNNING, "map-1": TaskState.PENDING}
+    assert node.agent.drain() == 1
+    node.agent.monitor_once(time.time())
+    assert [o for o in node.agent.observations() if o.state is RunState.RUNNING] == []
+    assert node.agent.queue_state().queued == 0

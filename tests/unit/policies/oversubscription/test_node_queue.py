@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
@@ -10,11 +12,13 @@ from policies.oversubscription.node_queue import (
     NodeLoad,
     QueuedTask,
     RunningSpeculative,
+    Throttle,
     core_classes,
     evictions,
     launches,
     memory_evictions,
     speculative_cpuset,
+    throttle,
 )
 from policies.scheduling.resources import Resources
 
@@ -121,3 +125,20 @@ def test_memory_evictions_free_what_regular_tasks_reclaim(
 ) -> None:
     running = [RunningSpeculative("old", 1.0, False), RunningSpeculative("new", 5.0, False)]
     assert memory_evictions(running, {"old": 300, "new": 200}, live_total_mb, 1000) == evicted
+
+
+@pytest.mark.parametrize(
+    ("previous", "anomaly", "now", "expected"),
+    [
+        (Throttle(), None, 5.0, Throttle()),  # quiet: nothing
+        (Throttle(), "psi", 5.0, Throttle("psi", 15.0)),  # an anomaly starts it
+        (Throttle("psi", 15.0), None, 14.9, Throttle("psi", 15.0)),  # held while it lasts
+        (Throttle("psi", 15.0), None, 15.0, Throttle()),  # then lifted
+        (Throttle("psi", 15.0), "cpi", 12.0, Throttle("cpi", 22.0)),  # a new one restarts it
+    ],
+)
+def test_the_throttle_holds_after_the_last_anomaly(
+    previous: Throttle, anomaly: str | None, now: float, expected: Throttle
+) -> None:
+    assert throttle(previous, anomaly, now, replace(RP, throttle_hold_s=10.0)) == expected
+    assert throttle(previous, anomaly, now, UP) == Throttle()  # UP never throttles
