@@ -4,15 +4,17 @@ beside CPU-hungry speculative tasks under UP, and under RP (ROSE Sec. 7.4: +5.4 
 Run: .venv/bin/python bench/bench_oversubscription_live.py [--seconds 40] [--rate 50]
 
 For each mode (UP, then RP) it starts a local cluster (process runtime; two nodes of 2 cpu on
-this machine), runs an HTTP server as a latency-sensitive service on both nodes (a task each,
-0.5 cpu), and waits until the agents' watch of it has a baseline.  A load generator here sends
+this machine), waits for the machine to be quiet after the cluster's start-up, runs an HTTP
+server as a latency-sensitive service on both nodes (a task each, 0.5 cpu), and waits until
+the agents' watch of it has a baseline.  A load generator here sends
 ``--rate`` GETs a second to one of them and records each answer's latency:
 
 * **alone**: for ``--seconds``, with nothing else running (measured in the UP cluster);
-* **co-located**: a blocker job takes the cores the service leaves, and a job of CPU-burning
-  tasks goes speculative on both nodes (each burns its 0.5 cpu); the latency is measured over
-  the next ``--seconds``.  Under RP the agents see the service's CPU pressure rise, throttle
-  their queues and evict; under UP nothing stops the burners.
+* **co-located**: a blocker job takes the cores the service leaves, and a job of eight
+  CPU-burning tasks goes speculative on both nodes (each burns its 0.5 cpu; the speculative
+  quota is the whole node, so together they ask twice the machine's cores); the latency is
+  measured over the next ``--seconds``.  Under RP the agents see the service's CPU pressure
+  rise, throttle their queues and evict; under UP nothing stops the burners.
 
 Both "nodes" share this machine's cores, so what runs on one slows the other: the service
 runs on both, and both agents judge the machine's pressure (cgroup v1 keeps none per group).
@@ -77,17 +79,27 @@ def load(url: str, seconds: float, rate: float) -> list[float]:
     return latencies
 
 
+def machine_cpu_pressure() -> float:
+    """The machine's CPU pressure over the last 10 s (PSI ``some avg10``, percent)."""
+    first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    return float(first.split("avg10=")[1].split()[0])
+
+
 def run_mode(mode: str, seconds: float, rate: float, alone: bool) -> dict[str, Any]:
     found: dict[str, Any] = {}
     port = free_port()  # and the next one (the service's second task)
     with two_nodes(
         f"bench-oversub-{mode}-",
         oversubscription=mode,
-        agent_args=("--admission-thresholds", "1,1,1", "--speculative-quota", "0.5,0.5,0.5"),
+        agent_args=("--admission-thresholds", "1,1,1", "--speculative-quota", "1,1,1"),
     ) as (info, client):
 
         def submit(document: dict[str, Any]) -> str:
             return str(client.submit(yaml.safe_dump(document)).job_id)
+
+        # The service's watch learns its normal pressure from its first samples: not while
+        # the cluster's own start-up keeps this machine's cores busy.
+        wait(lambda: machine_cpu_pressure() < 10.0, 120, "the machine quiet after start-up")
 
         service = submit(
             {

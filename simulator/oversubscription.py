@@ -32,10 +32,10 @@ evictions.  What is modelled around them:
   CPU demand, 100 % once demand reaches capacity.  The agent's detector learnt the service's
   history with the regular work alone (anomalous samples are never learnt), so its bound is
   that level plus the detector's floor of 3 points (:mod:`node_agent.service_watch`): above
-  it the node evicts its speculative tasks and blocks its queue until the agent's samples
-  show the pressure back under it (``THROTTLE_HOLD_S``, two of its 1 s samples).  UP never
-  throttles.  A service's machine carries no unplaced load (the ``hot_fraction`` machines
-  are others): its latency alone is what the batch work leaves it.
+  it the node evicts its speculative tasks and blocks its queue for the agent's
+  ``throttle_hold_s`` after the last anomaly.  UP never throttles.  A service's machine
+  carries no unplaced load (the ``hot_fraction`` machines are others): its latency alone is
+  what the batch work leaves it.
 * **The aggregator** ranks every ``aggregator_period`` seconds; job masters place speculative
   tasks on its latest list, of ``config.candidate_limit`` machines (L_max; the study takes a
   quarter of the cluster: a list much shorter than that makes every job master herd onto the
@@ -85,9 +85,6 @@ PLACEMENTS = ("none", "random", "least-loaded", "shortest-queue", "rose")
 INTERFERENCE = ("weighted", "shared")
 SPECULATIVE_WEIGHT = 0.1
 """A speculative task's CPU weight relative to a regular task's (cpu.shares 102 of 1024)."""
-THROTTLE_HOLD_S = 2.0
-"""How long a throttled node's queue stays blocked after the anomaly: the agent samples its
-services' pressure every second, over the last second."""
 PSI_FLOOR = 3.0
 """Points of CPU pressure over a service's history that make an anomaly: the detector's
 floor, 3 sigma of 1 point (a history's own spread is smaller in this model)."""
@@ -298,9 +295,8 @@ class OversubscribedSimulation(Simulation):
             if anomalous and state.running:
                 self._evict(node, state, [s.key for s in state.running.values()])
             if anomalous:
-                # The agent's next samples still show the episode: its queue stays blocked
-                # until a sample is normal again, THROTTLE_HOLD_S later at the soonest.
-                state.throttled_until = self.now + THROTTLE_HOLD_S
+                # The agent's throttle holds its queue for a while after the last anomaly.
+                state.throttled_until = self.now + self.config.throttle_hold_s
                 self.at(state.throttled_until, lambda: self._changed(node, state))
             state.throttled = self.now < state.throttled_until
         factor, speculative_factor = state.factors(self.rose.interference)
