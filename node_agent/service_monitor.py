@@ -159,7 +159,9 @@ class ServiceMonitor:
                     verdict.value,
                     verdict.bound,
                 )
-        if self._saved_at is None or now - self._saved_at >= SAVE_EVERY_S:
+        # Written when the set of services changed, and every SAVE_EVERY_S while there are any
+        # (an agent without services writes its empty file once).
+        if self._saved_at is None or (due and now - self._saved_at >= SAVE_EVERY_S):
             self.save()
             self._saved_at = now
 

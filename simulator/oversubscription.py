@@ -70,8 +70,10 @@ from policies.oversubscription.node_queue import (
     NodeLoad,
     QueuedTask,
     RunningSpeculative,
+    Throttle,
     evictions,
     launches,
+    throttle,
 )
 from policies.oversubscription.snapshot import MachineWindows
 from policies.scheduling.lifecycle import JobState, TaskState
@@ -158,8 +160,11 @@ class _NodeState:
     regular_usage: float = 0.0  # cores its regular tasks (and service) use
     queue: dict[str, _Speculative] = field(default_factory=dict)
     running: dict[str, _Speculative] = field(default_factory=dict)
-    throttled: bool = False
-    throttled_until: float = -math.inf
+    throttle: Throttle = field(default_factory=Throttle)
+
+    @property
+    def throttled(self) -> bool:
+        return self.throttle.active
 
     @property
     def demand(self) -> float:
@@ -185,12 +190,12 @@ class _NodeState:
         priority with a floor of a tenth-weight share.
         """
         regular, speculative = self.regular_usage, self.speculative_usage
+        regular_factor = min(1.0, self.capacity / max(regular, 1e-9))
         if regular + speculative <= self.capacity or speculative <= 0:
-            return min(1.0, self.capacity / max(regular, 1e-9)), 1.0
+            return regular_factor, 1.0
         if interference == "shared":
             factor = self.capacity / (regular + speculative)
             return factor, factor
-        regular_factor = min(1.0, self.capacity / max(regular, 1e-9))
         leftover = max(0.0, self.capacity - regular)
         floor = SPECULATIVE_WEIGHT * self.capacity / (regular + SPECULATIVE_WEIGHT * speculative)
         return regular_factor, min(1.0, max(leftover / speculative, floor))
@@ -294,11 +299,12 @@ class OversubscribedSimulation(Simulation):
             anomalous = state.pressure_over_history() > PSI_FLOOR
             if anomalous and state.running:
                 self._evict(node, state, [s.key for s in state.running.values()])
+            # The agent's own throttle: it holds the queue for a while after the last anomaly.
+            state.throttle = throttle(
+                state.throttle, "psi_cpu" if anomalous else None, self.now, self.config
+            )
             if anomalous:
-                # The agent's throttle holds its queue for a while after the last anomaly.
-                state.throttled_until = self.now + self.config.throttle_hold_s
-                self.at(state.throttled_until, lambda: self._changed(node, state))
-            state.throttled = self.now < state.throttled_until
+                self.at(state.throttle.until, lambda: self._changed(node, state))
         factor, speculative_factor = state.factors(self.rose.interference)
         for task in node.tasks.values():
             if task.state is TaskState.RUNNING and not task.job_master:
