@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import queue
 import socket
@@ -120,6 +121,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "starts (ROSE Sec. 6.1)",
     )
     parser.add_argument(
+        "--throttle-hold",
+        type=float,
+        default=defaults.throttle_hold_s,
+        help="seconds the speculative queue stays blocked after a service's last anomalous "
+        "sample (RP; ROSE Sec. 6.2 'temporarily')",
+    )
+    parser.add_argument(
         "--metrics-buffer",
         type=int,
         default=DEFAULT_BUFFER,
@@ -167,7 +175,10 @@ def oversubscription_of(args: argparse.Namespace) -> OversubscriptionConfig:
         raise UserError(
             f"--speculative-queue-length: must be 0 or more, got {args.speculative_queue_length}"
         )
+    if not (math.isfinite(args.throttle_hold) and args.throttle_hold >= 0):
+        raise UserError(f"--throttle-hold: must be 0 or more seconds, got {args.throttle_hold}")
     return OversubscriptionConfig(
+        throttle_hold_s=args.throttle_hold,
         max_queue_length=args.speculative_queue_length,
         oversubscription_quota=fractions("--speculative-quota", args.speculative_quota),
         admission_thresholds=fractions("--admission-thresholds", args.admission_thresholds),

@@ -281,6 +281,8 @@ def test_limits_of_an_observation_are_what_the_runtime_reports() -> None:
         (["--speculative-quota", "a,b,c"], "--speculative-quota: expected CPU,MEMORY,DISK"),
         (["--admission-thresholds", "1,1,1.5"], "--admission-thresholds: expected three"),
         (["--speculative-queue-length", "-1"], "--speculative-queue-length: must be 0 or more"),
+        (["--throttle-hold", "-1"], "--throttle-hold: must be 0 or more seconds"),
+        (["--throttle-hold", "nan"], "--throttle-hold: must be 0 or more seconds"),
     ],
 )
 def test_bad_speculative_queue_flags_are_refused_in_one_line(
@@ -309,7 +311,10 @@ def test_the_speculative_queue_flags_reach_its_settings() -> None:
             "5",
             "--speculative-quota",
             "0.2,0.3,0.4",
+            "--throttle-hold",
+            "2.5",
         ]
     )
     config = oversubscription_of(args)
     assert (config.max_queue_length, config.oversubscription_quota) == (5, (0.2, 0.3, 0.4))
+    assert config.throttle_hold_s == 2.5
