@@ -218,14 +218,25 @@ class DockerRuntime:
         if not launch.argv:
             raise UserError("argv: must name a program to run")
         with self._lock:
+            # The claimed directory reserves the key: a second start of it fails here.
             task_dir = self._store.claim(launch, self._tasks)
             try:
-                task = _Task(launch, self._clock(), task_dir, container_id=None)
-                task_dir.write_launch(launch, task.started_at)
-                task.container_id = self._run(launch)
+                self._ensure_image(launch)
             except BaseException:
                 task_dir.remove()
                 raise
+        # Creating and starting a container takes the engine ~0.2 s: done outside the lock, so
+        # that several tasks (a speculative pass's admitted ones, concurrent grants) start at
+        # once rather than one after another.  Until it is registered below, the task is not
+        # observed, stopped or adopted by this runtime: nobody else knows its key yet.
+        try:
+            task = _Task(launch, self._clock(), task_dir, container_id=None)
+            task_dir.write_launch(launch, task.started_at)
+            task.container_id = self._run(launch)
+        except BaseException:
+            task_dir.remove()
+            raise
+        with self._lock:
             self._tasks[launch.task_key] = task
             self._granted_mb[launch.task_key] = launch.limits.memory_mb
 
@@ -391,14 +402,17 @@ class DockerRuntime:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _run(self, launch: TaskLaunch) -> str:
+    def _ensure_image(self, launch: TaskLaunch) -> None:
+        """Build the default image if this engine lacks it (once; under the lock)."""
         image = launch.image or self._default_image
         if image == self._default_image and image not in self._images_ready:
             ensure_image(self._client, image)
             self._images_ready.add(image)
+
+    def _run(self, launch: TaskLaunch) -> str:
         try:
             container = self._client.containers.run(
-                image,
+                launch.image or self._default_image,
                 command=list(launch.argv),
                 name=container_name(self._scope, launch.task_key),
                 labels=container_labels(self._cluster_id, self._node_id, launch),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,23 @@ def test_logs_survive_cleanup_until_forget(
     runtime.forget("t1")
     with pytest.raises(UnknownTaskError):
         runtime.logs("t1")
+
+
+def test_concurrent_starts_each_run_once(
+    runtime: DockerRuntime, docker_client: Any, node_id: str
+) -> None:
+    """Starts run outside the runtime's lock: several at once all start, and two starts of
+    one key give one container and one TaskExistsError."""
+    keys = ["a", "b", "c", "twice", "twice"]
+    with ThreadPoolExecutor(len(keys)) as pool:
+        futures = [pool.submit(runtime.start, launch(key, SLEEP)) for key in keys]
+    errors = [f.exception() for f in futures]
+    assert errors[:3] == [None, None, None]
+    assert sorted(type(e).__name__ for e in errors[3:]) == ["NoneType", "TaskExistsError"]
+    for key in ("a", "b", "c", "twice"):
+        assert state_of(runtime, key).state is RunState.RUNNING
+        container_of(docker_client, node_id, key)  # exactly one each
+    assert len(runtime.observe()) == 4
 
 
 def test_new_runtime_adopts_containers_without_duplicating(
