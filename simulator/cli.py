@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
@@ -32,6 +32,7 @@ from simulator.bigc import POLICIES, format_bigc, plot_bigc, run_bigc, scale_job
 from simulator.cli_oversubscription import add_parser as add_oversubscription
 from simulator.distributions import WorkloadError
 from simulator.engine import SimResult, SimSettings, Simulation
+from simulator.progress import Progress
 from simulator.reservation_study import (
     ALPHAS,
     format_isolation,
@@ -455,45 +456,3 @@ def _meta(
         "events": result.events,
         "end_time": result.end_time,
     }
-
-
-class Progress:
-    """One line on stderr, rewritten at most twice a second: simulated time, jobs done,
-    events per second and an estimate of the time left (from the share of jobs done)."""
-
-    def __init__(self, label: str, jobs: int, stream: TextIO) -> None:
-        self._label = label
-        self._jobs = jobs
-        self._stream = stream
-        self._started = time.monotonic()
-        self._shown = 0.0
-        self._interactive = stream.isatty()
-
-    def update(self, simulation: Simulation) -> None:
-        now = time.monotonic()
-        if now - self._shown < (0.5 if self._interactive else 10.0):
-            return
-        self._shown = now
-        self._write(simulation, now, final=False)
-
-    def done(self, simulation: Simulation) -> None:
-        self._write(simulation, time.monotonic(), final=True)
-
-    def _write(self, simulation: Simulation, now: float, *, final: bool) -> None:
-        elapsed = max(now - self._started, 1e-9)
-        finished = self._jobs - simulation.unfinished_jobs
-        rate = simulation.events / elapsed
-        share = finished / self._jobs if self._jobs else 1.0
-        eta = (
-            "done"
-            if final
-            else (f"ETA {elapsed * (1 - share) / share:.0f} s" if share else "ETA ?")
-        )
-        line = (
-            f"{self._label}: simulated {simulation.now:,.0f} s | jobs {finished}/{self._jobs} | "
-            f"{rate:,.0f} events/s | {elapsed:.1f} s | {eta}"
-        )
-        end = "\n" if final or not self._interactive else ""
-        prefix = "\r\x1b[2K" if self._interactive else ""
-        self._stream.write(f"{prefix}{line}{end}")
-        self._stream.flush()

@@ -16,8 +16,9 @@ from typing import Any
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from policies.oversubscription.config import OversubscriptionConfig
-from simulator.engine import SimSettings
+from simulator.engine import SimSettings, Simulation
 from simulator.oversubscription import INTERFERENCE, PLACEMENTS, OversubscriptionSettings
+from simulator.progress import Progress
 from simulator.rose_study import (
     format_rows,
     plot_colocation,
@@ -77,6 +78,13 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(f"sluice: {line} ({time.monotonic() - started:.0f} s so far)", file=sys.stderr)
 
+    progress: dict[str, Progress] = {}
+
+    def watch(run: str, simulation: Simulation) -> None:
+        if run not in progress:
+            progress[run] = Progress(f"  {run}", len(jobs), sys.stderr)
+        progress[run].update(simulation)
+
     tune_for_large_heaps()
     out = args.out or Path("sim-results") / f"oversubscription-{args.nodes}"
     out.mkdir(parents=True, exist_ok=True)
@@ -90,13 +98,14 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
                 dataclasses.replace(base, service_fraction=0.0),
                 args.placement or PLACEMENTS,
                 say,
+                watch,
             )
             table = format_rows(
                 rows, f"placement, {args.nodes:,} nodes, {len(jobs)} jobs (UP)", "random"
             )
             plot_placement(rows, args.nodes, out / f"placement-{args.nodes}.png")
         else:
-            rows = run_colocation(jobs, settings, seed, base, say)
+            rows = run_colocation(jobs, settings, seed, base, say, watch)
             table = format_rows(
                 rows,
                 f"co-location, {args.nodes:,} nodes, services on {base.service_fraction:.0%}",

@@ -27,7 +27,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from policies.oversubscription.config import OversubscriptionMode
-from simulator.engine import SimSettings
+from simulator.engine import SimSettings, Simulation
 from simulator.oversubscription import (
     PLACEMENTS,
     OversubscribedSimulation,
@@ -38,6 +38,7 @@ from simulator.plots import save_png
 from simulator.workload import SimJob
 
 Say = Callable[[str], None]
+Watch = Callable[[str, Simulation], None]  # now and then during a run, and at its end
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,17 @@ def _run(
     settings: SimSettings,
     seed: int,
     oversubscription: OversubscriptionSettings,
+    watch: Watch | None = None,
 ) -> StudyRow:
     import time
 
     started = time.perf_counter()
     simulation = OversubscribedSimulation(jobs, settings, seed, oversubscription)
-    result = simulation.run()
+    if watch is not None:
+        simulation.on_progress = lambda s: watch(name, s)
+    result = simulation.run(progress_every=2_000)
+    if watch is not None:
+        watch(name, simulation)  # at its end too, however short the run
     ends = [o.finish_time for o in result.outcomes if math.isfinite(o.finish_time)]
     first = min((o.submit_time for o in result.outcomes), default=0.0)
     last = max(ends, default=math.nan)
@@ -98,13 +104,14 @@ def run_placement(
     base: OversubscriptionSettings,
     placements: Sequence[str] = PLACEMENTS,
     say: Say = lambda _: None,
+    watch: Watch | None = None,
 ) -> list[StudyRow]:
     """Batch only, UP: every placement policy on the same jobs."""
     rows = []
     for placement in placements:
         say(f"placement {placement}: {len(jobs)} jobs on {settings.nodes} nodes")
         config = replace(base, placement=placement, mode=OversubscriptionMode.UTILIZATION)
-        rows.append(_run(placement, jobs, settings, seed, config))
+        rows.append(_run(placement, jobs, settings, seed, config, watch))
         say(_line(rows[-1]))
     return rows
 
@@ -115,6 +122,7 @@ def run_colocation(
     seed: int,
     base: OversubscriptionSettings,
     say: Say = lambda _: None,
+    watch: Watch | None = None,
 ) -> list[StudyRow]:
     """Services beside the batch jobs: alone (no oversubscription), ROSE in UP, ROSE in RP."""
     configs = [
@@ -125,7 +133,7 @@ def run_colocation(
     rows = []
     for name, config in configs:
         say(f"co-location {name}: services on {base.service_fraction:.0%} of the nodes")
-        rows.append(_run(name, jobs, settings, seed, config))
+        rows.append(_run(name, jobs, settings, seed, config, watch))
         say(_line(rows[-1]))
     return rows
 

@@ -177,3 +177,13 @@ def test_services_machines_carry_no_unplaced_load() -> None:
             assert state.regular_usage == pytest.approx(BASE.service_cpu * BASE.service_usage)
         else:
             assert state.regular_usage >= SETTINGS.node_cpu * BASE.hot_load[0]
+
+
+def test_each_run_reports_its_progress_under_its_name() -> None:
+    seen: dict[str, int] = {}
+
+    def watch(run: str, simulation: object) -> None:
+        seen[run] = seen.get(run, 0) + 1
+
+    run_placement(jobs(), SETTINGS, 1, BASE, ["none", "rose"], watch=watch)
+    assert set(seen) == {"none", "rose"}
