@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from policies.approximation.dispatch import DispatchMode, JobsInExecution
 from policies.preemption.queues import QueueConfig, QueueError, single_queue
 from policies.preemption.resumption import PreemptedContainer, Verdict, consider_offer
 from policies.scheduling.asks import AskError, PhaseAsk, check_asks
@@ -149,7 +150,11 @@ class CoreSettings:
     resource monitor runs every 3 s, Sec. 4.2).  ``default_reservation``: the slot reservation
     a job without one is given at submission (None: none).  ``locality_wait``: how long an ask
     that names preferred nodes (where its input is) waits for one of them before it takes any
-    node (delay scheduling; 0: preferred nodes are tried first, never waited for)."""
+    node (delay scheduling; 0: preferred nodes are tried first, never waited for).
+    ``dispatch``: how jobs are admitted into execution (DiAS Sec. 3.2,
+    :mod:`policies.approximation.dispatch`): ``priority`` as soon as their job master fits;
+    ``dias`` from one buffer per priority, at most ``max_running_jobs`` at once, never evicting;
+    ``preemptive`` likewise, evicting a lower-priority job for the head of a higher buffer."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -163,6 +168,8 @@ class CoreSettings:
     preemption_interval: float = 3.0
     default_reservation: ReservationSpec | None = None
     locality_wait: float = 0.0
+    dispatch: DispatchMode = DispatchMode.PRIORITY
+    max_running_jobs: int = 1
 
 
 @dataclass(frozen=True)
@@ -253,8 +260,12 @@ class ResourceManagerCore:
             max_master_share=self.settings.max_master_share,
             nodes_to_score=self.settings.nodes_to_score,
         )
+        if self.settings.dispatch.buffered:
+            dispatch = JobsInExecution(self.settings.max_running_jobs)
+            self.profile = replace(self.profile, permits=(*self.profile.permits, dispatch))
         self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
         self.book = QueueBook(queues or single_queue(), tables.journal, source=queues_source)
+        self._warn_if_never_preempted(self.book.config)
         self.queues = QueueView(tables, self.pending, self.book)
         tables.queue_of_job = lambda job_id: self.queues.spec_of(job_id).name
         tables.regroup()
@@ -330,6 +341,12 @@ class ResourceManagerCore:
                     f"tasks: {owner} has {held} tasks of unfinished jobs; {wanted} more would "
                     f"pass the limit of {limit} per user (--max-open-tasks-per-user)"
                 )
+        if client_mode and self.settings.dispatch.buffered:
+            raise ConflictError(
+                f"client mode: this cluster dispatches jobs from priority buffers (--dispatch "
+                f"{self.settings.dispatch.value}), which a job driven by its submitter would "
+                "bypass; submit it with `sluice submit`"
+            )
         try:
             self.book.config.queue_of(spec.queue)
         except QueueError as error:
@@ -590,7 +607,10 @@ class ResourceManagerCore:
         if not self.pending:
             return Plan()
         context = PassContext(
-            now=now.monotonic, cluster=self.tables.capacity, held=self.tables.held_by_kind()
+            now=now.monotonic,
+            cluster=self.tables.capacity,
+            held=self.tables.held_by_kind(),
+            jobs_in_execution=len(self.tables.in_execution),
         )
         profile, asks, preemption = self.profile, iter(self.pending), None
         if self.queues.active:
@@ -602,6 +622,9 @@ class ResourceManagerCore:
                 due=self._decision_due(now),
             )
             asks = self.pending.in_queues(order)
+            if self.settings.dispatch is DispatchMode.DIAS:
+                # DiAS never evicts (Sec. 3.2): the queues' preemption stays off.
+                profile, preemption = replace(profile, post_filters=self.profile.post_filters), None
         override = override_plugin(self.tables, now.wall)
         if override is not None:  # (slot reservation: kept containers yield to a higher priority)
             profile = replace(profile, post_filters=(*profile.post_filters, override))
@@ -750,6 +773,7 @@ class ResourceManagerCore:
                 raise QueueError(
                     "queues", f"queue {named!r} is gone, but job {job_id} is still in it"
                 )
+        self._warn_if_never_preempted(config)
         self.book.replace_config(config, source, now.wall)
         self.tables.regroup()
         self.tables.journal(self.tables.regroup)  # undone after the book: the old totals
@@ -765,6 +789,12 @@ class ResourceManagerCore:
             f" from {source}" if source else "",
             ", ".join(f"{q.name} (share {q.share:g}, {q.mode_name})" for q in config.queues),
         )
+
+    def _warn_if_never_preempted(self, config: QueueConfig) -> None:
+        if config.preempts and self.settings.dispatch is DispatchMode.DIAS:
+            log.warning(
+                "the queues preempt, but --dispatch dias never evicts: their preemption is off"
+            )
 
     def queue_status(self) -> list[QueueStatus]:
         """Each queue's share, usage, pending demand and what is preempted from it now."""
@@ -1150,7 +1180,12 @@ class ResourceManagerCore:
     def _move(self, job: JobRecord, state: JobState, **changes: object) -> JobRecord:
         check_transition(JOB_TRANSITIONS, job.state, state)
         moved = replace(job, state=state, **changes)  # type: ignore[arg-type]
+        left_execution = job.job_id in self.tables.in_execution
         self.tables.put_job(moved)
+        if left_execution and job.job_id not in self.tables.in_execution:
+            # A place in execution is free: the head of the highest buffer may go.  (Not
+            # undone with a rolled-back unit: at worst one pass too many.)
+            self._asks_grew = self._asks_grew or self.settings.dispatch.buffered
         self._sync_master_ask(moved)
         if state is not JobState.RUNNING:
             self._set_asks(moved, 0.0, ())

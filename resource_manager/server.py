@@ -22,6 +22,7 @@ from plumbing.gc_tuning import tune_for_large_heaps
 from plumbing.queue_file import QueueFileError, load_queue_file, load_reservation_file
 from plumbing.rpc import TokenPort, start_aio_server
 from plumbing.tls import Authority, Role, TlsError, TlsFiles, load_job_master_ca
+from policies.approximation.dispatch import DispatchMode
 from policies.preemption.queues import QueueConfig, QueueError
 from policies.scheduling.identifiers import cluster_id_problem
 from policies.scheduling.jobspec import ReservationSpec
@@ -167,6 +168,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds an ask waits for a node holding its input (its upstream tasks' nodes) "
         "before it takes any node; 0 (default) tries those nodes first without waiting",
     )
+    parser.add_argument(
+        "--dispatch",
+        choices=["priority", "dias"],
+        default=defaults.dispatch.value,
+        help="how jobs enter execution: priority (the default: as soon as their job master "
+        "fits) or dias (DiAS: one FCFS buffer per priority, the head of the highest first, at "
+        "most --max-running-jobs at once, never evicting; docs/approximation.md)",
+    )
+    parser.add_argument(
+        "--max-running-jobs",
+        type=int,
+        default=defaults.max_running_jobs,
+        help="with --dispatch dias: jobs in execution at once (default %(default)s, the "
+        "paper's engine running one job at a time)",
+    )
     data_plane.add_arguments(parser)
 
 
@@ -208,6 +224,8 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         raise UserError("--preemption-interval: must be 0 or more seconds")
     if not 0 <= args.locality_wait <= 3600:
         raise UserError("--locality-wait: must be 0 to 3600 seconds")
+    if args.max_running_jobs < 1:
+        raise UserError("--max-running-jobs: must be at least 1")
     for flag in ("max_streams_per_caller", "submissions_per_minute", "max_open_tasks_per_user"):
         if getattr(args, flag) < 0:
             raise UserError(f"--{flag.replace('_', '-')}: must be 0 (no limit) or more")
@@ -221,6 +239,8 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         preemption_interval=args.preemption_interval,
         locality_wait=args.locality_wait,
         default_reservation=_default_reservation(args),
+        dispatch=DispatchMode(args.dispatch),
+        max_running_jobs=args.max_running_jobs,
     )
 
 

@@ -32,6 +32,7 @@ from typing import Generic, TypeVar
 
 from policies.scheduling.capacity_index import CapacityIndex
 from policies.scheduling.framework import AllocationKind
+from policies.scheduling.lifecycle import JobState
 from policies.scheduling.resources import Resources
 from resource_manager.records import (
     AllocationRecord,
@@ -45,6 +46,8 @@ from resource_manager.records import (
     evolve,
 )
 from resource_manager.store import Store
+
+_IN_EXECUTION = frozenset({JobState.STARTING, JobState.RUNNING})
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -85,6 +88,8 @@ class Tables:
         self.allocations: dict[str, AllocationRecord] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.active_jobs: dict[str, None] = {}  # not final, in submission order
+        # In execution: a job master's container granted (or a client's registered), not final.
+        self.in_execution: dict[str, None] = {}
         # owner -> tasks of their unfinished jobs not yet done (the per-user limit)
         self.open_tasks_by_owner: dict[str, int] = {}
         self.capacity = CapacityIndex()  # ready nodes, for placement
@@ -243,11 +248,14 @@ class Tables:
         if old is not None:
             del self.jobs[old.job_id]
             self.active_jobs.pop(old.job_id, None)
+            self.in_execution.pop(old.job_id, None)
             self._count_open_tasks(old, -1)
         if new is not None:
             self.jobs[new.job_id] = new
             if not new.state.is_final:
                 self.active_jobs[new.job_id] = None
+            if new.state in _IN_EXECUTION:
+                self.in_execution[new.job_id] = None
             self._count_open_tasks(new, +1)
             if new.idempotency_key:
                 self._job_by_key[new.idempotency_key] = new.job_id

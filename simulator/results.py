@@ -17,6 +17,7 @@ back exactly); a missing value (``nan``) is ``nan`` in CSV and ``null`` in JSON.
 from __future__ import annotations
 
 import csv
+import enum
 import io
 import json
 import math
@@ -345,6 +346,8 @@ def _json_value(value: object) -> object:
         return _json_value(float(value))
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, enum.Enum):  # e.g. the dispatch mode: its value names it
+        return _json_value(value.value)
     if isinstance(value, Mapping):
         return {str(k): _json_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

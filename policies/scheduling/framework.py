@@ -209,17 +209,21 @@ class Plan:
 @dataclass
 class PassContext:
     """What plugins may read during a pass: the time (the shell's clock, passed in), the
-    cluster's nodes, and what each kind of allocation holds, kept current as the pass places."""
+    cluster's nodes, what each kind of allocation holds, and how many jobs are in execution
+    (their job master's container granted, not ended yet), kept current as the pass places."""
 
     now: float
     cluster: CapacityIndex
     held: dict[AllocationKind, Resources] = field(default_factory=dict)
+    jobs_in_execution: int = 0
 
     def held_by(self, kind: AllocationKind) -> Resources:
         return self.held.get(kind, Resources())
 
     def placed(self, placement: Placement) -> None:
         self.held[placement.kind] = self.held_by(placement.kind) + placement.resources
+        if placement.kind is AllocationKind.JOB_MASTER:
+            self.jobs_in_execution += 1
 
 
 class QueueOrder(Protocol):

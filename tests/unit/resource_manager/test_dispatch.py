@@ -1,0 +1,126 @@
+"""DiAS dispatch in the RM core: priority buffers, a bound on jobs in execution, no eviction."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from policies.approximation.dispatch import DispatchMode
+from policies.preemption.queues import parse_queue_config
+from policies.scheduling.lifecycle import JobState, TaskState
+from resource_manager.core import CoreSettings, ResourceManagerCore
+from resource_manager.errors import ConflictError
+from resource_manager.records import Goal
+from resource_manager.sqlite_store import SqliteStore
+from resource_manager.tables import Tables
+from tests.builders import job_spec, observation, phase_doc, res
+from tests.unit.resource_manager.harness import Driver, add_node, new_core, spec_of, want
+
+DIAS = DispatchMode.DIAS
+
+
+def buffered_core(max_running: int = 1, mode: DispatchMode = DIAS) -> Driver:
+    core = new_core(dispatch=mode, max_running_jobs=max_running)
+    add_node(core, "n1", cpu=16, memory_mb=16384)
+    return core
+
+
+def submit(core: Driver, priority: int, now: float) -> str:
+    return str(core.submit(spec_of(priority=priority), client_mode=False, now=now).job_id)
+
+
+def states(core: Driver, *job_ids: str) -> list[JobState]:
+    return [core.job(j).state for j in job_ids]
+
+
+def finish(core: Driver, job_id: str, now: float) -> None:
+    job = core.job(job_id)
+    core.register_master(job_id, attempt=job.master_attempt, now=now)
+    core.finish_job(job_id, JobState.SUCCEEDED, "", (), now=now, attempt=job.master_attempt)
+
+
+@pytest.mark.parametrize(
+    ("mode", "max_running", "started"),
+    [
+        (DispatchMode.PRIORITY, 1, 3),  # no buffers: every job master that fits
+        (DIAS, 1, 1),
+        (DIAS, 2, 2),
+        (DIAS, 5, 3),
+    ],
+)
+def test_jobs_in_execution_are_bounded(mode: DispatchMode, max_running: int, started: int) -> None:
+    core = buffered_core(max_running, mode)
+    jobs = [submit(core, 0, now=float(i)) for i in range(3)]
+    assert states(core, *jobs).count(JobState.STARTING) == started
+
+
+def test_the_head_of_the_highest_buffer_goes_next_and_nothing_is_evicted() -> None:
+    core = buffered_core()
+    low = submit(core, 0, now=1.0)
+    later_low = submit(core, 0, now=2.0)
+    high = submit(core, 5, now=3.0)
+    # The high-priority arrival waits: the running low-priority job is never evicted.
+    assert states(core, low, later_low, high) == [
+        JobState.STARTING,
+        JobState.SUBMITTED,
+        JobState.SUBMITTED,
+    ]
+    finish(core, low, now=4.0)
+    assert states(core, later_low, high) == [JobState.SUBMITTED, JobState.STARTING]
+    finish(core, high, now=5.0)
+    assert states(core, later_low) == [JobState.STARTING]
+
+
+def test_a_job_in_execution_counts_until_it_ends_and_a_kill_frees_its_place() -> None:
+    core = buffered_core()
+    first, second = submit(core, 0, now=1.0), submit(core, 0, now=2.0)
+    core.register_master(first, attempt=1, now=3.0)  # RUNNING still counts
+    assert states(core, first, second) == [JobState.RUNNING, JobState.SUBMITTED]
+    core.kill(first, now=4.0)
+    core.finish_job(first, JobState.KILLED, "killed", (), now=4.0)
+    assert states(core, second) == [JobState.STARTING]
+
+
+@pytest.mark.parametrize("mode", [DIAS, DispatchMode.PREEMPTIVE])
+def test_client_mode_would_bypass_the_buffers_and_is_refused(mode: DispatchMode) -> None:
+    core = buffered_core(mode=mode)
+    with pytest.raises(ConflictError, match=r"client mode: .*--dispatch"):
+        core.submit(spec_of(), client_mode=True, now=1.0)
+    assert core.list_jobs() == []
+
+
+@pytest.mark.parametrize(("mode", "taken"), [(DispatchMode.PRIORITY, 1), (DIAS, 0)])
+def test_under_dias_the_queues_preemption_is_off(mode: DispatchMode, taken: int) -> None:
+    """A short job that fits nowhere preempts the long queue under priority dispatch, and
+    waits under dias: nothing running is taken from."""
+    queues = parse_queue_config(
+        {
+            "default": "long",
+            "queues": {"short": {"share": 0.95}, "long": {"share": 0.05, "mode": "kill"}},
+        }
+    )
+    settings = CoreSettings(
+        preemption_interval=0.0, dispatch=mode, max_running_jobs=2, max_master_share=1.0
+    )
+    core = Driver(ResourceManagerCore(Tables(SqliteStore(":memory:")), settings, queues=queues))
+    core.register_node("n1", "n1:1", "process", res(4.2, 4608), [], now=0.0)
+
+    def started(queue: str, tasks: int, now: float) -> str:
+        spec = job_spec(phase_doc("p", tasks, cpu=1.0, memory_mb=1024), name=queue)
+        job = core.submit(replace(spec, queue=queue), client_mode=False, now=now)
+        core.register_master(job.job_id, attempt=1, now=now)
+        asks = [want(tasks, cpu=1.0, memory_mb=1024)]
+        granted = core.allocate(job.job_id, asks, [], [], 0, now=now).granted
+        reports = [
+            observation(job.job_id, f"p-{i}", TaskState.RUNNING, allocation_id=a.allocation_id)
+            for i, a in enumerate(granted)
+        ]
+        core.report_events("n1", reports, now=now)
+        return str(job.job_id)
+
+    long_job = started("long", 4, now=1.0)
+    started("short", 1, now=2.0)
+    held = [a for a in core.tables.allocations_of_job(long_job) if not a.is_master]
+    assert len(held) == 4
+    assert sum(a.goal is not Goal.RUN for a in held) == taken
