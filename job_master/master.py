@@ -226,7 +226,13 @@ class JobMaster:
         for allocation in registration.allocations:
             plan.on_granted(_container(allocation))
         if registration.history:
-            plan.adopt(_attempt(sequenced.event) for sequenced in registration.history)
+            plan.adopt(
+                (
+                    _attempt(sequenced.event, sequenced.execution)
+                    for sequenced in registration.history
+                ),
+                execution=registration.execution or 1,
+            )
             self._events_after = max(sequenced.seq for sequenced in registration.history)
             log.info(
                 "job %s: attempt %d adopts %d task attempts of earlier job masters",
@@ -647,7 +653,7 @@ def _reserved_slots(changes: Sequence[tuple[str, str, float]]) -> list[rm_pb.Res
     ]
 
 
-def _attempt(event: pb.TaskEvent) -> AttemptRecord:
+def _attempt(event: pb.TaskEvent, execution: int) -> AttemptRecord:
     return AttemptRecord(
         task_id=event.task_id,
         attempt=event.attempt,
@@ -656,6 +662,7 @@ def _attempt(event: pb.TaskEvent) -> AttemptRecord:
         state=TASK_STATE_FROM_PB.get(event.state, TaskState.RUNNING),
         allocation_id=event.allocation_id,
         message=event.message,
+        execution=execution or 1,
     )
 
 

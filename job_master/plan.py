@@ -232,14 +232,15 @@ class JobPlan(SpeculativeAttempts):
         if live is not None and not live.running:
             self._attempt_ended(task, live, f"launch failed: {problem}", preempted=False)
 
-    def adopt(self, history: Iterable[AttemptRecord]) -> None:
+    def adopt(self, history: Iterable[AttemptRecord], execution: int = 1) -> None:
         """Take the job over from an earlier job master attempt.
 
         ``history`` is every task attempt the RM recorded, in sequence order, and the containers
         the job holds have been announced with :meth:`on_granted`.  A task that succeeded once
         stays done; a live attempt in a held container keeps running there; every failed
         attempt counts against ``max_retries`` as before; attempt numbers continue, so no attempt
-        is ever launched twice under one name."""
+        is ever launched twice under one name.  Attempts of an earlier ``execution`` (the job
+        was evicted, and runs again from the start) only number the new ones."""
         latest: dict[str, AttemptRecord] = {}
         succeeded: set[str] = set()
         for record in history:
@@ -247,6 +248,8 @@ class JobPlan(SpeculativeAttempts):
             if task is None:
                 continue
             task.attempt = max(task.attempt, record.attempt)
+            if record.execution < execution:
+                continue
             if record.state is TaskState.SUCCEEDED:
                 succeeded.add(task.task_id)
             elif record.state.is_final:

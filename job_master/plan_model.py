@@ -174,6 +174,7 @@ class AttemptRecord:
     state: TaskState
     allocation_id: str
     message: str = ""
+    execution: int = 1  # the job's execution that launched it (an evicted job runs again)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from policies.approximation.dispatch import DispatchMode, JobsInExecution
+from policies.approximation.dispatch import (
+    DispatchMode,
+    JobsInExecution,
+    RunningJob,
+    eviction_victim,
+)
 from policies.preemption.queues import QueueConfig, QueueError, single_queue
 from policies.preemption.resumption import PreemptedContainer, Verdict, consider_offer
 from policies.scheduling.asks import AskError, PhaseAsk, check_asks
@@ -96,6 +101,7 @@ from resource_manager.queues import QueueStatus, QueueView, eventual_holds
 from resource_manager.records import (
     AllocationKind,
     AllocationRecord,
+    Execution,
     JobRecord,
     KeptSlot,
     NodeRecord,
@@ -662,7 +668,66 @@ class ResourceManagerCore:
             elif preemption.wanted:
                 self.book.wanted = True  # (soft: at worst a pass runs for nothing)
         self._apply_goals(plan, now)
+        if self.settings.dispatch is DispatchMode.PREEMPTIVE:
+            self._evict_for_waiting(plan, now)
         return plan
+
+    def _evict_for_waiting(self, plan: Plan, now: Now) -> None:
+        """Preemptive dispatch (the paper's baseline P): a job waiting at the head of a higher
+        buffer than a job in execution evicts it, when execution is full."""
+        if len(self.tables.in_execution) < self.settings.max_running_jobs:
+            return
+        heads = [a for a in plan.waiting if a.kind is AllocationKind.JOB_MASTER]
+        if not heads:
+            return
+        head = max(heads, key=lambda a: (a.priority, -a.submit_seq))
+        running = [
+            RunningJob(job.job_id, job.spec.priority, job.execution.dispatched_at)
+            for job in (self.jobs[j] for j in self.tables.in_execution)
+        ]
+        victim = eviction_victim(head.priority, running)
+        if victim is not None:
+            self._evict(self.jobs[victim], f"job {head.job_id} of priority {head.priority}", now)
+
+    def _evict(self, job: JobRecord, by: str, now: Now) -> None:
+        """Stop the job's execution and put it back at the head of its buffer (its submission
+        order is kept): its tasks and job master are stopped, and it will be executed again
+        from the start, by a new job master that counts the earlier execution's attempts only
+        to number its own.  The time the execution had run is wasted."""
+        ran = max(now.wall - job.execution.dispatched_at, 0.0) if job.execution.dispatched_at else 0
+        why = f"evicted for {by}"
+        for task in self.tables.tasks_of_job(job.job_id):
+            if task.execution == job.execution.number and not task.state.is_final:
+                self.tables.put_task(
+                    evolve(
+                        task,
+                        state=TaskState.KILLED,
+                        message=why,
+                        finish_time=now.wall,
+                        seq=self.tables.next_counter("event"),
+                        preempted=True,
+                    )
+                )
+        for allocation in self.tables.allocations_of_job(job.job_id):
+            if not allocation.is_master:  # (stopped by reconciliation, as a final job's)
+                self.tables.remove_allocation(allocation.allocation_id)
+        execution = job.execution
+        self._move(
+            job,
+            JobState.SUBMITTED,
+            master_node="",
+            master_allocation="",
+            progress=tuple(
+                PhaseProgress(p.name, p.tasks, pending=p.tasks) for p in job.spec.phases
+            ),
+            execution=Execution(
+                number=execution.number + 1,
+                evictions=execution.evictions + 1,
+                wasted_s=execution.wasted_s + ran,
+            ),
+            message=f"{why} after {ran:.1f} s; to be executed again from the start",
+        )
+        log.warning("job %s %s after %.1f s: back to the head of its buffer", job.job_id, why, ran)
 
     # ================================================================ container goals
 
@@ -1098,6 +1163,11 @@ class ResourceManagerCore:
     # ================================================================ checks
 
     def _check_attempt(self, job: JobRecord, attempt: int) -> None:
+        if job.state is JobState.SUBMITTED and not job.client_mode and job.master_attempt:
+            raise ConflictError(
+                f"job master attempt {attempt} of {job.job_id} is gone: the job waits for a new "
+                f"one ({job.message})"
+            )
         if attempt == job.master_attempt:
             return
         if 0 < attempt < job.master_attempt:
@@ -1204,7 +1274,8 @@ class ResourceManagerCore:
     def _master_lost(self, job: JobRecord, reason: str, now: Now) -> None:
         """The job's current job master is gone: start another attempt if any is left."""
         attempts = self.settings.max_master_attempts
-        if job.kill_requested or job.master_attempt >= attempts:
+        # (a job master stopped by an eviction failed no attempt)
+        if job.kill_requested or job.master_attempt - job.execution.evictions >= attempts:
             self._finish(
                 job, JobState.FAILED, f"{reason} (attempt {job.master_attempt} of {attempts})", now
             )
@@ -1264,6 +1335,9 @@ class ResourceManagerCore:
                 master_node=placement.node_id,
                 master_allocation=allocation.allocation_id,
                 master_attempt=job.master_attempt + 1,
+                execution=job.execution
+                if job.execution.dispatched_at
+                else replace(job.execution, dispatched_at=now.wall),
             )
             log.info(
                 "job %s: job master attempt %d placed on %s",
@@ -1418,6 +1492,7 @@ class ResourceManagerCore:
                 allocation_id=report.allocation_id,
                 seq=0,
                 start_time=report.start_time or report.timestamp or now.wall,
+                execution=self.jobs[report.job_id].execution.number,
             )
         step = self._observe_container(task.allocation_id, report, now)
         if step is not None and task.state == report.state:
@@ -1531,6 +1606,8 @@ class ResourceManagerCore:
         if allocation.goal is Goal.STOP:
             return f"preempted: {allocation.goal_reason}"
         if report.job_master and job.master_allocation != allocation.allocation_id:
+            if job.state is JobState.SUBMITTED and job.execution.evictions:
+                return f"job {job.message}"
             return "a newer job master attempt replaced it"
         if not job.state.is_final:
             return None

@@ -51,6 +51,20 @@ class Now:
 
 
 @dataclass(frozen=True)
+class Execution:
+    """Which execution of a job this is, and what earlier ones cost.  Under ``--dispatch
+    preemptive`` an evicted job is executed again from the start (DiAS Sec. 3.2-3.3, the
+    paper's baseline kills it): ``number`` counts executions (1 the first), ``dispatched_at``
+    is when the current one entered execution (wall; 0 while it waits in its buffer),
+    ``evictions`` how many were evicted, and ``wasted_s`` the time they had run, lost."""
+
+    number: int = 1
+    dispatched_at: float = 0.0
+    evictions: int = 0
+    wasted_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class JobRecord:
     """A job.  ``master_attempt`` counts the job masters launched for it (0 before the first;
     client-mode jobs have 1, the submitter's).  ``master_allocation`` is the current one's.
@@ -72,6 +86,7 @@ class JobRecord:
     master_attempt: int = 0
     idempotency_key: str = ""
     owner: str = ""  # who submitted it (the name in their certificate); empty without TLS
+    execution: Execution = Execution()
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,7 @@ class TaskRecord:
     message: str = ""
     preempted: bool = False  # ended by a kill the scheduler chose (it uses up no retry)
     preemptions: tuple[PreemptionStep, ...] = ()  # what preemption did to it, oldest first
+    execution: int = 1  # the job's execution that launched it (Execution.number)
 
     @property
     def key(self) -> TaskKey:

@@ -170,18 +170,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dispatch",
-        choices=["priority", "dias"],
+        choices=["priority", "dias", "preemptive"],
         default=defaults.dispatch.value,
         help="how jobs enter execution: priority (the default: as soon as their job master "
         "fits) or dias (DiAS: one FCFS buffer per priority, the head of the highest first, at "
-        "most --max-running-jobs at once, never evicting; docs/approximation.md)",
+        "most --max-running-jobs at once, never evicting; docs/approximation.md) or "
+        "preemptive (the same buffers; a job at the head of a higher buffer evicts one of a "
+        "lower priority, which is executed again from the start later: the paper's baseline)",
     )
     parser.add_argument(
         "--max-running-jobs",
         type=int,
         default=defaults.max_running_jobs,
-        help="with --dispatch dias: jobs in execution at once (default %(default)s, the "
-        "paper's engine running one job at a time)",
+        help="with --dispatch dias or preemptive: jobs in execution at once (default "
+        "%(default)s, the paper's engine running one job at a time)",
     )
     data_plane.add_arguments(parser)
 

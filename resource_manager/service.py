@@ -743,9 +743,12 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 allocations=[self._state.allocation_to_pb(a) for a in registration.held],
                 data_plane=self._state.data_plane.to_pb(),
                 history=[
-                    rm_pb.SequencedTaskEvent(seq=t.seq, event=convert.task_event_to_pb(t))
+                    rm_pb.SequencedTaskEvent(
+                        seq=t.seq, event=convert.task_event_to_pb(t), execution=t.execution
+                    )
                     for t in registration.history
                 ],
+                execution=job.execution.number,
             )
 
         return await _answer(context, "RegisterMaster", register)

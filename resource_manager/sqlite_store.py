@@ -29,6 +29,7 @@ import enum
 import json
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 from policies.scheduling.containers import Goal, Shown
@@ -38,6 +39,7 @@ from policies.scheduling.resources import Resources
 from resource_manager.records import (
     AllocationKind,
     AllocationRecord,
+    Execution,
     JobRecord,
     PhaseProgress,
     PreemptionStep,
@@ -47,7 +49,7 @@ from resource_manager.store import HotState, StoreError
 
 __all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StoreError"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -65,7 +67,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     master_allocation TEXT NOT NULL,
     master_attempt INTEGER NOT NULL DEFAULT 0,
     idempotency_key TEXT NOT NULL DEFAULT '',
-    owner TEXT NOT NULL DEFAULT ''
+    owner TEXT NOT NULL DEFAULT '',
+    dias TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS job_specs (
@@ -87,6 +90,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     message TEXT NOT NULL,
     preempted INTEGER NOT NULL DEFAULT 0,
     preemptions TEXT NOT NULL DEFAULT '',
+    execution INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (job_id, task_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_seq ON tasks (job_id, seq);
@@ -160,15 +164,20 @@ _MIGRATE_5_TO_6 = {
 _MIGRATE_6_TO_7 = {
     "allocations": ["kept_for TEXT NOT NULL DEFAULT ''", "kept_until REAL NOT NULL DEFAULT 0"]
 }
+# Version 7 -> 8: DiAS dispatch (which execution of a job, what evicted ones cost; JSON).
+_MIGRATE_7_TO_8 = {
+    "jobs": ["dias TEXT NOT NULL DEFAULT ''"],
+    "tasks": ["execution INTEGER NOT NULL DEFAULT 1"],
+}
 _FINAL_STATES = "('succeeded', 'failed', 'killed')"
 _JOB_COLUMNS = (
     "job_id, seq, state, submit_time, client_mode, kill_requested, start_time, "
     "finish_time, message, progress, master_node, master_allocation, master_attempt, "
-    "idempotency_key, owner"
+    "idempotency_key, owner, dias"
 )
 _TASK_COLUMNS = (
     "job_id, task_id, attempt, phase, state, node_id, allocation_id, seq, exit_code, "
-    "start_time, finish_time, message, preempted, preemptions"
+    "start_time, finish_time, message, preempted, preemptions, execution"
 )
 _ALLOCATION_COLUMNS = (
     "allocation_id, job_id, phase, node_id, cpu, memory_mb, granted_time, delivered, kind, "
@@ -197,7 +206,7 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.synchronous}")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, 3, 4, 5, 6, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, 4, 5, 6, 7, SCHEMA_VERSION):
             raise StoreError(f"{path}: state schema version {version}, expected {SCHEMA_VERSION}")
         self._db.execute("BEGIN IMMEDIATE")
         if version == 1:
@@ -216,6 +225,8 @@ class SqliteStore:
             self._add_columns(_MIGRATE_5_TO_6)
         if version in (1, 2, 3, 4, 5, 6):
             self._add_columns(_MIGRATE_6_TO_7)
+        if version in (1, 2, 3, 4, 5, 6, 7):
+            self._add_columns(_MIGRATE_7_TO_8)
         for statement in _SCHEMA.strip().split(";\n"):
             self._db.execute(statement)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -320,7 +331,7 @@ class SqliteStore:
             "jobs",
             job.job_id,
             f"INSERT OR REPLACE INTO jobs ({_JOB_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 job.job_id,
                 job.seq,
@@ -337,6 +348,7 @@ class SqliteStore:
                 job.master_attempt,
                 job.idempotency_key,
                 job.owner,
+                _dias_text(job),
             ),
         )
 
@@ -360,7 +372,7 @@ class SqliteStore:
         self._flush()
         for row in self._db.execute(query, parameters).fetchall():
             try:
-                spec = parse_job_spec(json.loads(row[15]))
+                spec = parse_job_spec(json.loads(row[16]))
             except (SpecError, ValueError) as error:
                 if str(row[0]) not in self._unreadable:
                     self._unreadable.add(str(row[0]))
@@ -383,6 +395,7 @@ class SqliteStore:
                 master_attempt=row[12],
                 idempotency_key=row[13],
                 owner=row[14],
+                execution=_execution_from(row[15]),
             )
 
     def load_hot(self) -> HotState:
@@ -405,7 +418,7 @@ class SqliteStore:
             "tasks",
             task.key,
             f"INSERT OR REPLACE INTO tasks ({_TASK_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 task.job_id,
                 task.task_id,
@@ -421,6 +434,7 @@ class SqliteStore:
                 task.message,
                 int(task.preempted),
                 _steps_text(task.preemptions),
+                task.execution,
             ),
         )
 
@@ -445,6 +459,7 @@ class SqliteStore:
                 message=row[11],
                 preempted=bool(row[12]),
                 preemptions=_steps_from(row[13]),
+                execution=row[14],
             )
             for row in rows.fetchall()
         ]
@@ -549,4 +564,23 @@ def _steps_from(text: str) -> tuple[PreemptionStep, ...]:
             work_lost_s=float(item["work_lost_s"]),
         )
         for item in json.loads(text)
+    )
+
+
+def _dias_text(job: JobRecord) -> str:
+    """What DiAS dispatch keeps of a job, as JSON (empty when it is all defaults)."""
+    if job.execution == Execution():
+        return ""
+    return json.dumps({"execution": asdict(job.execution)}, sort_keys=True)
+
+
+def _execution_from(text: str) -> Execution:
+    if not text:
+        return Execution()
+    fields = json.loads(text).get("execution", {})
+    return Execution(
+        number=int(fields.get("number", 1)),
+        dispatched_at=float(fields.get("dispatched_at", 0.0)),
+        evictions=int(fields.get("evictions", 0)),
+        wasted_s=float(fields.get("wasted_s", 0.0)),
     )

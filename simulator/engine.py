@@ -771,8 +771,13 @@ class Simulation:
             plan.on_granted(self._container(allocation.allocation_id))
         if registration.history:
             plan.adopt(
-                AttemptRecord(t.task_id, t.attempt, t.state, t.allocation_id, t.message)
-                for t in registration.history
+                (
+                    AttemptRecord(
+                        t.task_id, t.attempt, t.state, t.allocation_id, t.message, t.execution
+                    )
+                    for t in registration.history
+                ),
+                execution=registration.job.execution.number,
             )
         master = _Master(
             job_id,

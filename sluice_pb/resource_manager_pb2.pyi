@@ -471,18 +471,20 @@ class RegisterMasterRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class RegisterMasterResponse(_message.Message):
-    __slots__ = ("spec", "kill_requested", "allocations", "data_plane", "history")
+    __slots__ = ("spec", "kill_requested", "allocations", "data_plane", "history", "execution")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.JobSpec
     kill_requested: bool
     allocations: _containers.RepeatedCompositeFieldContainer[Allocation]
     data_plane: _common_pb2.DataPlane
     history: _containers.RepeatedCompositeFieldContainer[SequencedTaskEvent]
-    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., history: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ...) -> None: ...
+    execution: int
+    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., history: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., execution: _Optional[int] = ...) -> None: ...
 
 class Ask(_message.Message):
     __slots__ = ("phase", "count", "resources", "preferred_nodes", "local_only")
@@ -551,12 +553,14 @@ class ReservedSlot(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., phase: _Optional[str] = ..., until: _Optional[float] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class SequencedTaskEvent(_message.Message):
-    __slots__ = ("seq", "event")
+    __slots__ = ("seq", "event", "execution")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
     seq: int
     event: _common_pb2.TaskEvent
-    def __init__(self, seq: _Optional[int] = ..., event: _Optional[_Union[_common_pb2.TaskEvent, _Mapping]] = ...) -> None: ...
+    execution: int
+    def __init__(self, seq: _Optional[int] = ..., event: _Optional[_Union[_common_pb2.TaskEvent, _Mapping]] = ..., execution: _Optional[int] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
     __slots__ = ("granted", "events", "lost_allocations", "kill_requested", "node_addresses")

@@ -19,6 +19,7 @@ from job_master.plan import (
     JobPlan,
     Step,
 )
+from job_master.plan_model import AttemptRecord
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.jobspec import parse_job_spec
 from policies.scheduling.lifecycle import JobState, TaskState
@@ -589,3 +590,26 @@ def test_a_service_that_ran_a_while_between_crashes_keeps_running():
         plan.advance(100.0 * attempt + SERVICE_STABLE_S)
         report(plan, task_id, TaskState.FAILED, exit_code=1)
     assert plan.outcome is None and plan.tasks["server-0"].attempt == 4
+
+
+@pytest.mark.parametrize(
+    ("execution", "done", "next_attempt"),
+    [
+        (1, True, 1),  # the same execution: a success stays done
+        (2, False, 3),  # evicted and run again: everything again, the numbers continue
+    ],
+)
+def test_adopting_an_earlier_execution_only_numbers_the_attempts(
+    execution: int, done: bool, next_attempt: int
+) -> None:
+    plan = JobPlan(job_spec(phase_doc("a", 1)), now=0.0)
+    history = [
+        AttemptRecord("a-0", 1, TaskState.FAILED, "x1", "boom", execution=1),
+        AttemptRecord("a-0", 2, TaskState.SUCCEEDED, "x2", execution=1),
+    ]
+    plan.adopt(history, execution=execution)
+    assert plan.tasks["a-0"].step.is_final is done
+    if not done:
+        assert plan.tasks["a-0"].failures == 0
+        launched = launch_next(plan, "a")
+        assert plan.tasks[launched].attempt == next_attempt
