@@ -1,6 +1,7 @@
 """The RM's configuration files read into domain values: the queue file (``sluice rm --queues
-FILE``, a :class:`QueueConfig`) and the cluster's default slot reservation (``sluice rm
---reservation FILE``, a :class:`ReservationSpec`).
+FILE``, a :class:`QueueConfig`), the cluster's default slot reservation (``sluice rm
+--reservation FILE``, a :class:`ReservationSpec`) and its DiAS settings (``sluice rm
+--dias-config FILE``, a :class:`DiasConfig`, with the model output it names).
 
 The text goes through the same bounded YAML loader as job specs (:mod:`plumbing.spec_text`:
 size, nesting, aliases, duplicate keys), then the domain's parser.  Every problem is one line
@@ -10,15 +11,17 @@ naming the file and the field, e.g.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from plumbing.spec_text import load_yaml_document, read_spec_file
+from policies.approximation.dias_config import DiasConfig, parse_dias_config
 from policies.preemption.queues import QueueConfig, QueueError, parse_queue_config
 from policies.scheduling.jobspec import ReservationSpec, SpecError, parse_reservation
 
-__all__ = ["QueueFileError", "load_queue_file", "load_reservation_file"]
+__all__ = ["QueueFileError", "load_dias_config", "load_queue_file", "load_reservation_file"]
 
 T = TypeVar("T")
 
@@ -35,6 +38,32 @@ def load_queue_file(path: Path) -> QueueConfig:
 def load_reservation_file(path: Path) -> ReservationSpec:
     """A ``reservation`` block, as in a job spec (docs/jobspec.md), given as the whole file."""
     return _load(path, "reservation file", lambda doc: parse_reservation(doc, "reservation"))
+
+
+def load_dias_config(path: Path) -> DiasConfig:
+    """The DiAS settings; a ``drop_ratios_from`` file (``sluice model dias --json`` output) is
+    read relative to the settings file."""
+
+    def parse(document: object) -> DiasConfig:
+        named = document.get("drop_ratios_from") if isinstance(document, dict) else None
+        if named is None:
+            return parse_dias_config(document)
+        if not isinstance(named, str) or not named:
+            raise SpecError("drop_ratios_from", "must name a file")
+        model_path = path.parent / named
+        try:
+            output = json.loads(model_path.read_text())
+        except OSError as error:
+            raise SpecError(
+                "drop_ratios_from", f"{model_path} cannot be read: {error.strerror or error}"
+            ) from None
+        except ValueError as error:
+            raise SpecError("drop_ratios_from", f"{model_path} is not JSON: {error}") from None
+        if not isinstance(output, dict):
+            raise SpecError("drop_ratios_from", f"{model_path} is not a model's output")
+        return parse_dias_config(document, output)
+
+    return _load(path, "DiAS settings file", parse)
 
 
 def _load(path: Path, what: str, parse: Callable[[object], T]) -> T:

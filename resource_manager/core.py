@@ -43,9 +43,10 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
+from policies.approximation.dias_config import DiasConfig
 from policies.approximation.dispatch import (
     DispatchMode,
     JobsInExecution,
@@ -160,7 +161,8 @@ class CoreSettings:
     ``dispatch``: how jobs are admitted into execution (DiAS Sec. 3.2,
     :mod:`policies.approximation.dispatch`): ``priority`` as soon as their job master fits;
     ``dias`` from one buffer per priority, at most ``max_running_jobs`` at once, never evicting;
-    ``preemptive`` likewise, evicting a lower-priority job for the head of a higher buffer."""
+    ``preemptive`` likewise, evicting a lower-priority job for the head of a higher buffer.
+    ``dias``: drop ratios and sprinting per priority (``--dias-config``)."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -176,6 +178,7 @@ class CoreSettings:
     locality_wait: float = 0.0
     dispatch: DispatchMode = DispatchMode.PRIORITY
     max_running_jobs: int = 1
+    dias: DiasConfig = field(default_factory=DiasConfig)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,15 @@ from plumbing.bearer import TokenVerifier
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
-from plumbing.queue_file import QueueFileError, load_queue_file, load_reservation_file
+from plumbing.queue_file import (
+    QueueFileError,
+    load_dias_config,
+    load_queue_file,
+    load_reservation_file,
+)
 from plumbing.rpc import TokenPort, start_aio_server
 from plumbing.tls import Authority, Role, TlsError, TlsFiles, load_job_master_ca
+from policies.approximation.dias_config import DiasConfig
 from policies.approximation.dispatch import DispatchMode
 from policies.preemption.queues import QueueConfig, QueueError
 from policies.scheduling.identifiers import cluster_id_problem
@@ -185,6 +191,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --dispatch dias or preemptive: jobs in execution at once (default "
         "%(default)s, the paper's engine running one job at a time)",
     )
+    parser.add_argument(
+        "--dias-config",
+        type=Path,
+        help="the DiAS settings: drop ratios and sprint timeouts per priority, the accuracy "
+        "curve, the sprint budget; may take the drop ratios `sluice model dias --json` chose "
+        "(docs/approximation.md).  Without it: no dropping, no sprinting",
+    )
     data_plane.add_arguments(parser)
 
 
@@ -242,6 +255,7 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         locality_wait=args.locality_wait,
         default_reservation=_default_reservation(args),
         dispatch=DispatchMode(args.dispatch),
+        dias=_dias_config(args),
         max_running_jobs=args.max_running_jobs,
     )
 
@@ -253,6 +267,15 @@ def _default_reservation(args: argparse.Namespace) -> ReservationSpec | None:
         return load_reservation_file(args.reservation)
     except QueueFileError as error:
         raise UserError(f"--reservation: {error}") from None
+
+
+def _dias_config(args: argparse.Namespace) -> DiasConfig:
+    if args.dias_config is None:
+        return DiasConfig()
+    try:
+        return load_dias_config(args.dias_config)
+    except QueueFileError as error:
+        raise UserError(f"--dias-config: {error}") from None
 
 
 def _queues(args: argparse.Namespace) -> QueueConfig | None:

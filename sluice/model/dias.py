@@ -19,6 +19,7 @@ import numpy as np
 
 from plumbing.errors import UserError
 from plumbing.spec_text import load_yaml_document, read_spec_file
+from policies.approximation.dias_config import parse_accuracy_curve
 from policies.approximation.drop_search import (
     PAPER_ACCURACY_CURVE,
     AccuracyCurve,
@@ -386,19 +387,10 @@ def _task_pmf(raw: object, path: str) -> np.ndarray[Any, np.dtype[np.float64]]:
 
 def _curve(raw: object, path: str) -> AccuracyCurve:
     """``{drop ratio: relative error}``, e.g. ``{0.1: 0.085, 0.2: 0.15, 0.4: 0.32}``."""
-    if not isinstance(raw, dict) or not raw:
-        raise UserError(f"{path}: must map drop ratios to relative errors, e.g. {{0.1: 0.085}}")
-    points = sorted(
-        (
-            _number(key, f"{path}.{key}", low=0.0, high=1.0),
-            _number(value, f"{path}.{key}", low=0.0),
-        )
-        for key, value in raw.items()
-    )
     try:
-        return AccuracyCurve(tuple(p[0] for p in points), tuple(p[1] for p in points))
-    except ValueError as exc:
-        raise UserError(f"{path}: {exc}") from None
+        return parse_accuracy_curve(raw, path)
+    except SpecError as error:
+        raise UserError(str(error)) from None
 
 
 def _check_size(

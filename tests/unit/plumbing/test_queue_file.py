@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from plumbing.queue_file import QueueFileError, load_queue_file, load_reservation_file
+from plumbing.queue_file import (
+    QueueFileError,
+    load_dias_config,
+    load_queue_file,
+    load_reservation_file,
+)
 from policies.scheduling.jobspec import ReservationSpec, TaskTimePrior
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "queues" / "bigc.yaml"
@@ -61,3 +66,32 @@ def test_a_reservation_file_is_a_job_specs_reservation_block(tmp_path: Path):
     assert load_reservation_file(path) == ReservationSpec(
         isolation=0.5, max_copies=2, prior=TaskTimePrior(1.6, 3.0)
     )
+
+
+def test_the_example_dias_settings_are_the_papers_two_priorities() -> None:
+    config = load_dias_config(EXAMPLE.parents[1] / "dias" / "dias.yaml")
+    assert (config.policy_of(0).drop_ratio, config.policy_of(0).max_drop_ratio) == (0.2, 0.4)
+    assert config.policy_of(1).sprint_timeout_s == 65.0
+    assert config.expected_error(0.2) == pytest.approx(0.15)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (None, "drop_ratios_from: "),  # missing
+        ("{", "is not JSON"),
+        ('{"slots": 1}', "is not the output of `sluice model dias --json`"),
+    ],
+)
+def test_dias_settings_take_drop_ratios_from_the_models_output(
+    tmp_path: Path, model: str | None, message: str
+) -> None:
+    settings = tmp_path / "dias.yaml"
+    settings.write_text("priorities: [{priority: 0, name: low}]\ndrop_ratios_from: model.json\n")
+    if model is not None:
+        (tmp_path / "model.json").write_text(model)
+    with pytest.raises(QueueFileError) as caught:
+        load_dias_config(settings)
+    assert str(caught.value).startswith(f"{settings}: ") and message in str(caught.value)
+    (tmp_path / "model.json").write_text('{"priorities": [{"name": "low", "drop_ratio": 0.1}]}')
+    assert load_dias_config(settings).policy_of(0).drop_ratio == 0.1

@@ -156,7 +156,7 @@ BAD = [
     ("search", {"stride": 1}, "search.stride: unknown field"),
     ("priorities", [], "priorities: must be a non-empty list"),
     ("accuracy_curve", {0.1: 0.2, 0.2: 0.1}, "accuracy_curve: accuracy curve errors must not"),
-    ("accuracy_curve", {1.5: 0.2}, "accuracy_curve.1.5: must be <= 1, got 1.5"),
+    ("accuracy_curve", {1.5: 0.2}, "accuracy_curve.1.5: must be in [0, 1], got 1.5"),
     ("priorities.0.name", None, "priorities[0].name: must be a non-empty string"),
     ("priorities.1.name", "high", "priorities[1].name: duplicate name 'high'"),
     ("priorities.0.arrival_rate", -1, "priorities[0].arrival_rate: must be >= 0, got -1"),
