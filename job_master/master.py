@@ -222,7 +222,13 @@ class JobMaster:
             ),
         )
         spec = parse_job_spec(spec_document_from_pb(registration.spec))
-        plan = JobPlan(spec, spec.reservation, now=time.monotonic())
+        plan = JobPlan(
+            spec,
+            spec.reservation,
+            now=time.monotonic(),
+            drop_ratio=registration.drop_ratio,
+            drop_seed=self.job_id,
+        )
         for allocation in registration.allocations:
             plan.on_granted(_container(allocation))
         if registration.history:

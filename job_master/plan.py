@@ -45,6 +45,7 @@ changed), never a scan of every task.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -74,6 +75,7 @@ from job_master.plan_model import (
 from job_master.plan_speculative import SpeculativeAttempts
 from job_master.reservations import SlotReservations
 from job_master.speculation import REFUSAL_BACKOFF_S, Candidate, SpeculationBook
+from policies.approximation.dropping import choose_kept_partitions
 from policies.reservation.stragglers import PhaseSlots, plan_copies
 from policies.scheduling.asks import MAX_PREFERRED_NODES, PhaseAsk
 from policies.scheduling.jobspec import JobSpec, ReservationSpec
@@ -103,11 +105,20 @@ class JobPlan(SpeculativeAttempts):
     """See the module docstring."""
 
     def __init__(
-        self, spec: JobSpec, reservation: ReservationSpec | None = None, *, now: float = 0.0
+        self,
+        spec: JobSpec,
+        reservation: ReservationSpec | None = None,
+        *,
+        now: float = 0.0,
+        drop_ratio: float = 0.0,
+        drop_seed: str = "",
     ) -> None:
         """``reservation``: keep slots across barriers (the spec's block, or the cluster's
         default); None gives every container back when its attempt ends.  ``now`` is the
-        caller's clock (see :meth:`advance`)."""
+        caller's clock (see :meth:`advance`).  ``drop_ratio``: DiAS's θ for the job (the RM's
+        choice); each droppable phase of ``n`` tasks runs ``max(1, ⌈n(1 − θ)⌉)`` of them, a
+        random subset drawn from ``drop_seed`` (the job's id: every job master attempt of the
+        job drops the same tasks)."""
         self.spec = spec
         self.now = now
         self.tasks: dict[str, Task] = {}
@@ -155,7 +166,22 @@ class JobPlan(SpeculativeAttempts):
         for name, state in self._phases.items():
             if state.upstream_left == 0:
                 self._open(name)
+        if drop_ratio > 0:
+            self._drop_for_approximation(drop_ratio, drop_seed)
         self._check_done()
+
+    def _drop_for_approximation(self, theta: float, seed: str) -> None:
+        """DiAS Sec. 3.3 (Spark's findMissingPartitions returns ⌈n(1 − θ)⌉ of n): the tasks
+        left out of each droppable phase, chosen at random before it starts."""
+        digest = hashlib.sha256(seed.encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
+        for phase in self.spec.phases:
+            if not phase.droppable:
+                continue
+            kept = set(choose_kept_partitions(phase.tasks, theta, rng).tolist())
+            for index in range(phase.tasks):
+                if index not in kept:
+                    self.drop(f"{phase.name}-{index}", f"dropped: approximation θ = {theta:g}")
 
     # ------------------------------------------------------------------ observations
 

@@ -70,9 +70,13 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
                 resources=resources_to_pb(p.resources),
                 after=list(p.after),
                 image=p.image or "",
+                droppable=p.droppable,
             )
             for p in spec.phases
         ],
+        approximation=None
+        if spec.approximation is None
+        else pb.ApproximationSpec(drop_ratio=spec.approximation.drop_ratio),
     )
 
 
@@ -90,6 +94,8 @@ def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
         }
         if p.image:
             phase["image"] = p.image
+        if p.droppable:
+            phase["droppable"] = True
         phases.append(phase)
     document: dict[str, object] = {
         "name": message.name,
@@ -106,6 +112,8 @@ def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
         document["service"] = service_document_from_pb(message.service)
     if message.HasField("speculative"):
         document["speculative"] = speculative_document_from_pb(message.speculative)
+    if message.HasField("approximation"):
+        document["approximation"] = {"drop_ratio": message.approximation.drop_ratio}
     return document
 
 

@@ -53,6 +53,7 @@ from policies.approximation.dispatch import (
     RunningJob,
     eviction_victim,
 )
+from policies.approximation.dropping import dropped_tasks, effective_drop_ratio
 from policies.preemption.queues import QueueConfig, QueueError, single_queue
 from policies.preemption.resumption import PreemptedContainer, Verdict, consider_offer
 from policies.scheduling.asks import AskError, PhaseAsk, check_asks
@@ -102,6 +103,7 @@ from resource_manager.queues import QueueStatus, QueueView, eventual_holds
 from resource_manager.records import (
     AllocationKind,
     AllocationRecord,
+    Approximation,
     Execution,
     JobRecord,
     KeptSlot,
@@ -360,6 +362,7 @@ class ResourceManagerCore:
             self.book.config.queue_of(spec.queue)
         except QueueError as error:
             raise SpecError(error.field, error.problem) from None
+        approximation = self._approximation_of(spec)
         capacities = self.tables.capacity.capacity_shapes()
         check_fits_cluster(spec, capacities)
         if not client_mode:
@@ -376,11 +379,26 @@ class ResourceManagerCore:
             master_attempt=1 if client_mode else 0,
             idempotency_key=idempotency_key,
             owner=owner,
+            approximation=approximation,
         )
         self.tables.put_job(job)
         self._sync_master_ask(job)
         log.info("job %s (%s, priority %d) submitted", job.job_id, spec.name, spec.priority)
         return self.jobs[job.job_id]
+
+    def _approximation_of(self, spec: JobSpec) -> Approximation:
+        """The drop ratio the job runs with (its own within its priority's bound, else its
+        priority's; SpecError past the bound) and what it leaves out of its droppable phases."""
+        sizes = [phase.tasks for phase in spec.phases if phase.droppable]
+        if not sizes:
+            return Approximation()
+        asked = spec.approximation.drop_ratio if spec.approximation is not None else None
+        theta = self.settings.dias.drop_ratio_for(spec.priority, asked)
+        return Approximation(
+            drop_ratio=theta,
+            dropped_tasks=dropped_tasks(sizes, theta),
+            expected_error=self.settings.dias.expected_error(effective_drop_ratio(sizes, theta)),
+        )
 
     def job(self, job_id: str) -> JobRecord:
         """A job, running or finished (a finished one is read from the store)."""

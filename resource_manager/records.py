@@ -65,6 +65,21 @@ class Execution:
 
 
 @dataclass(frozen=True)
+class Approximation:
+    """How a job is approximated (DiAS Sec. 3.1): its droppable phases run at ``drop_ratio``,
+    leaving ``dropped_tasks`` out, and its result is expected ``expected_error`` off (the
+    cluster's accuracy curve at the share actually dropped)."""
+
+    drop_ratio: float = 0.0
+    dropped_tasks: int = 0
+    expected_error: float = 0.0
+
+    @property
+    def approximate(self) -> bool:
+        return self.dropped_tasks > 0
+
+
+@dataclass(frozen=True)
 class JobRecord:
     """A job.  ``master_attempt`` counts the job masters launched for it (0 before the first;
     client-mode jobs have 1, the submitter's).  ``master_allocation`` is the current one's.
@@ -87,6 +102,7 @@ class JobRecord:
     idempotency_key: str = ""
     owner: str = ""  # who submitted it (the name in their certificate); empty without TLS
     execution: Execution = Execution()
+    approximation: Approximation = Approximation()
 
 
 @dataclass(frozen=True)

@@ -749,6 +749,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                     for t in registration.history
                 ],
                 execution=job.execution.number,
+                drop_ratio=job.approximation.drop_ratio,
             )
 
         return await _answer(context, "RegisterMaster", register)

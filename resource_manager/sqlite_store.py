@@ -39,6 +39,7 @@ from policies.scheduling.resources import Resources
 from resource_manager.records import (
     AllocationKind,
     AllocationRecord,
+    Approximation,
     Execution,
     JobRecord,
     PhaseProgress,
@@ -164,7 +165,8 @@ _MIGRATE_5_TO_6 = {
 _MIGRATE_6_TO_7 = {
     "allocations": ["kept_for TEXT NOT NULL DEFAULT ''", "kept_until REAL NOT NULL DEFAULT 0"]
 }
-# Version 7 -> 8: DiAS dispatch (which execution of a job, what evicted ones cost; JSON).
+# Version 7 -> 8: DiAS (which execution of a job, what evicted ones cost, how it is
+# approximated: JSON).
 _MIGRATE_7_TO_8 = {
     "jobs": ["dias TEXT NOT NULL DEFAULT ''"],
     "tasks": ["execution INTEGER NOT NULL DEFAULT 1"],
@@ -396,6 +398,7 @@ class SqliteStore:
                 idempotency_key=row[13],
                 owner=row[14],
                 execution=_execution_from(row[15]),
+                approximation=_approximation_from(row[15]),
             )
 
     def load_hot(self) -> HotState:
@@ -568,10 +571,22 @@ def _steps_from(text: str) -> tuple[PreemptionStep, ...]:
 
 
 def _dias_text(job: JobRecord) -> str:
-    """What DiAS dispatch keeps of a job, as JSON (empty when it is all defaults)."""
-    if job.execution == Execution():
-        return ""
-    return json.dumps({"execution": asdict(job.execution)}, sort_keys=True)
+    """What DiAS keeps of a job, as JSON (empty when it is all defaults)."""
+    record: dict[str, object] = {}
+    if job.execution != Execution():
+        record["execution"] = asdict(job.execution)
+    if job.approximation != Approximation():
+        record["approximation"] = asdict(job.approximation)
+    return json.dumps(record, sort_keys=True) if record else ""
+
+
+def _approximation_from(text: str) -> Approximation:
+    fields = json.loads(text).get("approximation", {}) if text else {}
+    return Approximation(
+        drop_ratio=float(fields.get("drop_ratio", 0.0)),
+        dropped_tasks=int(fields.get("dropped_tasks", 0)),
+        expected_error=float(fields.get("expected_error", 0.0)),
+    )
 
 
 def _execution_from(text: str) -> Execution:

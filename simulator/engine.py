@@ -766,7 +766,13 @@ class Simulation:
             lambda core, now: core.register_master(job_id, attempt=process.attempt, now=now)
         )
         spec = registration.job.spec
-        plan = JobPlan(spec, spec.reservation, now=self.now)
+        plan = JobPlan(
+            spec,
+            spec.reservation,
+            now=self.now,
+            drop_ratio=registration.job.approximation.drop_ratio,
+            drop_seed=job_id,
+        )
         for allocation in registration.held:
             plan.on_granted(self._container(allocation.allocation_id))
         if registration.history:

@@ -54,23 +54,25 @@ class Resources(_message.Message):
     def __init__(self, cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
 
 class PhaseSpec(_message.Message):
-    __slots__ = ("name", "tasks", "command", "resources", "after", "image")
+    __slots__ = ("name", "tasks", "command", "resources", "after", "image", "droppable")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
+    DROPPABLE_FIELD_NUMBER: _ClassVar[int]
     name: str
     tasks: int
     command: _containers.RepeatedScalarFieldContainer[str]
     resources: Resources
     after: _containers.RepeatedScalarFieldContainer[str]
     image: str
-    def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., image: _Optional[str] = ...) -> None: ...
+    droppable: bool
+    def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., image: _Optional[str] = ..., droppable: _Optional[bool] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation", "kind", "service", "speculative")
+    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation", "kind", "service", "speculative", "approximation")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +82,7 @@ class JobSpec(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
+    APPROXIMATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     phases: _containers.RepeatedCompositeFieldContainer[PhaseSpec]
@@ -89,7 +92,14 @@ class JobSpec(_message.Message):
     kind: str
     service: ServiceSpec
     speculative: SpeculativeSpec
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ..., kind: _Optional[str] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ..., speculative: _Optional[_Union[SpeculativeSpec, _Mapping]] = ...) -> None: ...
+    approximation: ApproximationSpec
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ..., kind: _Optional[str] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ..., speculative: _Optional[_Union[SpeculativeSpec, _Mapping]] = ..., approximation: _Optional[_Union[ApproximationSpec, _Mapping]] = ...) -> None: ...
+
+class ApproximationSpec(_message.Message):
+    __slots__ = ("drop_ratio",)
+    DROP_RATIO_FIELD_NUMBER: _ClassVar[int]
+    drop_ratio: float
+    def __init__(self, drop_ratio: _Optional[float] = ...) -> None: ...
 
 class SpeculativeSpec(_message.Message):
     __slots__ = ("after_s", "queue_timeout_s", "upgrade_progress", "max_tasks")

@@ -471,20 +471,22 @@ class RegisterMasterRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class RegisterMasterResponse(_message.Message):
-    __slots__ = ("spec", "kill_requested", "allocations", "data_plane", "history", "execution")
+    __slots__ = ("spec", "kill_requested", "allocations", "data_plane", "history", "execution", "drop_ratio")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    DROP_RATIO_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.JobSpec
     kill_requested: bool
     allocations: _containers.RepeatedCompositeFieldContainer[Allocation]
     data_plane: _common_pb2.DataPlane
     history: _containers.RepeatedCompositeFieldContainer[SequencedTaskEvent]
     execution: int
-    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., history: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., execution: _Optional[int] = ...) -> None: ...
+    drop_ratio: float
+    def __init__(self, spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., kill_requested: _Optional[bool] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., history: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., execution: _Optional[int] = ..., drop_ratio: _Optional[float] = ...) -> None: ...
 
 class Ask(_message.Message):
     __slots__ = ("phase", "count", "resources", "preferred_nodes", "local_only")

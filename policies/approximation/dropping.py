@@ -67,3 +67,16 @@ def choose_kept_partitions(n: int, theta: float, rng: np.random.Generator) -> In
     keep = kept_tasks(n, theta)
     chosen = rng.choice(n, size=keep, replace=False)
     return np.sort(chosen).astype(np.int64)
+
+
+def dropped_tasks(phase_sizes: Sequence[int], theta: float) -> int:
+    """Tasks left out when droppable phases of these sizes run at drop ratio ``θ``."""
+    return sum(n - kept_tasks(n, theta) for n in phase_sizes)
+
+
+def effective_drop_ratio(phase_sizes: Sequence[int], theta: float) -> float:
+    """The share of the droppable phases' tasks actually left out: at most ``θ`` (the ceiling
+    keeps a task more, and never fewer than one); 0 without droppable tasks.  The accuracy
+    curve is read here, not at ``θ``, so a small phase is not said to lose more than it does."""
+    total = sum(phase_sizes)
+    return dropped_tasks(phase_sizes, theta) / total if total else 0.0

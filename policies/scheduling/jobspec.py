@@ -61,6 +61,7 @@ __all__ = [
     "PRIOR_FIELDS",
     "RESERVATION_FIELDS",
     "RESOURCE_FIELDS",
+    "ApproximationSpec",
     "JobSpec",
     "PhaseSpec",
     "ReservationSpec",
@@ -137,6 +138,15 @@ class PhaseSpec:
     resources: Resources
     after: tuple[str, ...] = ()
     image: str | None = None
+    droppable: bool = False  # DiAS: its tasks may be dropped (an approximate result)
+
+
+@dataclass(frozen=True)
+class ApproximationSpec:
+    """The job's own drop ratio θ (DiAS Sec. 3.1): its droppable phases run ⌈n(1 − θ)⌉ of
+    their n tasks.  The RM refuses a ratio above its bound for the job's priority."""
+
+    drop_ratio: float
 
 
 DEFAULT_ISOLATION = 0.9
@@ -189,6 +199,7 @@ class JobSpec:
     service: ServiceSpec | None = None  # kind: service (service_spec.py); None: a batch job
     # Speculative tasks placed straight on node agents (speculative_spec.py); None: never.
     speculative: SpeculativeSpec | None = None
+    approximation: ApproximationSpec | None = None  # None: the cluster's ratio for its priority
 
     @property
     def kind(self) -> str:
@@ -235,7 +246,9 @@ JOB_FIELDS: Mapping[str, bool] = {
     "kind": False,
     "service": False,
     "speculative": False,
+    "approximation": False,
 }
+APPROXIMATION_FIELDS: Mapping[str, bool] = {"drop_ratio": True}
 KINDS = ("batch", "service")
 """A batch job ends when its tasks have; a service runs until killed (service_spec.py)."""
 RESERVATION_FIELDS: Mapping[str, bool] = {
@@ -252,6 +265,7 @@ PHASE_FIELDS: Mapping[str, bool] = {
     "resources": True,
     "after": False,
     "image": False,
+    "droppable": False,
 }
 RESOURCE_FIELDS: Mapping[str, bool] = {"cpu": True, "memory_mb": True}
 
@@ -293,9 +307,12 @@ def _phase(value: object, field: str) -> tuple[PhaseSpec, int]:
         listed.add(upstream)
         size += _utf8_size(upstream, f"{field}.after[{index}]") + 1
     image = _image(doc["image"], f"{field}.image") if "image" in doc else None
+    droppable = doc.get("droppable", False)
+    if not isinstance(droppable, bool):
+        raise SpecError(f"{field}.droppable", f"must be true or false, not {_describe(droppable)}")
     # Names and images are ASCII (checked above): their length is their size.
     size += len(name) + 1 + (len(image) + 1 if image is not None else 0)
-    return PhaseSpec(name, tasks, command, resources, after, image), size
+    return PhaseSpec(name, tasks, command, resources, after, image, droppable), size
 
 
 # ------------------------------------------------------------------------------ entry points
@@ -344,6 +361,7 @@ def parse_job_spec(document: object) -> JobSpec:
         raise SpecError(
             "speculative", "a service runs in containers of its own, never speculatively"
         )
+    approximation = _approximation(doc, phases, service)
     name = _name(doc["name"], "name")
     size += len(name) + 1
     if size > MAX_SPEC_BYTES:
@@ -368,7 +386,27 @@ def parse_job_spec(document: object) -> JobSpec:
         else None,
         service=service,
         speculative=speculative,
+        approximation=approximation,
     )
+
+
+def _approximation(
+    doc: Mapping[str, object], phases: Sequence[PhaseSpec], service: ServiceSpec | None
+) -> ApproximationSpec | None:
+    """The ``approximation`` block; droppable phases only in a batch job."""
+    droppable = [index for index, phase in enumerate(phases) if phase.droppable]
+    if service is not None and droppable:
+        raise SpecError(
+            f"phases[{droppable[0]}].droppable", "a service's tasks run until killed: none drops"
+        )
+    if "approximation" not in doc:
+        return None
+    block = _check_keys(doc["approximation"], "approximation", APPROXIMATION_FIELDS)
+    if not droppable:
+        raise SpecError(
+            "approximation", "no phase is droppable (mark those that may be with droppable: true)"
+        )
+    return ApproximationSpec(_fraction(block["drop_ratio"], "approximation.drop_ratio"))
 
 
 def _service(doc: Mapping[str, object], phases: Sequence[PhaseSpec]) -> ServiceSpec | None:
@@ -504,6 +542,8 @@ def job_spec_to_document(spec: JobSpec) -> dict[str, object]:
             doc["after"] = list(phase.after)
         if phase.image is not None:
             doc["image"] = phase.image
+        if phase.droppable:
+            doc["droppable"] = True
         phases.append(doc)
     document: dict[str, object] = {
         "name": spec.name,
@@ -520,6 +560,8 @@ def job_spec_to_document(spec: JobSpec) -> dict[str, object]:
         document["service"] = service_to_document(spec.service)
     if spec.speculative is not None:
         document["speculative"] = speculative_to_document(spec.speculative)
+    if spec.approximation is not None:
+        document["approximation"] = {"drop_ratio": spec.approximation.drop_ratio}
     return document
 
 

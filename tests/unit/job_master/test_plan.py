@@ -613,3 +613,23 @@ def test_adopting_an_earlier_execution_only_numbers_the_attempts(
         assert plan.tasks["a-0"].failures == 0
         launched = launch_next(plan, "a")
         assert plan.tasks[launched].attempt == next_attempt
+
+
+@pytest.mark.parametrize(("tasks", "theta", "kept"), [(10, 0.2, 8), (7, 0.2, 6), (1, 0.9, 1)])
+def test_a_droppable_phase_runs_its_kept_tasks_and_the_barrier_counts_the_rest_done(
+    tasks: int, theta: float, kept: int
+) -> None:
+    spec = job_spec(phase_doc("m", tasks, droppable=True), phase_doc("r", 2, after=["m"]))
+    plan = JobPlan(spec, now=0.0, drop_ratio=theta, drop_seed="job-000001")
+    dropped = {t for t, task in plan.tasks.items() if task.step is Step.DROPPED}
+    assert len(dropped) == tasks - kept
+    assert {t.split("-")[0] for t in dropped} <= {"m"}  # the other phase drops nothing
+    # Every job master attempt of the job drops the same tasks.
+    again = JobPlan(spec, now=0.0, drop_ratio=theta, drop_seed="job-000001")
+    assert {t for t, task in again.tasks.items() if task.step is Step.DROPPED} == dropped
+    for _ in range(kept):
+        report(plan, launch_next(plan, "m"), TaskState.SUCCEEDED)
+    assert {t.step for t in plan.tasks.values() if t.phase == "r"} == {Step.READY}
+    for _ in range(2):
+        report(plan, launch_next(plan, "r"), TaskState.SUCCEEDED)
+    assert plan.outcome is not None and plan.outcome[0] is JobState.SUCCEEDED

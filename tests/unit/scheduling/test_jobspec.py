@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from plumbing.wire import spec_document_from_pb, spec_to_pb
 from policies.scheduling.jobspec import (
     DEFAULT_MAX_RETRIES,
     INT32_MAX,
@@ -96,16 +97,16 @@ REFUSALS: list[tuple[object, str]] = [
     ({1: "x", "name": "j", "phases": []}, "job: keys must be strings, not an integer"),
     (
         job_doc(owner="me"),
-        "owner: unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative)",
+        "owner: unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation)",
     ),
     # a key is shown escaped and cut: the message stays one short line
     (
         job_doc(**{"a\nb": 1}),
-        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative)",
+        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation)",
     ),
     (
         job_doc(**{"k" * 100_000: 1}),
-        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative)",
+        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation)",
     ),
     (_without(job_doc(), "name"), "name: is required"),
     (_without(job_doc(), "phases"), "phases: is required"),
@@ -154,7 +155,7 @@ REFUSALS: list[tuple[object, str]] = [
     (job_doc("map"), "phases[0]: must be a mapping, not a string"),
     (
         job_doc(phase_doc(retries=3)),
-        "phases[0].retries: unknown field (allowed: name, tasks, command, resources, after, image)",
+        "phases[0].retries: unknown field (allowed: name, tasks, command, resources, after, image, droppable)",
     ),
     (
         job_doc(phase_doc("a"), _without(phase_doc("b"), "command")),
@@ -561,3 +562,48 @@ def specs(draw: st.DrawFn) -> JobSpec:
 @given(specs())
 def test_document_round_trip(spec: JobSpec):
     assert parse_job_spec(job_spec_to_document(spec)) == spec
+
+
+APPROXIMATION_REFUSALS: list[tuple[object, str]] = [
+    (
+        job_doc(phase_doc(droppable="yes")),
+        "phases[0].droppable: must be true or false, not a string",
+    ),
+    (
+        job_doc(approximation={"drop_ratio": 0.2}),
+        "approximation: no phase is droppable (mark those that may be with droppable: true)",
+    ),
+    (
+        job_doc(phase_doc(droppable=True), approximation={"drop_ratio": 1.5}),
+        "approximation.drop_ratio: must be in [0, 1], got 1.5",
+    ),
+    (
+        job_doc(phase_doc(droppable=True), approximation={}),
+        "approximation.drop_ratio: is required",
+    ),
+    (
+        job_doc(phase_doc(droppable=True), kind="service"),
+        "phases[0].droppable: a service's tasks run until killed: none drops",
+    ),
+]
+
+
+@pytest.mark.parametrize(("document", "message"), APPROXIMATION_REFUSALS)
+def test_approximation_refusals_name_field_and_problem(document: object, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_job_spec(document)
+    assert str(caught.value) == message
+
+
+def test_droppable_phases_and_the_jobs_drop_ratio_round_trip() -> None:
+    spec = parse_job_spec(
+        job_doc(
+            phase_doc("map", 10, droppable=True),
+            phase_doc("reduce", 2, after=["map"]),
+            approximation={"drop_ratio": 0.2},
+        )
+    )
+    assert [p.droppable for p in spec.phases] == [True, False]
+    assert spec.approximation is not None and spec.approximation.drop_ratio == 0.2
+    assert parse_job_spec(job_spec_to_document(spec)) == spec
+    assert parse_job_spec(spec_document_from_pb(spec_to_pb(spec))) == spec
