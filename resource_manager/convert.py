@@ -24,7 +24,8 @@ from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 
-def job_summary_to_pb(job: JobRecord) -> rm_pb.JobSummary:
+def job_summary_to_pb(job: JobRecord, *, buffered: bool = False) -> rm_pb.JobSummary:
+    """``buffered``: the cluster dispatches from priority buffers (``--dispatch``)."""
     return rm_pb.JobSummary(
         job_id=job.job_id,
         name=job.spec.name,
@@ -40,6 +41,15 @@ def job_summary_to_pb(job: JobRecord) -> rm_pb.JobSummary:
         client_mode=job.client_mode,
         master_attempt=job.master_attempt,
         owner=job.owner,
+        dias=rm_pb.DiasInfo(
+            buffered=buffered,
+            drop_ratio=job.approximation.drop_ratio,
+            dropped_tasks=job.approximation.dropped_tasks,
+            expected_error=job.approximation.expected_error,
+            execution=job.execution.number,
+            evictions=job.execution.evictions,
+            wasted_s=job.execution.wasted_s,
+        ),
     )
 
 

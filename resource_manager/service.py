@@ -312,6 +312,10 @@ class JobServicer(rm_grpc.JobServiceServicer):
     def __init__(self, state: RMState) -> None:
         self._state = state
 
+    def _summary(self, job: JobRecord) -> rm_pb.JobSummary:
+        buffered = self._state.core.settings.dispatch.buffered
+        return convert.job_summary_to_pb(job, buffered=buffered)
+
     async def SubmitJob(
         self, request: rm_pb.SubmitJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.SubmitJobResponse:
@@ -350,7 +354,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
                     owner=owner,
                 )
             )
-            return rm_pb.SubmitJobResponse(job=convert.job_summary_to_pb(job))
+            return rm_pb.SubmitJobResponse(job=self._summary(job))
 
         return await _answer(context, "SubmitJob", submit)
 
@@ -362,7 +366,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
             "ListJobs",
             lambda: self._state.read(
                 lambda core: rm_pb.ListJobsResponse(
-                    jobs=[convert.job_summary_to_pb(j) for j in core.list_jobs()]
+                    jobs=[self._summary(j) for j in core.list_jobs()]
                 )
             ),
         )
@@ -373,7 +377,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
         def detail(core: ResourceManagerCore) -> rm_pb.JobDetail:
             job = core.job(request.job_id)
             return rm_pb.JobDetail(
-                summary=convert.job_summary_to_pb(job),
+                summary=self._summary(job),
                 spec=wire.spec_to_pb(job.spec),
                 tasks=[
                     convert.task_to_pb(t, core.node_address(t.node_id))
@@ -401,7 +405,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
         watchers = self._state.watchers
 
         def summary_now() -> rm_pb.JobSummary:
-            return self._state.read(lambda core: convert.job_summary_to_pb(core.job(job_id)))
+            return self._state.read(lambda core: self._summary(core.job(job_id)))
 
         while True:
             changed = watchers.subscribe(job_id)
@@ -409,9 +413,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
                 summary = await _answer(
                     context,
                     "WatchJob",
-                    lambda: self._state.read(
-                        lambda core: convert.job_summary_to_pb(core.job(job_id))
-                    ),
+                    lambda: self._state.read(lambda core: self._summary(core.job(job_id))),
                 )
                 if summary != last:
                     last = summary
@@ -432,7 +434,7 @@ class JobServicer(rm_grpc.JobServiceServicer):
             return self._state.run(lambda core, now: core.kill(request.job_id, now=now))
 
         job = await _answer(context, "KillJob", kill)
-        return convert.job_summary_to_pb(job)
+        return self._summary(job)
 
     async def ChangeTask(
         self, request: rm_pb.ChangeTaskRequest, context: grpc.aio.ServicerContext

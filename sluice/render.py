@@ -58,21 +58,71 @@ def duration(job: rm_pb.JobSummary, now: float | None = None) -> str:
 
 
 def jobs_table(jobs: Sequence[rm_pb.JobSummary]) -> str:
+    """One row a job; with DiAS (priority buffers, or jobs that drop tasks) also where each
+    waits (its priority's buffer and place: ``p0 #2``) and its drop ratio."""
+    dias = any(j.dias.buffered or j.dias.drop_ratio > 0 for j in jobs)
+    places = buffer_places(jobs)
     rows = []
     for job in jobs:
         done, total = fraction_done(job)
-        rows.append(
-            [
-                job.job_id,
-                job.name,
-                str(job.priority),
-                job_state_name(job.state),
-                f"{done}/{total}",
-                time.strftime("%H:%M:%S", time.localtime(job.submit_time)),
-                duration(job),
+        row = [
+            job.job_id,
+            job.name,
+            str(job.priority),
+            job_state_name(job.state),
+            f"{done}/{total}",
+            time.strftime("%H:%M:%S", time.localtime(job.submit_time)),
+            duration(job),
+        ]
+        if dias:
+            place = places.get(job.job_id)
+            row += [
+                f"p{job.priority} #{place}" if place is not None else "-",
+                drop_cell(job.dias),
             ]
+        rows.append(row)
+    headers = ["JOB", "NAME", "PRIO", "STATE", "TASKS", "SUBMITTED", "ELAPSED"]
+    return table([*headers, "BUFFER", "DROP"] if dias else headers, rows)
+
+
+def buffer_places(jobs: Sequence[rm_pb.JobSummary]) -> dict[str, int]:
+    """Each waiting job's place in its priority's buffer (1: the head), on a cluster that
+    dispatches from buffers; jobs are served in submission order (ids sort so)."""
+    waiting = sorted(
+        (j for j in jobs if j.dias.buffered and j.state == pb.JOB_SUBMITTED),
+        key=lambda j: (j.priority, j.job_id),
+    )
+    places: dict[str, int] = {}
+    counts: dict[int, int] = {}
+    for job in waiting:
+        counts[job.priority] = counts.get(job.priority, 0) + 1
+        places[job.job_id] = counts[job.priority]
+    return places
+
+
+def drop_cell(dias: rm_pb.DiasInfo) -> str:
+    if dias.drop_ratio <= 0:
+        return "-"
+    return f"{dias.drop_ratio:g} ({dias.dropped_tasks} out)"
+
+
+def dias_lines(job: rm_pb.JobSummary) -> list[str]:
+    """What DiAS did to the job, for `sluice job`."""
+    dias, lines = job.dias, []
+    if dias.buffered and job.state == pb.JOB_SUBMITTED:
+        lines.append(f"dispatch   waiting in the buffer of priority {job.priority}")
+    if dias.drop_ratio > 0:
+        result = "approximate" if dias.dropped_tasks else "exact (nothing to drop)"
+        lines.append(
+            f"approx.    drop ratio {dias.drop_ratio:g}: {dias.dropped_tasks} tasks dropped, "
+            f"expected error {dias.expected_error:.1%}; the result is {result}"
         )
-    return table(["JOB", "NAME", "PRIO", "STATE", "TASKS", "SUBMITTED", "ELAPSED"], rows)
+    if dias.evictions:
+        lines.append(
+            f"evicted    {dias.evictions} time{'s' if dias.evictions > 1 else ''}: "
+            f"{dias.wasted_s:.1f} s of work lost; now execution {dias.execution}"
+        )
+    return lines
 
 
 def progress_line(job: rm_pb.JobSummary) -> str:
@@ -95,6 +145,7 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
         ),
         f"state      {job_state_name(job.state)}" + (f": {job.message}" if job.message else ""),
         f"elapsed    {duration(job)}",
+        *dias_lines(job),
     ]
     if job.master_node:
         lines.append(f"master on  {job.master_node}")

@@ -97,7 +97,7 @@ class PhaseProgress(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., dropped: _Optional[int] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "name", "priority", "state", "kill_requested", "submit_time", "start_time", "finish_time", "message", "phases", "master_node", "client_mode", "master_attempt", "owner")
+    __slots__ = ("job_id", "name", "priority", "state", "kill_requested", "submit_time", "start_time", "finish_time", "message", "phases", "master_node", "client_mode", "master_attempt", "owner", "dias")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +112,7 @@ class JobSummary(_message.Message):
     CLIENT_MODE_FIELD_NUMBER: _ClassVar[int]
     MASTER_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    DIAS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     priority: int
@@ -126,7 +127,26 @@ class JobSummary(_message.Message):
     client_mode: bool
     master_attempt: int
     owner: str
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ..., master_attempt: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+    dias: DiasInfo
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ..., master_attempt: _Optional[int] = ..., owner: _Optional[str] = ..., dias: _Optional[_Union[DiasInfo, _Mapping]] = ...) -> None: ...
+
+class DiasInfo(_message.Message):
+    __slots__ = ("buffered", "drop_ratio", "dropped_tasks", "expected_error", "execution", "evictions", "wasted_s")
+    BUFFERED_FIELD_NUMBER: _ClassVar[int]
+    DROP_RATIO_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_TASKS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    WASTED_S_FIELD_NUMBER: _ClassVar[int]
+    buffered: bool
+    drop_ratio: float
+    dropped_tasks: int
+    expected_error: float
+    execution: int
+    evictions: int
+    wasted_s: float
+    def __init__(self, buffered: _Optional[bool] = ..., drop_ratio: _Optional[float] = ..., dropped_tasks: _Optional[int] = ..., expected_error: _Optional[float] = ..., execution: _Optional[int] = ..., evictions: _Optional[int] = ..., wasted_s: _Optional[float] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
     __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address", "preemptions")

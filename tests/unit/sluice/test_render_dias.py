@@ -1,0 +1,58 @@
+"""What `sluice jobs` and `sluice job` show of DiAS: buffers, drop ratios, evictions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sluice import render
+from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+
+
+def summary(job_id: str, priority: int, state: pb.JobState, **dias: Any) -> rm_pb.JobSummary:
+    return rm_pb.JobSummary(
+        job_id=job_id, name="j", priority=priority, state=state, dias=rm_pb.DiasInfo(**dias)
+    )
+
+
+def test_jobs_without_dias_keep_the_plain_table() -> None:
+    text = render.jobs_table([summary("job-000001", 0, pb.JOB_RUNNING)])
+    assert "BUFFER" not in text and "DROP" not in text
+
+
+def test_waiting_jobs_show_their_place_in_their_prioritys_buffer() -> None:
+    jobs = [
+        summary("job-000001", 0, pb.JOB_RUNNING, buffered=True, drop_ratio=0.2, dropped_tasks=2),
+        summary("job-000002", 0, pb.JOB_SUBMITTED, buffered=True, drop_ratio=0.2),
+        summary("job-000003", 5, pb.JOB_SUBMITTED, buffered=True),
+        summary("job-000004", 0, pb.JOB_SUBMITTED, buffered=True, drop_ratio=0.2),
+    ]
+    rows = {line.split()[0]: line for line in render.jobs_table(jobs).splitlines()[1:]}
+    assert rows["job-000001"].split()[-4:] == ["-", "0.2", "(2", "out)"]
+    assert "p0 #1" in rows["job-000002"]
+    assert "p5 #1" in rows["job-000003"]
+    assert "p0 #2" in rows["job-000004"]
+
+
+@pytest.mark.parametrize(
+    ("dias", "state", "line"),
+    [
+        (
+            {"drop_ratio": 0.2, "dropped_tasks": 2, "expected_error": 0.15},
+            pb.JOB_SUCCEEDED,
+            "approx.    drop ratio 0.2: 2 tasks dropped, expected error 15.0%; "
+            "the result is approximate",
+        ),
+        (
+            {"evictions": 1, "wasted_s": 9.0, "execution": 2},
+            pb.JOB_SUBMITTED,
+            "evicted    1 time: 9.0 s of work lost; now execution 2",
+        ),
+        ({"buffered": True}, pb.JOB_SUBMITTED, "dispatch   waiting in the buffer of priority 0"),
+    ],
+)
+def test_sluice_job_says_what_dias_did(dias: dict[str, Any], state: pb.JobState, line: str) -> None:
+    detail = rm_pb.JobDetail(summary=summary("job-000001", 0, state, **dias))
+    assert line in render.job_detail(detail).splitlines()
