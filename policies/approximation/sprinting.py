@@ -1,20 +1,26 @@
-"""The sprinter: when the running job runs at the sprint frequency, and the budget it spends.
+"""The sprinter: which jobs in execution sprint now, and the budget they spend (DiAS Sec. 3.2-3.3,
+5.1).
 
-DiAS (Sec. 3.2-3.3, 5.1) gives each priority ``k`` a sprinting timeout ``T_k``. When a job has
-run for ``T_k`` after dispatch it sprints until it ends or the sprinting budget is spent; the
-timeout is moot if the job ends sooner. The budget replenishes continuously at a configured rate
-(e.g. 6 sprinting minutes per hour) up to a capacity, also while a job sprints.
+Each priority ``k`` has a sprinting timeout ``T_k``.  A job still in execution ``T_k`` after its
+dispatch sprints until it ends or the budget is spent; the timeout is moot if the job ends
+sooner.  The budget replenishes continuously at a configured rate (e.g. 6 sprinting minutes per
+hour) up to a capacity, also while jobs sprint.
+
+The paper's engine runs one job at a time; Sluice may run several (``--max-running-jobs``), so
+the budget is shared: it drains at ``drain_rate`` per second for *each* sprinting job.  With one
+job in execution this is exactly the paper's sprinter.
 
 Budget units are the operator's: with ``drain_rate = 1`` the budget is in sprint-seconds; with
 ``drain_rate`` set to the extra power of a sprint (e.g. 90 W) it is in joules (the paper's 22 kJ).
 
-Two choices the paper leaves open, made explicit here: a timer that fires with an empty budget
-does not sprint, and a job whose sprint ran the budget dry does not sprint again — otherwise it
-would flap at the replenishing rate. ``T_k = 0`` sprints at dispatch; ``T_k = inf`` never.
+Choices the paper leaves open, made explicit here: a timer that fires with an empty budget does
+not sprint; when the budget runs dry every sprinting job stops, and a job whose sprint ended so
+does not sprint again (otherwise it would flap at the replenishing rate).  ``T_k = 0`` sprints
+at dispatch; ``T_k = inf`` never.
 
-All transitions are pure: the current time is passed in and a new state returned. The shell
-sets the CPU frequency whenever ``job.sprinting`` changes and should call :func:`advance` at
-:func:`next_change` so the frequency drops on time.
+All transitions are pure: the current time is passed in and a new state returned.  The shell
+raises or lowers the jobs' CPU (frequency, or quota) whenever a job's ``sprinting`` changes and
+calls :func:`advance` at :func:`next_change` so a sprint ends on time.
 """
 
 from __future__ import annotations
@@ -25,20 +31,14 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class SprintConfig:
-    """``timeouts[k]`` is ``T_k`` (seconds, ≥ 0 or ``inf``); the budget holds at most
-    ``capacity`` units, gains ``replenish_rate`` units per second and loses ``drain_rate`` units
-    per sprinting second."""
+    """The budget holds at most ``capacity`` units, gains ``replenish_rate`` units per second
+    and loses ``drain_rate`` units per second of each sprinting job."""
 
-    timeouts: tuple[float, ...]
     capacity: float
     replenish_rate: float
     drain_rate: float = 1.0
 
     def __post_init__(self) -> None:
-        if not self.timeouts:
-            raise ValueError("timeouts needs one entry per priority")
-        if any(math.isnan(t) or t < 0 for t in self.timeouts):
-            raise ValueError("timeouts must be non-negative (inf disables sprinting)")
         if not (math.isfinite(self.capacity) and self.capacity >= 0):
             raise ValueError("capacity must be finite and non-negative")
         if not (math.isfinite(self.replenish_rate) and self.replenish_rate >= 0):
@@ -49,23 +49,40 @@ class SprintConfig:
 
 @dataclass(frozen=True)
 class SprintingJob:
-    """The dispatched job: whether it sprints now, whether its sprint is over, time sprinted."""
+    """A job in execution: its timeout ``T_k``, whether it sprints now, whether its sprint is
+    over, the time it sprinted."""
 
     job_id: str
-    priority: int
+    timeout: float
     dispatched_at: float
     sprinting: bool = False
     sprint_over: bool = False
     sprinted_time: float = 0.0
 
+    @property
+    def due(self) -> float:
+        """When its timer fires."""
+        return self.dispatched_at + self.timeout
+
 
 @dataclass(frozen=True)
 class SprinterState:
-    """Budget left at ``clock``, and the job in the engine (if any)."""
+    """Budget left at ``clock``, and the jobs in execution (in dispatch order)."""
 
     budget: float
     clock: float
-    job: SprintingJob | None = None
+    jobs: tuple[SprintingJob, ...] = ()
+
+    def job(self, job_id: str) -> SprintingJob | None:
+        for job in self.jobs:
+            if job.job_id == job_id:
+                return job
+        return None
+
+    @property
+    def sprinting(self) -> int:
+        """How many jobs sprint now."""
+        return sum(job.sprinting for job in self.jobs)
 
 
 def initial_sprinter(config: SprintConfig, now: float) -> SprinterState:
@@ -74,76 +91,90 @@ def initial_sprinter(config: SprintConfig, now: float) -> SprinterState:
 
 
 def dispatch(
-    state: SprinterState, config: SprintConfig, job_id: str, priority: int, now: float
+    state: SprinterState, config: SprintConfig, job_id: str, timeout: float, now: float
 ) -> SprinterState:
-    """A job of ``priority`` enters the engine at ``now``; its timer starts."""
-    if not 0 <= priority < len(config.timeouts):
-        raise ValueError(f"priority {priority} is outside 0..{len(config.timeouts) - 1}")
+    """A job enters execution at ``now`` with sprinting timeout ``timeout`` (≥ 0; ``inf``:
+    never); its timer starts."""
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"a sprinting timeout must be 0 or more (inf: never), got {timeout}")
     state = advance(state, config, now)
-    if state.job is not None:
-        raise ValueError(f"job {state.job.job_id} is still in the engine")
-    job = SprintingJob(job_id=job_id, priority=priority, dispatched_at=now)
-    return _fire_timer_if_due(replace(state, job=job), config)
+    if state.job(job_id) is not None:
+        raise ValueError(f"job {job_id} is already in execution")
+    job = SprintingJob(job_id=job_id, timeout=timeout, dispatched_at=now)
+    return _fire_timers(replace(state, jobs=(*state.jobs, job)))
 
 
 def finish(
-    state: SprinterState, config: SprintConfig, now: float
+    state: SprinterState, config: SprintConfig, job_id: str, now: float
 ) -> tuple[SprinterState, SprintingJob]:
-    """The job leaves the engine at ``now`` (ends or is evicted); returns its final record."""
+    """The job leaves execution at ``now`` (ends or is evicted); returns its final record."""
     state = advance(state, config, now)
-    if state.job is None:
-        raise ValueError("no job is in the engine")
-    return replace(state, job=None), replace(state.job, sprinting=False)
+    job = state.job(job_id)
+    if job is None:
+        raise ValueError(f"no job {job_id} is in execution")
+    jobs = tuple(j for j in state.jobs if j.job_id != job_id)
+    return replace(state, jobs=jobs), replace(job, sprinting=False)
 
 
 def advance(state: SprinterState, config: SprintConfig, now: float) -> SprinterState:
-    """Bring the state to time ``now``: fire a due timer, spend and replenish the budget."""
+    """Bring the state to time ``now``: fire due timers, spend and replenish the budget."""
     if not math.isfinite(now) or now < state.clock:
         raise ValueError("time must be finite and must not run backwards")
     while True:
-        state = _fire_timer_if_due(state, config)
+        state = _fire_timers(state)
         if state.clock >= now:
             return state
         state = _run_until(state, config, min(now, next_change(state, config)))
 
 
 def next_change(state: SprinterState, config: SprintConfig) -> float:
-    """When the job's sprinting next switches on (timer) or off (budget spent); ``inf`` if never."""
-    job = state.job
-    if job is None or job.sprint_over:
-        return math.inf
-    if job.sprinting:
-        net = config.replenish_rate - config.drain_rate
-        return state.clock + state.budget / -net if net < 0 else math.inf
-    return job.dispatched_at + config.timeouts[job.priority]
+    """When some job next starts sprinting (its timer) or every sprint stops (the budget runs
+    dry); ``inf`` if never."""
+    timers = [j.due for j in state.jobs if not (j.sprinting or j.sprint_over)]
+    change = min(timers, default=math.inf)
+    net = config.replenish_rate - config.drain_rate * state.sprinting
+    if state.sprinting and net < 0:
+        change = min(change, state.clock + state.budget / -net)
+    return change
 
 
-def _fire_timer_if_due(state: SprinterState, config: SprintConfig) -> SprinterState:
-    job = state.job
-    if job is None or job.sprinting or job.sprint_over:
+def _fire_timers(state: SprinterState) -> SprinterState:
+    if not any(_fires(j, state.clock) for j in state.jobs):
         return state
-    if state.clock < job.dispatched_at + config.timeouts[job.priority]:
-        return state
-    if state.budget > 0:
-        return replace(state, job=replace(job, sprinting=True))
-    return replace(state, job=replace(job, sprint_over=True))
+    fired = tuple(
+        (replace(j, sprinting=True) if state.budget > 0 else replace(j, sprint_over=True))
+        if _fires(j, state.clock)
+        else j
+        for j in state.jobs
+    )
+    return replace(state, jobs=fired)
+
+
+def _fires(job: SprintingJob, clock: float) -> bool:
+    return not (job.sprinting or job.sprint_over) and clock >= job.due
 
 
 def _run_until(state: SprinterState, config: SprintConfig, until: float) -> SprinterState:
-    """Advance to ``until``, which is no later than the next change, so the mode is constant."""
+    """Advance to ``until``, no later than the next change, so every job's mode is constant."""
     elapsed = until - state.clock
-    job = state.job
-    if job is None or not job.sprinting:
+    sprinting = state.sprinting
+    if not sprinting:
         budget = min(config.capacity, state.budget + config.replenish_rate * elapsed)
         return replace(state, budget=budget, clock=until)
-    budget = state.budget + (config.replenish_rate - config.drain_rate) * elapsed
-    job = replace(job, sprinted_time=job.sprinted_time + elapsed)
-    if until >= next_change(state, config):
-        # The budget ran dry exactly now; clamp away the rounding error of the division.
-        return SprinterState(
-            budget=0.0, clock=until, job=replace(job, sprinting=False, sprint_over=True)
+    jobs = tuple(
+        replace(j, sprinted_time=j.sprinted_time + elapsed) if j.sprinting else j
+        for j in state.jobs
+    )
+    net = config.replenish_rate - config.drain_rate * sprinting
+    if net < 0 and until >= state.clock + state.budget / -net:
+        # The budget ran dry exactly now (clamping away the division's rounding): every sprint
+        # stops, and none starts again.
+        dry = tuple(
+            replace(j, sprinting=False, sprint_over=True) if j.sprinting else j for j in jobs
         )
-    return SprinterState(budget=min(config.capacity, budget), clock=until, job=job)
+        return SprinterState(budget=0.0, clock=until, jobs=dry)
+    budget = min(config.capacity, state.budget + net * elapsed)
+    return SprinterState(budget=budget, clock=until, jobs=jobs)
 
 
 def sprinted_job_time(base_time: float, speedup: float, timeout: float) -> float:
