@@ -116,6 +116,7 @@ def report_from_pb(message: pb.TaskEvent) -> TaskReport | None:
         swapping=message.swapping,
         swap_bytes=message.swap_bytes,
         speculative=message.speculative,
+        sprint_factor=message.sprint_factor or 1.0,
     )
 
 

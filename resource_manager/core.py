@@ -116,6 +116,7 @@ from resource_manager.records import (
     evolve,
 )
 from resource_manager.reservations import override_plugin
+from resource_manager.sprints import SprintBook
 from resource_manager.tables import Tables
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ __all__ = [
     "ResizeAllocation",
     "ResourceManagerCore",
     "ResumeAllocation",
+    "SprintAllocation",
     "StopAllocation",
     "SuspendAllocation",
 ]
@@ -231,8 +233,23 @@ class ResizeAllocation:
     freeze_on_swap: bool = False
 
 
+@dataclass(frozen=True)
+class SprintAllocation:
+    """DiAS sprinting: run the container's task at ``factor`` times its CPU (1: end the
+    sprint), on idle cores only (the node caps it; docs/approximation.md)."""
+
+    job_id: str
+    allocation_id: str
+    factor: float
+
+
 NodeCommand = (
-    LaunchMaster | StopAllocation | SuspendAllocation | ResumeAllocation | ResizeAllocation
+    LaunchMaster
+    | StopAllocation
+    | SuspendAllocation
+    | ResumeAllocation
+    | ResizeAllocation
+    | SprintAllocation
 )
 
 
@@ -294,6 +311,8 @@ class ResourceManagerCore:
         self._locality_armed: set[tuple[float, str, str]] = set()  # what the heap holds
         self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
         self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
+        self.sprints = SprintBook(self.settings.dias, tables)  # DiAS's sprint budget
+        self._execution_changed: dict[str, None] = {}  # jobs in or out since the sprints heard
         for job in tables.jobs.values():
             self._sync_master_ask(job)  # task asks are soft state: job masters send them again
 
@@ -422,6 +441,7 @@ class ResourceManagerCore:
         if job.state.is_final:
             return job
         self._finish(replace(job, kill_requested=True), JobState.KILLED, reason, now)
+        self.update_sprints(now)
         return self.jobs[job_id]
 
     # ================================================================ node agents
@@ -522,10 +542,12 @@ class ResourceManagerCore:
         reasons = self._observe_reports(node_id, live_tasks, now)
         if self.tables.preempted_of_node(node_id):
             self._offer_resumptions(node_id, now)
+        self.update_sprints(now)  # (a job master ended, or a node was found lost)
         return False, self._commands_for(node_id, live_tasks, now, reasons)
 
     def report_events(self, node_id: str, events: Iterable[TaskReport], *, now: Now) -> None:
         self._observe_reports(node_id, list(events), now)
+        self.update_sprints(now)
 
     def tick(self, now: Now) -> None:
         """Time-driven housekeeping: declare silent nodes lost (by the monotonic clock, so a step
@@ -558,6 +580,7 @@ class ResourceManagerCore:
         if self._decision_due(now) and self.book.wanted:
             self._asks_grew = True  # run the pass that wanted a decision
         self.end_locality_waits(now)
+        self.update_sprints(now)
 
     def end_locality_waits(self, now: Now) -> None:
         """Asks whose locality wait is over may now take any node: a pass is due.  O(what is
@@ -617,6 +640,9 @@ class ResourceManagerCore:
             # Suspensions are timed by the wall clock (they outlive an RM restart); the shell
             # sleeps by the monotonic one, converted by the offset last seen.
             times.append(deadline - self._wall_minus_monotonic)
+        sprint = self.sprints.next_change()
+        if sprint is not None:  # (wall-clock too)
+            times.append(sprint - self._wall_minus_monotonic)
         return min(times, default=None)
 
     def schedule(self, now: Now) -> Plan:
@@ -691,7 +717,39 @@ class ResourceManagerCore:
         self._apply_goals(plan, now)
         if self.settings.dispatch is DispatchMode.PREEMPTIVE:
             self._evict_for_waiting(plan, now)
+        self.update_sprints(now)
         return plan
+
+    def update_sprints(self, now: Now) -> None:
+        """Tell the sprint budget which jobs entered or left execution, bring it to ``now``, and
+        have the nodes of the jobs whose sprinting changed told (DiAS Sec. 3.2)."""
+        if not self.sprints.enabled:
+            return
+        due = self.sprints.next_change()
+        if not self._execution_changed and (due is None or due > now.wall):
+            return  # (the common case, every heartbeat)
+        changed, self._execution_changed = self._execution_changed, {}
+        self.tables.journal(lambda: self._execution_changed.update(changed))
+        entered: list[tuple[str, int, float]] = []
+        left: list[tuple[str, float]] = []
+        for job_id in changed:
+            job = self.jobs.get(job_id) or self.tables.find_job(job_id)
+            if job is None:
+                continue
+            if job_id in self.tables.in_execution:
+                entered.append((job_id, job.spec.priority, job.execution.dispatched_at or now.wall))
+            else:
+                left.append((job_id, job.finish_time or now.wall))
+        for job_id in self.sprints.update(now.wall, entered, left):
+            for allocation in self.tables.allocations_of_job(job_id):
+                if not allocation.is_master:
+                    self._tell(allocation.node_id)
+
+    def _tell(self, node_id: str) -> None:
+        """The node's next heartbeat answer carries commands (a container's goal changed)."""
+        if node_id not in self._to_tell:
+            self._to_tell[node_id] = None
+            self.tables.journal(lambda: self._to_tell.pop(node_id, None))
 
     def _evict_for_waiting(self, plan: Plan, now: Now) -> None:
         """Preemptive dispatch (the paper's baseline P): a job waiting at the head of a higher
@@ -1030,10 +1088,7 @@ class ResourceManagerCore:
         )
         if whole and allocation.preempted_at:
             self.book.set_declined(allocation.allocation_id, None)
-        node_id = allocation.node_id
-        if node_id not in self._to_tell:
-            self._to_tell[node_id] = None
-            self.tables.journal(lambda: self._to_tell.pop(node_id, None))
+        self._tell(allocation.node_id)
         if goal is Goal.STOP and allocation.shown is Shown.IDLE:
             # Nothing runs in it: take it back now.
             self.tables.remove_allocation(allocation.allocation_id)
@@ -1170,6 +1225,7 @@ class ResourceManagerCore:
         if progress:
             job = replace(job, progress=tuple(progress))
         self._finish(job, state, message, now)
+        self.update_sprints(now)
         return self.jobs[job_id]
 
     # ================================================================ views
@@ -1277,6 +1333,10 @@ class ResourceManagerCore:
             # A place in execution is free: the head of the highest buffer may go.  (Not
             # undone with a rolled-back unit: at worst one pass too many.)
             self._asks_grew = self._asks_grew or self.settings.dispatch.buffered
+        if left_execution != (job.job_id in self.tables.in_execution) and self.sprints.enabled:
+            job_id = job.job_id
+            self._execution_changed[job_id] = None
+            self.tables.journal(lambda: self._execution_changed.pop(job_id, None))
         self._sync_master_ask(moved)
         if state is not JobState.RUNNING:
             self._set_asks(moved, 0.0, ())
@@ -1718,6 +1778,12 @@ class ResourceManagerCore:
         allocation = self.allocations.get(report.allocation_id)
         if allocation is None:
             return None
+        if self.sprints.enabled and allocation.goal is Goal.RUN and allocation.limits is None:
+            factor = (
+                self.settings.dias.sprint.factor if self.sprints.sprinting(report.job_id) else 1.0
+            )
+            if report.sprint_factor != factor and report.state is TaskState.RUNNING:
+                return SprintAllocation(allocation.job_id, allocation.allocation_id, factor)
         if (
             allocation.goal is Goal.RUN
             and allocation.limits is None

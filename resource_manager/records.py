@@ -248,6 +248,7 @@ class TaskReport:
     swapping: bool = False  # its memory is going to swap now
     swap_bytes: int = 0
     speculative: bool = False  # placed by its job master without an allocation (ROSE)
+    sprint_factor: float = 1.0  # DiAS: its CPU is this times its limits now (1: no sprint)
 
 
 def evolve(record: R, **changes: Any) -> R:

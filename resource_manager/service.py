@@ -42,6 +42,7 @@ from resource_manager.core import (
     ResizeAllocation,
     ResourceManagerCore,
     ResumeAllocation,
+    SprintAllocation,
     StopAllocation,
     SuspendAllocation,
 )
@@ -707,6 +708,14 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     limits=resources_to_pb(command.limits),
                     step=None if command.step is None else resources_to_pb(command.step),
                     freeze_on_swap=command.freeze_on_swap,
+                )
+            )
+        elif isinstance(command, SprintAllocation):
+            response.commands.add().sprint_allocation.CopyFrom(
+                rm_pb.SprintAllocation(
+                    job_id=command.job_id,
+                    allocation_id=command.allocation_id,
+                    factor=command.factor,
                 )
             )
 

@@ -189,6 +189,14 @@ class Tables:
     def in_unit(self) -> bool:
         return self._journal is not None
 
+    def setting(self, name: str) -> str | None:
+        """A value kept across restarts (as written by committed units)."""
+        return self._store.setting(name)
+
+    def save_setting(self, name: str, value: str) -> None:
+        """Keep ``value`` under ``name``, with this unit (a rolled-back unit writes nothing)."""
+        self._writing().save_setting(name, value)
+
     def next_counter(self, name: str) -> int:
         """A durable sequence number; a rolled-back unit gives its numbers back."""
         if name not in self._counters:

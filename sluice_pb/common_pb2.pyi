@@ -156,7 +156,7 @@ class TaskTimePrior(_message.Message):
     def __init__(self, alpha: _Optional[float] = ..., t_min: _Optional[float] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
-    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "state", "exit_code", "message", "timestamp", "node_id", "start_time", "job_master", "limits", "preempted", "swapping", "swap_bytes", "speculative")
+    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "state", "exit_code", "message", "timestamp", "node_id", "start_time", "job_master", "limits", "preempted", "swapping", "swap_bytes", "speculative", "sprint_factor")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +173,7 @@ class TaskEvent(_message.Message):
     SWAPPING_FIELD_NUMBER: _ClassVar[int]
     SWAP_BYTES_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
+    SPRINT_FACTOR_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_id: str
     attempt: int
@@ -189,7 +190,8 @@ class TaskEvent(_message.Message):
     swapping: bool
     swap_bytes: int
     speculative: bool
-    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., timestamp: _Optional[float] = ..., node_id: _Optional[str] = ..., start_time: _Optional[float] = ..., job_master: _Optional[bool] = ..., limits: _Optional[_Union[Resources, _Mapping]] = ..., preempted: _Optional[bool] = ..., swapping: _Optional[bool] = ..., swap_bytes: _Optional[int] = ..., speculative: _Optional[bool] = ...) -> None: ...
+    sprint_factor: float
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., timestamp: _Optional[float] = ..., node_id: _Optional[str] = ..., start_time: _Optional[float] = ..., job_master: _Optional[bool] = ..., limits: _Optional[_Union[Resources, _Mapping]] = ..., preempted: _Optional[bool] = ..., swapping: _Optional[bool] = ..., swap_bytes: _Optional[int] = ..., speculative: _Optional[bool] = ..., sprint_factor: _Optional[float] = ...) -> None: ...
 
 class DataPlane(_message.Message):
     __slots__ = ("kafka_bootstrap", "metrics_topic", "outcomes_topic", "mqtt_url", "mqtt_topic_prefix", "aggregator_address", "kafka_tls")

@@ -393,18 +393,30 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, reregister: _Optional[bool] = ..., commands: _Optional[_Iterable[_Union[NodeCommand, _Mapping]]] = ...) -> None: ...
 
 class NodeCommand(_message.Message):
-    __slots__ = ("launch_master", "stop_allocation", "suspend_allocation", "resume_allocation", "resize_allocation")
+    __slots__ = ("launch_master", "stop_allocation", "suspend_allocation", "resume_allocation", "resize_allocation", "sprint_allocation")
     LAUNCH_MASTER_FIELD_NUMBER: _ClassVar[int]
     STOP_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     RESUME_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     RESIZE_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    SPRINT_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     launch_master: LaunchMaster
     stop_allocation: StopAllocation
     suspend_allocation: SuspendAllocation
     resume_allocation: ResumeAllocation
     resize_allocation: ResizeAllocation
-    def __init__(self, launch_master: _Optional[_Union[LaunchMaster, _Mapping]] = ..., stop_allocation: _Optional[_Union[StopAllocation, _Mapping]] = ..., suspend_allocation: _Optional[_Union[SuspendAllocation, _Mapping]] = ..., resume_allocation: _Optional[_Union[ResumeAllocation, _Mapping]] = ..., resize_allocation: _Optional[_Union[ResizeAllocation, _Mapping]] = ...) -> None: ...
+    sprint_allocation: SprintAllocation
+    def __init__(self, launch_master: _Optional[_Union[LaunchMaster, _Mapping]] = ..., stop_allocation: _Optional[_Union[StopAllocation, _Mapping]] = ..., suspend_allocation: _Optional[_Union[SuspendAllocation, _Mapping]] = ..., resume_allocation: _Optional[_Union[ResumeAllocation, _Mapping]] = ..., resize_allocation: _Optional[_Union[ResizeAllocation, _Mapping]] = ..., sprint_allocation: _Optional[_Union[SprintAllocation, _Mapping]] = ...) -> None: ...
+
+class SprintAllocation(_message.Message):
+    __slots__ = ("job_id", "allocation_id", "factor")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    FACTOR_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    allocation_id: str
+    factor: float
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., factor: _Optional[float] = ...) -> None: ...
 
 class SuspendAllocation(_message.Message):
     __slots__ = ("job_id", "allocation_id", "reason", "limits")
