@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from node_agent.cpufreq import SYSFS_CPUS
+from node_agent.cpufreq import detect as detect_cpufreq
 from node_agent.preemption import (
     SWAP_GROWTH_BYTES,
     GracefulShrink,
@@ -46,6 +48,7 @@ from node_agent.runtime.base import (
 )
 from node_agent.service_monitor import ServiceMonitor
 from node_agent.speculative import QueueState, SpeculativeQueue
+from node_agent.sprint import NodeSprinter
 from plumbing.tls import write_tls_dir
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.scheduling.cpu_sets import choose_cpuset
@@ -86,6 +89,7 @@ class TaskEvent:
     swapping: bool = False  # its memory is going to swap now
     swap_bytes: int = 0  # its memory in swap now, where the node can tell
     speculative: bool = False  # placed by its job master without a container (ROSE)
+    sprint_factor: float = 1.0  # DiAS: it sprints at this factor (limits stay unsprinted)
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ class AgentConfig:
     oversubscription: OversubscriptionConfig = field(default_factory=OversubscriptionConfig)
     # Where the speculative queue keeps what must survive a restart (None: nowhere).
     state_dir: Path | None = None
+    # Where cpufreq lives (DiAS's DVFS sprint, node_agent/cpufreq.py); tests give a fake tree.
+    cpufreq_root: Path = SYSFS_CPUS
 
 
 class NodeAgent:
@@ -158,6 +164,12 @@ class NodeAgent:
             self.services.start()
         # Speculative tasks job masters put here (ROSE Sec. 3.2, 6): queued, admitted, throttled.
         self.speculative = SpeculativeQueue(self, config.oversubscription, config.state_dir)
+        # DiAS sprints the RM asks for: DVFS where the machine has it, else CPU quota.
+        self.sprinter = NodeSprinter(
+            detect_cpufreq(config.cpufreq_root),
+            config.capacity.cpu,
+            lambda key, resources: self.resize(key, resources, ()),
+        )
 
     def _runtimes(self) -> list[TaskRuntime]:
         return [self.tasks] if self.masters is self.tasks else [self.tasks, self.masters]
@@ -500,6 +512,24 @@ class NodeAgent:
                 self.resize(key, limits, ())
         return len(keys)
 
+    def sprint_allocation(self, job_id: str, allocation_id: str, factor: float) -> int:
+        """Sprint the allocation's live tasks at ``factor`` (1: end their sprint); see
+        :mod:`node_agent.sprint`.  A repeated command changes nothing under way."""
+        keys = self.live_keys_of(job_id, allocation_id)
+        for key in keys:
+            base = self.sprinter.base_of(key) or self._current_limits(key)
+            if base is None:
+                continue
+            with self._lock:
+                others = {
+                    k: o.limits.cpu
+                    for k, o in self._observed.items()
+                    if k != key and o.state is not RunState.EXITED
+                }
+            with contextlib.suppress(UnknownTaskError):
+                self.sprinter.sprint(key, factor, base, others)
+        return len(keys)
+
     def preemption_round(self) -> None:
         """One round of the graceful preemptions under way: each task's limits go down by one
         step, CPU first; a task that swaps is frozen (if asked) and left where it is."""
@@ -717,6 +747,12 @@ class NodeAgent:
 
     def event_for(self, observation: RunObservation) -> TaskEvent:
         state, message = self._lifecycle_state(observation)
+        key = observation.task_key
+        if state.is_final:
+            self.sprinter.forget(key)
+        limits = self.sprinter.base_of(key) or Resources(
+            observation.limits.cpu, observation.limits.memory_mb
+        )
         return TaskEvent(
             job_id=observation.job_id,
             task_id=observation.task_id,
@@ -728,12 +764,11 @@ class NodeAgent:
             timestamp=observation.finished_at or observation.started_at,
             start_time=observation.started_at,
             job_master=observation.task_id == MASTER_TASK_ID,
-            limits=None
-            if state.is_final
-            else Resources(observation.limits.cpu, observation.limits.memory_mb),
-            swapping=observation.task_key in self._swapping,
-            swap_bytes=self._swap.get(observation.task_key, 0),
+            limits=None if state.is_final else limits,
+            swapping=key in self._swapping,
+            swap_bytes=self._swap.get(key, 0),
             speculative=observation.speculative,
+            sprint_factor=self.sprinter.factor_of(key),
         )
 
     def _lifecycle_state(self, observation: RunObservation) -> tuple[TaskState, str]:

@@ -155,6 +155,7 @@ def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
         limits=None if event.limits is None else resources_to_pb(event.limits),
         swapping=event.swapping,
         swap_bytes=event.swap_bytes,
+        sprint_factor=event.sprint_factor,
         speculative=event.speculative,
     )
 
@@ -503,6 +504,9 @@ class AgentDaemon:
                     resources_from_pb(resize.step) if resize.HasField("step") else None,
                     resize.freeze_on_swap,
                 )
+            elif kind == "sprint_allocation":
+                sprint = command.sprint_allocation
+                self.agent.sprint_allocation(sprint.job_id, sprint.allocation_id, sprint.factor)
             else:
                 log.warning("ignoring an unknown command from the resource manager: %s", command)
         except Exception as error:

@@ -21,7 +21,7 @@ from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.framework import Preemption, PreemptionAction, Resumption
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
-from resource_manager.core import ResourceManagerCore
+from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.records import Now, Shown
 from tests.builders import job_spec, phase_doc
 from tests.integration.node_agent.conftest import BURN, cpu_grows, wait_until
@@ -41,9 +41,11 @@ def knob(node_id: str, key: str, hierarchy: str, name: str) -> str:
 class Cluster:
     """An RM on its own event loop, and one real agent daemon heartbeating to it."""
 
-    def __init__(self, runtime: ProcessRuntime, node_id: str) -> None:
+    def __init__(
+        self, runtime: ProcessRuntime, node_id: str, settings: CoreSettings | None = None
+    ) -> None:
         self.node_id = node_id
-        self.rm = Served()
+        self.rm = Served(settings=settings)
         config = AgentConfig(node_id=node_id, cpu_ids=(0, 1), capacity=Resources(2.0, 2048))
         self.agent = NodeAgent(config, runtime)
         self.stop = threading.Event()

@@ -37,9 +37,13 @@ class Served:
     """An RM core behind a real aio gRPC server on its own event loop thread; ``node_servicer``
     makes its NodeService (a test may serve a subclass that counts calls)."""
 
-    def __init__(self, node_servicer: Callable[[RMState], NodeServicer] = NodeServicer) -> None:
+    def __init__(
+        self,
+        node_servicer: Callable[[RMState], NodeServicer] = NodeServicer,
+        settings: CoreSettings | None = None,
+    ) -> None:
         self.clock_value = 1.0
-        self.core = ResourceManagerCore(Tables(Store(":memory:")), CoreSettings())
+        self.core = ResourceManagerCore(Tables(Store(":memory:")), settings or CoreSettings())
         self.state = RMState(self.core, lambda: at(self.clock_value), advertise_address="rm:1")
         self.node_servicer = node_servicer(self.state)
         self.loop = asyncio.new_event_loop()
