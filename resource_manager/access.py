@@ -32,6 +32,7 @@ ACCESS = {
             "ListNodes": PEOPLE,
             "ListQueues": PEOPLE,
             "GetClusterInfo": PEOPLE,
+            "GetSprint": PEOPLE,
         },
     ),
     **table(

@@ -493,6 +493,36 @@ class JobServicer(rm_grpc.JobServiceServicer):
             ),
         )
 
+    async def GetSprint(
+        self, request: rm_pb.GetSprintRequest, context: grpc.aio.ServicerContext
+    ) -> rm_pb.SprintStatus:
+        def status(core: ResourceManagerCore) -> rm_pb.SprintStatus:
+            book, wall = core.sprints, self._state.clock().wall
+            now = book.at(wall)
+            sprints = []
+            for record in book.history:
+                going = now.job(record.job_id) if not record.ended_at else None
+                sprints.append(
+                    rm_pb.SprintRun(
+                        job_id=record.job_id,
+                        started_at=record.started_at,
+                        ended_at=record.ended_at,
+                        sprinted_s=record.sprinted_s if going is None else going.sprinted_time,
+                        why=record.why,
+                    )
+                )
+            sprint = book.dias.sprint
+            return rm_pb.SprintStatus(
+                enabled=book.enabled,
+                budget_s=now.budget,
+                capacity_s=sprint.budget_s,
+                replenish_s_per_hour=sprint.replenish_s_per_hour,
+                factor=sprint.factor,
+                sprints=sprints,
+            )
+
+        return await _answer(context, "GetSprint", lambda: self._state.read(status))
+
     async def ListQueues(
         self, request: rm_pb.ListQueuesRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.ListQueuesResponse:

@@ -70,11 +70,15 @@ class SprintBook:
         job = self.state.job(job_id) if self.state is not None else None
         return job is not None and job.sprinting
 
-    def budget_at(self, now: float) -> float:
-        """The budget left at ``now`` (no later change is made)."""
+    def at(self, now: float) -> SprinterState:
+        """The sprinter as it is at ``now`` (nothing is changed)."""
         if self.state is None:
-            return self.config.capacity
-        return advance(self.state, self.config, max(now, self.state.clock)).budget
+            return initial_sprinter(self.config, now)
+        return advance(self.state, self.config, max(now, self.state.clock))
+
+    def budget_at(self, now: float) -> float:
+        """The budget left at ``now``."""
+        return self.at(now).budget
 
     def next_change(self) -> float | None:
         """When a sprint next starts or ends (wall), or None."""

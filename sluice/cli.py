@@ -42,6 +42,7 @@ from sluice.render import (
     nodes_table,
     progress_line,
     queues_table,
+    sprint_status,
 )
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -307,6 +308,19 @@ def cmd_queues(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sprint(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        status = client.jobs.GetSprint(rm_pb.GetSprintRequest(), timeout=10)
+    finally:
+        client.close()
+    if args.json:
+        _print_json(as_json(status))
+    else:
+        print(sprint_status(status))
+    return 0
+
+
 def _machine_listing(args: argparse.Namespace, client: RMClient) -> apb.ListMachinesReply | None:
     """The aggregator's view of the machines, or None (with a note) when there is none."""
     try:
@@ -539,6 +553,13 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p.add_argument("--json", action="store_true")
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_queues)
+
+    p = sub.add_parser(
+        "sprint", help="DiAS sprinting: the budget left, the jobs sprinting, the last sprints"
+    )
+    p.add_argument("--json", action="store_true")
+    _add_cluster_options(p)
+    p.set_defaults(handler=cmd_sprint)
 
     p = sub.add_parser("candidates", help="the aggregator's candidate machines and versions")
     p.add_argument("--json", action="store_true")

@@ -388,3 +388,32 @@ def queues_table(listing: rm_pb.ListQueuesResponse) -> str:
             f"cluster {capacity}; queues from {source}; * = default queue",
         ]
     )
+
+
+def sprint_status(status: rm_pb.SprintStatus) -> str:
+    """`sluice sprint`: the budget, and the sprints (those going on first)."""
+    if not status.enabled:
+        return (
+            "sprinting is off: no priority has a sprint timeout "
+            "(sluice rm --dias-config; docs/approximation.md)"
+        )
+    lines = [
+        f"budget     {status.budget_s:.1f} of {status.capacity_s:g} sprint-seconds "
+        f"(+{status.replenish_s_per_hour:g} per hour)",
+        f"factor     {status.factor:g} (a CPU-quota sprint: the task's CPU times this, on idle "
+        "cores only)",
+    ]
+    runs = sorted(status.sprints, key=lambda r: (r.ended_at != 0, -r.started_at))
+    if not runs:
+        return "\n".join([*lines, "", "no sprint yet"])
+    rows = [
+        [
+            r.job_id,
+            time.strftime("%H:%M:%S", time.localtime(r.started_at)),
+            time.strftime("%H:%M:%S", time.localtime(r.ended_at)) if r.ended_at else "sprinting",
+            f"{r.sprinted_s:.1f}s",
+            r.why,
+        ]
+        for r in runs
+    ]
+    return "\n".join([*lines, "", table(["JOB", "STARTED", "ENDED", "SPRINTED", "WHY"], rows)])

@@ -30,6 +30,40 @@ NODE_STATE_UNSPECIFIED: NodeState
 NODE_READY: NodeState
 NODE_LOST: NodeState
 
+class GetSprintRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SprintStatus(_message.Message):
+    __slots__ = ("enabled", "budget_s", "capacity_s", "replenish_s_per_hour", "factor", "sprints")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_S_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_S_FIELD_NUMBER: _ClassVar[int]
+    REPLENISH_S_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    FACTOR_FIELD_NUMBER: _ClassVar[int]
+    SPRINTS_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    budget_s: float
+    capacity_s: float
+    replenish_s_per_hour: float
+    factor: float
+    sprints: _containers.RepeatedCompositeFieldContainer[SprintRun]
+    def __init__(self, enabled: _Optional[bool] = ..., budget_s: _Optional[float] = ..., capacity_s: _Optional[float] = ..., replenish_s_per_hour: _Optional[float] = ..., factor: _Optional[float] = ..., sprints: _Optional[_Iterable[_Union[SprintRun, _Mapping]]] = ...) -> None: ...
+
+class SprintRun(_message.Message):
+    __slots__ = ("job_id", "started_at", "ended_at", "sprinted_s", "why")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    SPRINTED_S_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    started_at: float
+    ended_at: float
+    sprinted_s: float
+    why: str
+    def __init__(self, job_id: _Optional[str] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., sprinted_s: _Optional[float] = ..., why: _Optional[str] = ...) -> None: ...
+
 class GetClusterInfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

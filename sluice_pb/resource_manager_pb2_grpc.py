@@ -81,6 +81,11 @@ class JobServiceStub:
                 request_serializer=sluice__pb_dot_resource__manager__pb2.GetClusterInfoRequest.SerializeToString,
                 response_deserializer=sluice__pb_dot_resource__manager__pb2.ClusterInfo.FromString,
                 _registered_method=True)
+        self.GetSprint = channel.unary_unary(
+                '/sluice.v1.JobService/GetSprint',
+                request_serializer=sluice__pb_dot_resource__manager__pb2.GetSprintRequest.SerializeToString,
+                response_deserializer=sluice__pb_dot_resource__manager__pb2.SprintStatus.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -153,6 +158,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSprint(self, request, context):
+        """DiAS sprinting (docs/approximation.md): the budget now, the jobs sprinting, the last
+        sprints.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -200,6 +213,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.GetClusterInfo,
                     request_deserializer=sluice__pb_dot_resource__manager__pb2.GetClusterInfoRequest.FromString,
                     response_serializer=sluice__pb_dot_resource__manager__pb2.ClusterInfo.SerializeToString,
+            ),
+            'GetSprint': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSprint,
+                    request_deserializer=sluice__pb_dot_resource__manager__pb2.GetSprintRequest.FromString,
+                    response_serializer=sluice__pb_dot_resource__manager__pb2.SprintStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -447,6 +465,33 @@ class JobService:
             '/sluice.v1.JobService/GetClusterInfo',
             sluice__pb_dot_resource__manager__pb2.GetClusterInfoRequest.SerializeToString,
             sluice__pb_dot_resource__manager__pb2.ClusterInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSprint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.JobService/GetSprint',
+            sluice__pb_dot_resource__manager__pb2.GetSprintRequest.SerializeToString,
+            sluice__pb_dot_resource__manager__pb2.SprintStatus.FromString,
             options,
             channel_credentials,
             insecure,

@@ -92,6 +92,7 @@ RM_CALLS: list[tuple[str, str, Message, str]] = [
     ("rm", "JobService/ListNodes", rm_pb.ListNodesRequest(), "uu"),
     ("rm", "JobService/ListQueues", rm_pb.ListQueuesRequest(), "uu"),
     ("rm", "JobService/GetClusterInfo", rm_pb.GetClusterInfoRequest(), "uu"),
+    ("rm", "JobService/GetSprint", rm_pb.GetSprintRequest(), "uu"),
     (
         "rm",
         "NodeService/RegisterNode",

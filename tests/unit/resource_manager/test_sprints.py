@@ -7,15 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from policies.approximation.dias_config import parse_dias_config
+from policies.approximation.dias_config import DiasConfig, parse_dias_config
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import SprintAllocation
+from resource_manager.core import CoreSettings, SprintAllocation
 from resource_manager.records import TaskReport
+from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.builders import observation
 from tests.unit.resource_manager.harness import Driver, add_node, commands, new_core, spec_of, want
+from tests.unit.resource_manager.test_service import Served
 
 
-def dias(budget_s: float = 100.0, replenish_s_per_hour: float = 0.0) -> object:
+def dias(budget_s: float = 100.0, replenish_s_per_hour: float = 0.0) -> DiasConfig:
     return parse_dias_config(
         {
             "priorities": [{"priority": 1, "sprint_timeout_s": 10}],
@@ -94,3 +96,19 @@ def test_without_sprint_timeouts_nothing_is_sent() -> None:
     reports = started(core, 1, now=0.0)
     core.tick(100.0)
     assert sprints(core, reports, now=100.0) == []
+
+
+def test_get_sprint_reports_the_budget_and_a_sprint_going_on() -> None:
+    served = Served(settings=CoreSettings(dias=dias(), node_timeout=1e9))
+    try:
+        core = Driver(served.core)  # (no agent calls this RM meanwhile)
+        add_node(core, "n1", cpu=16, memory_mb=16384)
+        started(core, 1, now=1.0)
+        served.clock_value = 21.0
+        core.tick(21.0)  # sprinting since 11
+        status = served.jobs.GetSprint(rm_pb.GetSprintRequest(), timeout=10)
+        assert status.enabled and status.budget_s == pytest.approx(90.0)
+        (run,) = status.sprints
+        assert (run.started_at, run.ended_at, run.sprinted_s) == (11.0, 0.0, 10.0)
+    finally:
+        served.close()

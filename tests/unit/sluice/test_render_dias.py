@@ -56,3 +56,31 @@ def test_waiting_jobs_show_their_place_in_their_prioritys_buffer() -> None:
 def test_sluice_job_says_what_dias_did(dias: dict[str, Any], state: pb.JobState, line: str) -> None:
     detail = rm_pb.JobDetail(summary=summary("job-000001", 0, state, **dias))
     assert line in render.job_detail(detail).splitlines()
+
+
+def test_sluice_sprint_shows_the_budget_and_the_sprints_going_on_first() -> None:
+    status = rm_pb.SprintStatus(
+        enabled=True,
+        budget_s=42.0,
+        capacity_s=360.0,
+        replenish_s_per_hour=360.0,
+        factor=2.0,
+        sprints=[
+            rm_pb.SprintRun(
+                job_id="job-000001",
+                started_at=10.0,
+                ended_at=20.0,
+                sprinted_s=10.0,
+                why="the job left execution",
+            ),
+            rm_pb.SprintRun(job_id="job-000002", started_at=30.0, sprinted_s=3.0),
+        ],
+    )
+    lines = render.sprint_status(status).splitlines()
+    assert lines[0] == "budget     42.0 of 360 sprint-seconds (+360 per hour)"
+    assert lines[4].startswith("job-000002") and "sprinting" in lines[4]
+    assert lines[5].startswith("job-000001") and "the job left execution" in lines[5]
+
+
+def test_sluice_sprint_says_when_sprinting_is_off() -> None:
+    assert "sprinting is off" in render.sprint_status(rm_pb.SprintStatus())
