@@ -10,6 +10,7 @@ from plumbing.wire import (
     resources_from_pb,
     resources_to_pb,
 )
+from policies.approximation.sprinting import SprintingJob
 from policies.scheduling.resources import Resources
 from resource_manager.queues import QueueStatus
 from resource_manager.records import (
@@ -24,8 +25,14 @@ from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 
-def job_summary_to_pb(job: JobRecord, *, buffered: bool = False) -> rm_pb.JobSummary:
-    """``buffered``: the cluster dispatches from priority buffers (``--dispatch``)."""
+def job_summary_to_pb(
+    job: JobRecord,
+    *,
+    buffered: bool = False,
+    sprint: SprintingJob | None = None,
+) -> rm_pb.JobSummary:
+    """``buffered``: the cluster dispatches from priority buffers (``--dispatch``); ``sprint``:
+    the job in the sprinter, as of now."""
     return rm_pb.JobSummary(
         job_id=job.job_id,
         name=job.spec.name,
@@ -49,6 +56,8 @@ def job_summary_to_pb(job: JobRecord, *, buffered: bool = False) -> rm_pb.JobSum
             execution=job.execution.number,
             evictions=job.execution.evictions,
             wasted_s=job.execution.wasted_s,
+            sprinting=sprint is not None and sprint.sprinting,
+            sprinted_s=sprint.sprinted_time if sprint is not None else 0.0,
         ),
     )
 

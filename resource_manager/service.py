@@ -314,8 +314,13 @@ class JobServicer(rm_grpc.JobServiceServicer):
         self._state = state
 
     def _summary(self, job: JobRecord) -> rm_pb.JobSummary:
-        buffered = self._state.core.settings.dispatch.buffered
-        return convert.job_summary_to_pb(job, buffered=buffered)
+        core = self._state.core
+        sprint = None
+        if core.sprints.enabled and job.job_id in core.tables.in_execution:
+            sprint = core.sprints.at(self._state.clock().wall).job(job.job_id)
+        return convert.job_summary_to_pb(
+            job, buffered=core.settings.dispatch.buffered, sprint=sprint
+        )
 
     async def SubmitJob(
         self, request: rm_pb.SubmitJobRequest, context: grpc.aio.ServicerContext

@@ -60,7 +60,7 @@ def duration(job: rm_pb.JobSummary, now: float | None = None) -> str:
 def jobs_table(jobs: Sequence[rm_pb.JobSummary]) -> str:
     """One row a job; with DiAS (priority buffers, or jobs that drop tasks) also where each
     waits (its priority's buffer and place: ``p0 #2``) and its drop ratio."""
-    dias = any(j.dias.buffered or j.dias.drop_ratio > 0 for j in jobs)
+    dias = any(j.dias.buffered or j.dias.drop_ratio > 0 or j.dias.sprinted_s for j in jobs)
     places = buffer_places(jobs)
     rows = []
     for job in jobs:
@@ -79,10 +79,17 @@ def jobs_table(jobs: Sequence[rm_pb.JobSummary]) -> str:
             row += [
                 f"p{job.priority} #{place}" if place is not None else "-",
                 drop_cell(job.dias),
+                sprint_cell(job.dias),
             ]
         rows.append(row)
     headers = ["JOB", "NAME", "PRIO", "STATE", "TASKS", "SUBMITTED", "ELAPSED"]
-    return table([*headers, "BUFFER", "DROP"] if dias else headers, rows)
+    return table([*headers, "BUFFER", "DROP", "SPRINT"] if dias else headers, rows)
+
+
+def sprint_cell(dias: rm_pb.DiasInfo) -> str:
+    if dias.sprinting:
+        return f"sprinting {dias.sprinted_s:.0f}s"
+    return f"sprinted {dias.sprinted_s:.0f}s" if dias.sprinted_s else "-"
 
 
 def buffer_places(jobs: Sequence[rm_pb.JobSummary]) -> dict[str, int]:

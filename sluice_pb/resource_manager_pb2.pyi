@@ -165,7 +165,7 @@ class JobSummary(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.JobState, str]] = ..., kill_requested: _Optional[bool] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., master_node: _Optional[str] = ..., client_mode: _Optional[bool] = ..., master_attempt: _Optional[int] = ..., owner: _Optional[str] = ..., dias: _Optional[_Union[DiasInfo, _Mapping]] = ...) -> None: ...
 
 class DiasInfo(_message.Message):
-    __slots__ = ("buffered", "drop_ratio", "dropped_tasks", "expected_error", "execution", "evictions", "wasted_s")
+    __slots__ = ("buffered", "drop_ratio", "dropped_tasks", "expected_error", "execution", "evictions", "wasted_s", "sprinting", "sprinted_s")
     BUFFERED_FIELD_NUMBER: _ClassVar[int]
     DROP_RATIO_FIELD_NUMBER: _ClassVar[int]
     DROPPED_TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +173,8 @@ class DiasInfo(_message.Message):
     EXECUTION_FIELD_NUMBER: _ClassVar[int]
     EVICTIONS_FIELD_NUMBER: _ClassVar[int]
     WASTED_S_FIELD_NUMBER: _ClassVar[int]
+    SPRINTING_FIELD_NUMBER: _ClassVar[int]
+    SPRINTED_S_FIELD_NUMBER: _ClassVar[int]
     buffered: bool
     drop_ratio: float
     dropped_tasks: int
@@ -180,7 +182,9 @@ class DiasInfo(_message.Message):
     execution: int
     evictions: int
     wasted_s: float
-    def __init__(self, buffered: _Optional[bool] = ..., drop_ratio: _Optional[float] = ..., dropped_tasks: _Optional[int] = ..., expected_error: _Optional[float] = ..., execution: _Optional[int] = ..., evictions: _Optional[int] = ..., wasted_s: _Optional[float] = ...) -> None: ...
+    sprinting: bool
+    sprinted_s: float
+    def __init__(self, buffered: _Optional[bool] = ..., drop_ratio: _Optional[float] = ..., dropped_tasks: _Optional[int] = ..., expected_error: _Optional[float] = ..., execution: _Optional[int] = ..., evictions: _Optional[int] = ..., wasted_s: _Optional[float] = ..., sprinting: _Optional[bool] = ..., sprinted_s: _Optional[float] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
     __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address", "preemptions")

@@ -110,5 +110,7 @@ def test_get_sprint_reports_the_budget_and_a_sprint_going_on() -> None:
         assert status.enabled and status.budget_s == pytest.approx(90.0)
         (run,) = status.sprints
         assert (run.started_at, run.ended_at, run.sprinted_s) == (11.0, 0.0, 10.0)
+        jobs = served.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs
+        assert [(j.dias.sprinting, j.dias.sprinted_s) for j in jobs] == [(True, 10.0)]
     finally:
         served.close()

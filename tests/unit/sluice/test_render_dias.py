@@ -30,7 +30,7 @@ def test_waiting_jobs_show_their_place_in_their_prioritys_buffer() -> None:
         summary("job-000004", 0, pb.JOB_SUBMITTED, buffered=True, drop_ratio=0.2),
     ]
     rows = {line.split()[0]: line for line in render.jobs_table(jobs).splitlines()[1:]}
-    assert rows["job-000001"].split()[-4:] == ["-", "0.2", "(2", "out)"]
+    assert rows["job-000001"].split()[-5:] == ["-", "0.2", "(2", "out)", "-"]
     assert "p0 #1" in rows["job-000002"]
     assert "p5 #1" in rows["job-000003"]
     assert "p0 #2" in rows["job-000004"]
@@ -84,3 +84,16 @@ def test_sluice_sprint_shows_the_budget_and_the_sprints_going_on_first() -> None
 
 def test_sluice_sprint_says_when_sprinting_is_off() -> None:
     assert "sprinting is off" in render.sprint_status(rm_pb.SprintStatus())
+
+
+@pytest.mark.parametrize(
+    ("dias", "cell"),
+    [
+        (rm_pb.DiasInfo(sprinting=True, sprinted_s=12.4), "sprinting 12s"),
+        (rm_pb.DiasInfo(sprinted_s=30.0), "sprinted 30s"),
+        (rm_pb.DiasInfo(buffered=True), "-"),
+    ],
+)
+def test_sluice_jobs_shows_each_jobs_sprint_state(dias: rm_pb.DiasInfo, cell: str) -> None:
+    job = rm_pb.JobSummary(job_id="job-000001", name="j", state=pb.JOB_RUNNING, dias=dias)
+    assert render.jobs_table([job]).splitlines()[1].endswith(cell)
