@@ -788,6 +788,7 @@ class ResourceManagerCore:
                     )
                 )
         for allocation in self.tables.allocations_of_job(job.job_id):
+            self._tell(allocation.node_id)  # its next heartbeat stops what runs there
             if not allocation.is_master:  # (stopped by reconciliation, as a final job's)
                 self.tables.remove_allocation(allocation.allocation_id)
         execution = job.execution
@@ -1553,6 +1554,12 @@ class ResourceManagerCore:
         return self.tables.version, reasons
 
     def _observe_task(self, node_id: str, report: TaskReport, now: Now) -> None:
+        if (
+            report.state is TaskState.RUNNING
+            and report.sprint_factor == 1.0
+            and self.sprints.sprinting(report.job_id)
+        ):
+            self._tell(node_id)  # a task of a sprinting job started: it sprints too
         key = (report.job_id, report.task_id, report.attempt)
         task = self.tasks.get(key)
         if task is None:

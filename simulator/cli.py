@@ -29,6 +29,7 @@ from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from resource_manager.core import CoreSettings
 from simulator.bigc import POLICIES, format_bigc, plot_bigc, run_bigc, scale_jobs
+from simulator.cli_dias import add_parser as add_dias
 from simulator.cli_oversubscription import add_parser as add_oversubscription
 from simulator.distributions import WorkloadError
 from simulator.engine import SimResult, SimSettings, Simulation
@@ -186,6 +187,7 @@ def register(subparsers: Any) -> None:
 
     _add_reservation(actions)
     add_oversubscription(actions)
+    add_dias(actions)
 
     p = actions.add_parser("import", help="turn a public cluster trace into a Sluice trace CSV")
     sources = p.add_subparsers(dest="trace", required=True, metavar="TRACE")

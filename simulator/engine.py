@@ -93,9 +93,11 @@ from resource_manager.core import (
     ResizeAllocation,
     ResourceManagerCore,
     ResumeAllocation,
+    SprintAllocation,
     StopAllocation,
     SuspendAllocation,
 )
+from resource_manager.errors import ConflictError
 from resource_manager.records import AllocationRecord, Now, TaskRecord, TaskReport
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
@@ -189,6 +191,7 @@ class _Task:
     busy: bool = False  # swapping memory out or in: a command waits until it is done
     graceful: tuple[Resources, Resources, bool] | None = None  # (target, step, freeze on swap)
     phase: str = ""  # of its job (empty for a job master)
+    sprint_factor: float = 1.0  # DiAS: it sprints, running this many times faster
 
 
 @dataclass
@@ -269,6 +272,7 @@ class Simulation:
         self._locality_armed = math.inf  # when a locality wake-up is armed for
         self._samples: list[UtilisationSample] = []
         self.on_progress: Callable[[Simulation], None] | None = None
+        self._sprint_armed: float | None = None  # when the sprint timer is set for
         self.refused: list[tuple[str, str]] = []  # (job name, why) of jobs submit refused
         self._where: dict[str, _Node] = {}  # task allocation -> its node
         self._lost_work: dict[str, float] = {}  # job -> task-seconds lost to kills
@@ -341,6 +345,11 @@ class Simulation:
                 self._wake_master(placement.job_id)
         for node_id in self.core.drain_nodes_to_tell():
             self._arm_heartbeat(self._nodes[node_id])
+        sprint_at = self.core.sprints.next_change()
+        if sprint_at is not None and sprint_at != self._sprint_armed:
+            # A sprint starts or the budget runs dry then (DiAS): the RM's timer, as its shell's.
+            self._sprint_armed = sprint_at
+            self.at(max(sprint_at, self.now), self._sprint_timer)
         locality_end = self.core.next_locality_end()
         if locality_end is not None and locality_end < self._locality_armed:
             # An ask held back for a node near its input may take any once its wait is over:
@@ -404,6 +413,15 @@ class Simulation:
             )
         )
 
+    @property
+    def sim_jobs(self) -> dict[str, SimJob]:
+        """The jobs by the id the core gave them at submission."""
+        return self._sim_jobs
+
+    def _sprint_timer(self) -> None:
+        self._sprint_armed = None
+        self._unit(lambda core, now: core.update_sprints(now))
+
     def _arm_heartbeat(self, node: _Node, *, every: bool = False) -> None:
         if node.heartbeat_armed:
             return
@@ -441,6 +459,8 @@ class Simulation:
                     self._graceful(node, command)
                 else:
                     self._resize(node, command.allocation_id, command.limits)
+            elif isinstance(command, SprintAllocation):
+                self._sprint(node, command.allocation_id, command.factor)
         if every or commands or self._holds_preempted(node):
             self._arm_heartbeat(node, every=every)  # re-sent until the reports show it done
 
@@ -475,6 +495,7 @@ class Simulation:
             timestamp=self.now,
             job_master=task.job_master,
             limits=task.limits,
+            sprint_factor=task.sprint_factor,
         )
 
     # ------------------------------------------------------------------ tasks on nodes
@@ -669,11 +690,22 @@ class Simulation:
             self.set_rate(allocation_id, self._full_rate(task))
         self._observe(node, task)
 
+    def _sprint(self, node: _Node, allocation_id: str, factor: float) -> None:
+        """DiAS sprinting, modelled as the paper's DVFS: the task runs ``factor`` times faster
+        (1: at its normal speed again)."""
+        task = node.tasks.get(allocation_id)
+        if task is None or task.state.is_final:
+            return
+        task.sprint_factor = max(1.0, factor)
+        if task.state is TaskState.RUNNING:
+            self.set_rate(allocation_id, self._full_rate(task))
+        self._observe(node, task)
+
     @staticmethod
     def _full_rate(task: _Task) -> float:
         if task.limits is None or task.granted.cpu <= 0:
-            return 1.0
-        return min(1.0, task.limits.cpu / task.granted.cpu)
+            return task.sprint_factor
+        return min(1.0, task.limits.cpu / task.granted.cpu) * task.sprint_factor
 
     def set_rate(self, allocation_id: str, rate: float) -> None:
         """A task's rate of progress changes: its CPU limit over its grant (a shrunk container
@@ -825,17 +857,21 @@ class Simulation:
         if plan.outcome is not None:
             self._finish(master, plan.outcome, decisions)
             return
-        result = self._unit(
-            lambda core, now: core.allocate(
-                master.job_id,
-                decisions.asks,
-                decisions.releases,
-                plan.progress(),
-                master.events_after,
-                now=now,
-                attempt=master.attempt,
+        try:
+            result = self._unit(
+                lambda core, now: core.allocate(
+                    master.job_id,
+                    decisions.asks,
+                    decisions.releases,
+                    plan.progress(),
+                    master.events_after,
+                    now=now,
+                    attempt=master.attempt,
+                )
             )
-        )
+        except ConflictError:
+            master.finished = True  # superseded (its job was evicted): it exits, as a live one
+            return
         for allocation in result.granted:
             plan.on_granted(self._container(allocation.allocation_id))
         for task in result.events:
@@ -935,11 +971,15 @@ class Simulation:
             if container is not None:
                 node = self._nodes[container.node_id]
                 self._stop(node, container.allocation_id, TaskState.KILLED, message or "job ended")
-        self._unit(
-            lambda core, now: core.finish_job(
-                master.job_id, state, message, plan.progress(), now=now, attempt=master.attempt
+        try:
+            self._unit(
+                lambda core, now: core.finish_job(
+                    master.job_id, state, message, plan.progress(), now=now, attempt=master.attempt
+                )
             )
-        )
+        except ConflictError:
+            master.finished = True  # evicted just before it ended: executed again later
+            return
         master.finished = True
         self._unfinished -= 1
         for phase in master.sim_job.spec.phases:  # nothing reads its output any more

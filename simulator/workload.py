@@ -300,7 +300,7 @@ def parse_workload(document: object) -> Workload:
 _CLASS_REQUIRED = ("name", "arrival", "phases")
 _CLASS_OPTIONAL = ("priority", "max_retries", "queue", "reservation")
 _PHASE_REQUIRED = ("name", "tasks", "cpu", "memory_mb", "duration")
-_PHASE_OPTIONAL = ("after", "coupled")
+_PHASE_OPTIONAL = ("after", "coupled", "droppable")
 
 
 def _job_class(value: object, field: str) -> JobClass:
@@ -353,6 +353,8 @@ def _spec_phase(phase: Mapping[str, object]) -> dict[str, object]:
     }
     if "after" in phase:
         spec_phase["after"] = phase["after"]
+    if "droppable" in phase:
+        spec_phase["droppable"] = phase["droppable"]  # (checked by the job spec's rules)
     return spec_phase
 
 

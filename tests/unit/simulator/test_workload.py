@@ -297,7 +297,7 @@ REFUSALS: list[tuple[str, str]] = [
     ),
     (
         BATCH.replace("        tasks: 20\n", "        tasks: 20\n        command: [sleep, '1']\n"),
-        "classes[0].phases[0].command: unknown field (allowed: name, tasks, cpu, memory_mb, duration, after, coupled)",
+        "classes[0].phases[0].command: unknown field (allowed: name, tasks, cpu, memory_mb, duration, after, coupled, droppable)",
     ),
     (
         BATCH.replace("        tasks: 20\n", "        tasks: 20\n        coupled: yes please\n"),
