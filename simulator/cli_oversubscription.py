@@ -20,6 +20,7 @@ from simulator.engine import SimSettings, Simulation
 from simulator.oversubscription import INTERFERENCE, PLACEMENTS, OversubscriptionSettings
 from simulator.progress import Progress
 from simulator.rose_study import (
+    COLOCATION_CONFIGS,
     format_rows,
     plot_colocation,
     plot_placement,
@@ -105,7 +106,9 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
             )
             plot_placement(rows, args.nodes, out / f"placement-{args.nodes}.png")
         else:
-            rows = run_colocation(jobs, settings, seed, base, say, watch)
+            rows = run_colocation(
+                jobs, settings, seed, base, say, watch, args.colocation or COLOCATION_CONFIGS
+            )
             table = format_rows(
                 rows,
                 f"co-location, {args.nodes:,} nodes, services on {base.service_fraction:.0%}",
@@ -135,6 +138,12 @@ def add_parser(actions: Any) -> None:
     p.add_argument("--seed", type=int, help="default: the workload's")
     p.add_argument("--study", action="append", choices=["placement", "colocation"])
     p.add_argument("--placement", action="append", choices=list(PLACEMENTS))
+    p.add_argument(
+        "--colocation",
+        action="append",
+        choices=list(COLOCATION_CONFIGS),
+        help="co-location: the configurations to run (default: all three)",
+    )
     p.add_argument(
         "--service-fraction",
         type=float,

@@ -38,6 +38,7 @@ from simulator.plots import save_png
 from simulator.workload import SimJob
 
 Say = Callable[[str], None]
+COLOCATION_CONFIGS = ("alone", "rose-UP", "rose-RP")
 Watch = Callable[[str, Simulation], None]  # now and then during a run, and at its end
 
 
@@ -123,8 +124,10 @@ def run_colocation(
     base: OversubscriptionSettings,
     say: Say = lambda _: None,
     watch: Watch | None = None,
+    names: Sequence[str] = COLOCATION_CONFIGS,
 ) -> list[StudyRow]:
-    """Services beside the batch jobs: alone (no oversubscription), ROSE in UP, ROSE in RP."""
+    """Services beside the batch jobs: alone (no oversubscription), ROSE in UP, ROSE in RP
+    (``names``: those of them to run)."""
     configs = [
         ("alone", replace(base, placement="none", mode=OversubscriptionMode.UTILIZATION)),
         ("rose-UP", replace(base, placement="rose", mode=OversubscriptionMode.UTILIZATION)),
@@ -132,6 +135,8 @@ def run_colocation(
     ]
     rows = []
     for name, config in configs:
+        if name not in names:
+            continue
         say(f"co-location {name}: services on {base.service_fraction:.0%} of the nodes")
         rows.append(_run(name, jobs, settings, seed, config, watch))
         say(_line(rows[-1]))

@@ -187,3 +187,8 @@ def test_each_run_reports_its_progress_under_its_name() -> None:
 
     run_placement(jobs(), SETTINGS, 1, BASE, ["none", "rose"], watch=watch)
     assert set(seen) == {"none", "rose"}
+
+
+def test_a_colocation_run_may_be_one_configuration() -> None:
+    rows = run_colocation(jobs(), SETTINGS, 1, BASE, names=("rose-RP",))
+    assert [r.name for r in rows] == ["rose-RP"]
