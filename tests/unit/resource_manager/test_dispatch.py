@@ -235,3 +235,22 @@ def test_an_evicted_jobs_executions_survive_an_rm_restart(tmp_path: Path) -> Non
     restarted = new_core(path, **settings)
     assert restarted.job(low).execution == before.execution
     assert [t.execution for t in restarted.job_tasks(low)] == [1, 1]
+
+
+def test_the_buffers_survive_an_rm_restart(tmp_path: Path) -> None:
+    path = tmp_path / "rm.db"
+    settings: dict[str, Any] = {"dispatch": DIAS, "max_master_share": 1.0}
+    core = new_core(path, **settings)
+    add_node(core, "n1", cpu=16, memory_mb=16384)
+    running = submit(core, 0, now=1.0)
+    waiting = [submit(core, 0, now=2.0), submit(core, 5, now=3.0), submit(core, 5, now=4.0)]
+
+    restarted = new_core(path, **settings)
+    add_node(restarted, "n1", cpu=16, memory_mb=16384, now=5.0)
+    assert states(restarted, *waiting) == [JobState.SUBMITTED] * 3
+    order = []
+    for now in (6.0, 7.0, 8.0, 9.0):
+        job_id = next(j for j in [running, *waiting] if restarted.job(j).state is JobState.STARTING)
+        order.append(job_id)
+        finish(restarted, job_id, now=now)
+    assert order == [running, waiting[1], waiting[2], waiting[0]]
