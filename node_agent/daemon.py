@@ -38,6 +38,7 @@ from node_agent.access import ACCESS
 from node_agent.agent import AgentConfig, NodeAgent, TaskEvent
 from node_agent.grant_gate import GrantGate
 from node_agent.metrics.counters import CounterSampler, detect_counters
+from node_agent.metrics.energy import EnergyMeter, detect_rapl
 from node_agent.metrics.host import HostSampler
 from node_agent.metrics.reporter import MetricsReporter
 from node_agent.runtime import make_runtime
@@ -53,6 +54,7 @@ from plumbing.kafka_outbox import DEFAULT_BUFFER
 from plumbing.rpc import channel, start_server
 from plumbing.tls import ClientTls, Role, TlsError
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
+from policies.approximation.energy import PowerModel
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.scheduling.identifiers import cluster_id_problem, node_id_problem
 from policies.scheduling.resources import Resources
@@ -101,6 +103,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-topic", default="", help="default: the RM's, else sluice.metrics"
     )
     parser.add_argument("--metrics-interval", type=float, default=1.0, help="seconds per sample")
+    power = PowerModel()
+    parser.add_argument(
+        "--idle-watts",
+        type=float,
+        default=power.idle_w,
+        help="the machine's power when idle, for the energy estimate where there is no RAPL "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--peak-watts",
+        type=float,
+        default=power.peak_w,
+        help="its power with every core busy (default %(default)s)",
+    )
+    parser.add_argument(
+        "--sprint-power-factor",
+        type=float,
+        default=power.sprint_factor,
+        help="its power while a task sprints, times the above (default %(default)s, DiAS's)",
+    )
     defaults = OversubscriptionConfig()
     parser.add_argument(
         "--speculative-queue-length",
@@ -705,6 +727,10 @@ def _metrics_reporter(
         log.info("hardware counters available: CPI and MPKI are reported")
     else:
         log.info("hardware counters unavailable (%s): CPI and MPKI reported absent", support.reason)
+    try:
+        power = PowerModel(args.idle_watts, args.peak_watts, args.sprint_power_factor)
+    except ValueError as error:
+        raise UserError(f"--idle-watts, --peak-watts, --sprint-power-factor: {error}") from None
     return MetricsReporter(
         agent,
         HostSampler(disk_path=state_dir),
@@ -713,6 +739,7 @@ def _metrics_reporter(
         interval=args.metrics_interval,
         buffer=args.metrics_buffer,
         tls=broker_tls,
+        energy=EnergyMeter(power, detect_rapl()),
     )
 
 

@@ -83,7 +83,7 @@ class TaskMetrics(_message.Message):
     def __init__(self, task_key: _Optional[str] = ..., job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., speculative: _Optional[bool] = ..., suspended: _Optional[bool] = ..., cpu_cores: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., cpu_limit_cores: _Optional[float] = ..., memory_limit_bytes: _Optional[int] = ..., pressure: _Optional[_Union[Pressure, _Mapping]] = ..., cpi: _Optional[float] = ..., mpki: _Optional[float] = ...) -> None: ...
 
 class NodeMetrics(_message.Message):
-    __slots__ = ("schema_version", "node_id", "timestamp", "sequence", "interval_s", "cpu_capacity", "memory_capacity_bytes", "cpu_utilization", "memory_utilization", "load_average_1m", "disk_throughput_utilization", "disk_busy_utilization", "disk_usage", "net_receive_utilization", "net_transmit_utilization", "regular_running", "regular_waiting", "speculative_running", "speculative_waiting", "pressure", "cpi", "mpki", "counters_unavailable", "tasks", "dropped_samples")
+    __slots__ = ("schema_version", "node_id", "timestamp", "sequence", "interval_s", "cpu_capacity", "memory_capacity_bytes", "cpu_utilization", "memory_utilization", "load_average_1m", "disk_throughput_utilization", "disk_busy_utilization", "disk_usage", "net_receive_utilization", "net_transmit_utilization", "regular_running", "regular_waiting", "speculative_running", "speculative_waiting", "pressure", "cpi", "mpki", "counters_unavailable", "tasks", "dropped_samples", "energy_j", "power_w", "energy_source")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,9 @@ class NodeMetrics(_message.Message):
     COUNTERS_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_J_FIELD_NUMBER: _ClassVar[int]
+    POWER_W_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_SOURCE_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     node_id: str
     timestamp: float
@@ -134,7 +137,10 @@ class NodeMetrics(_message.Message):
     counters_unavailable: str
     tasks: _containers.RepeatedCompositeFieldContainer[TaskMetrics]
     dropped_samples: int
-    def __init__(self, schema_version: _Optional[int] = ..., node_id: _Optional[str] = ..., timestamp: _Optional[float] = ..., sequence: _Optional[int] = ..., interval_s: _Optional[float] = ..., cpu_capacity: _Optional[float] = ..., memory_capacity_bytes: _Optional[int] = ..., cpu_utilization: _Optional[float] = ..., memory_utilization: _Optional[float] = ..., load_average_1m: _Optional[float] = ..., disk_throughput_utilization: _Optional[float] = ..., disk_busy_utilization: _Optional[float] = ..., disk_usage: _Optional[float] = ..., net_receive_utilization: _Optional[float] = ..., net_transmit_utilization: _Optional[float] = ..., regular_running: _Optional[int] = ..., regular_waiting: _Optional[int] = ..., speculative_running: _Optional[int] = ..., speculative_waiting: _Optional[int] = ..., pressure: _Optional[_Union[Pressure, _Mapping]] = ..., cpi: _Optional[float] = ..., mpki: _Optional[float] = ..., counters_unavailable: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ..., dropped_samples: _Optional[int] = ...) -> None: ...
+    energy_j: float
+    power_w: float
+    energy_source: str
+    def __init__(self, schema_version: _Optional[int] = ..., node_id: _Optional[str] = ..., timestamp: _Optional[float] = ..., sequence: _Optional[int] = ..., interval_s: _Optional[float] = ..., cpu_capacity: _Optional[float] = ..., memory_capacity_bytes: _Optional[int] = ..., cpu_utilization: _Optional[float] = ..., memory_utilization: _Optional[float] = ..., load_average_1m: _Optional[float] = ..., disk_throughput_utilization: _Optional[float] = ..., disk_busy_utilization: _Optional[float] = ..., disk_usage: _Optional[float] = ..., net_receive_utilization: _Optional[float] = ..., net_transmit_utilization: _Optional[float] = ..., regular_running: _Optional[int] = ..., regular_waiting: _Optional[int] = ..., speculative_running: _Optional[int] = ..., speculative_waiting: _Optional[int] = ..., pressure: _Optional[_Union[Pressure, _Mapping]] = ..., cpi: _Optional[float] = ..., mpki: _Optional[float] = ..., counters_unavailable: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ..., dropped_samples: _Optional[int] = ..., energy_j: _Optional[float] = ..., power_w: _Optional[float] = ..., energy_source: _Optional[str] = ...) -> None: ...
 
 class TaskOutcome(_message.Message):
     __slots__ = ("task_id", "attempt", "node_id", "kind")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from node_agent.metrics.energy import EnergyReading
 from node_agent.metrics.host import HostSample
 from node_agent.metrics.pressure import PressureStall
 from sluice_pb import metrics_pb2 as mpb
@@ -81,6 +82,7 @@ def build_node_metrics(
     counters: Counters,
     tasks: Sequence[TaskFigures],
     dropped_samples: int,
+    energy: EnergyReading | None = None,
 ) -> mpb.NodeMetrics:
     """One sample of this machine, ready to serialise."""
     message = mpb.NodeMetrics(
@@ -105,6 +107,10 @@ def build_node_metrics(
         counters_unavailable=counters.reason,
         dropped_samples=dropped_samples,
     )
+    if energy is not None:
+        message.energy_j = energy.energy_j
+        message.power_w = energy.power_w
+        message.energy_source = energy.source
     if counters.cpi is not None:
         message.cpi = counters.cpi
     if counters.mpki is not None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from node_agent.agent import NodeAgent
 from node_agent.metrics.counters import CounterReading, CounterSampler, CounterSupport
+from node_agent.metrics.energy import EnergyMeter, detect_rapl
 from node_agent.metrics.host import HostSampler
 from node_agent.metrics.pressure import read_cgroup_pressure
 from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
@@ -29,6 +30,7 @@ from node_agent.runtime.base import RunObservation, RunState
 from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
 from plumbing.kafka_outbox import KafkaOutbox, kafka_producer
+from policies.approximation.energy import PowerModel
 
 log = logging.getLogger("sluice.agent.metrics")
 
@@ -49,6 +51,7 @@ class MetricsReporter:
         buffer: int,
         publisher_factory: Callable[[DataPlane, int], KafkaOutbox] | None = None,
         tls: BrokerTls | None = None,
+        energy: EnergyMeter | None = None,
     ) -> None:
         """``tls``: the agent's certificate, for a Kafka over TLS (the default publisher uses
         it; a given ``publisher_factory`` must apply it itself)."""
@@ -65,6 +68,7 @@ class MetricsReporter:
         self.publisher: KafkaOutbox | None = None
         self._in_use: tuple[str, str, bool] | None = None  # (bootstrap, topic, TLS)
         self._sequence = 0
+        self._energy = energy or EnergyMeter(PowerModel(), detect_rapl())
 
     def use(self, plane: DataPlane) -> None:
         """Publish to ``plane``'s Kafka from now on (a no-op when it is already in use)."""
@@ -115,7 +119,11 @@ class MetricsReporter:
         publisher = self.publisher
         if publisher is None:
             raise RuntimeError("no metrics publisher: the data plane is not known yet")
-        machine = self._host.sample(time.monotonic())  # rates need a clock that never steps
+        monotonic = time.monotonic()
+        machine = self._host.sample(monotonic)  # rates need a clock that never steps
+        energy = self._energy.sample(
+            monotonic, machine.cpu_utilization, self.agent.sprinter.any_sprinting
+        )
         live = self._live_tasks()
         tasks = self._task_figures(live)
         counters, per_task = self._counters_of(live)
@@ -137,6 +145,7 @@ class MetricsReporter:
                 for t in tasks
             ],
             dropped_samples=publisher.dropped,
+            energy=energy,
         )
         publisher.offer(config.node_id, message.SerializeToString())
 

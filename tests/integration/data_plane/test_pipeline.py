@@ -132,6 +132,9 @@ def test_metrics_topic_holds_one_message_per_node_per_interval(
         assert newest.memory_capacity_bytes == 2048 * 1024 * 1024
         if Path("/proc/pressure/cpu").exists():
             assert newest.pressure.HasField("cpu")
+        # The energy estimate grows from sample to sample (RAPL, or the power model here).
+        assert newest.energy_source in ("rapl", "model")
+        assert newest.energy_j > node_samples[0].energy_j and newest.power_w > 0
         # This VM has no PMU: the counters are absent, not zero, and the reason is given.
         if not newest.HasField("cpi"):
             assert not newest.HasField("mpki")
