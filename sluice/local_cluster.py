@@ -65,6 +65,7 @@ class LocalClusterSpec:
     oversubscription: str = "up"  # ROSE's UP/RP switch: the RM's (agents') and the aggregator's
     agent_args: tuple[str, ...] = ()  # more flags for every agent (its speculative queue...)
     aggregator_args: tuple[str, ...] = ()  # more flags for the aggregator (its load filter...)
+    rm_args: tuple[str, ...] = ()  # more flags for the RM (its dispatch, its DiAS settings...)
 
 
 def cluster_id_for(directory: Path) -> str:
@@ -130,7 +131,7 @@ def _rm_options(spec: LocalClusterSpec) -> list[str]:
     if spec.preemption_interval is not None:
         options += ["--preemption-interval", str(spec.preemption_interval)]
     options += ["--oversubscription", spec.oversubscription]
-    return options
+    return [*options, *spec.rm_args]
 
 
 def _check_queues(spec: LocalClusterSpec) -> None:

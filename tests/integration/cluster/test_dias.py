@@ -1,0 +1,171 @@
+"""DiAS on a real one-node cluster (docs/approximation.md), checked from the outside: the task
+attempts the RM recorded, the tasks' cgroup files, `sluice sprint`.
+
+The RM runs `--dispatch dias --max-running-jobs 1` with DiAS settings: priority 0 drops 20 % of
+its droppable phases; priority 5 sprints 2 s after its dispatch, on a budget of 3 sprint-seconds
+that replenishes at half a second per second (so it runs dry after 6 s of sprinting).  The last
+test restarts the RM with `--dispatch preemptive`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+
+from node_agent.agent import task_key
+from node_agent.runtime.task_state import encode_name
+from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+from tests.integration.cluster.harness import Cluster, Gate, phase, running_cluster, wait_until
+
+pytestmark = pytest.mark.integration
+
+LOW, HIGH = 0, 5
+BURN = "while :; do :; done"
+SETTINGS = {
+    "priorities": [
+        {"priority": LOW, "drop_ratio": 0.2},
+        {"priority": HIGH, "sprint_timeout_s": 2},
+    ],
+    "sprint": {"budget_s": 3, "replenish_s_per_hour": 1800, "factor": 2.0},
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("dias-settings")
+    settings = directory / "dias.yaml"
+    settings.write_text(yaml.safe_dump(SETTINGS))
+    rm_args = ("--dispatch", "dias", "--max-running-jobs", "1", "--dias-config", str(settings))
+    yield from running_cluster(tmp_path_factory, "dias", rm_args=rm_args)
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    gate = Gate()
+    yield gate
+    gate.close()
+
+
+def submit(cluster: Cluster, name: str, priority: int, phases: list[dict[str, object]]) -> str:
+    return cluster.submit(
+        yaml.safe_dump({"name": name, "priority": priority, "max_retries": 0, "phases": phases})
+    )
+
+
+def attempts(cluster: Cluster, job_id: str) -> list[rm_pb.TaskInfo]:
+    return list(cluster.job(job_id).tasks)
+
+
+def quota_share(cluster: Cluster, job_id: str, task: rm_pb.TaskInfo) -> float:
+    key = encode_name(task_key(job_id, task.task_id, task.attempt))
+    root = Path("/sys/fs/cgroup/cpu/sluice") / f"{cluster.info['cluster_id']}_{task.node_id}" / key
+    quota = int((root / "cpu.cfs_quota_us").read_text())
+    return quota / int((root / "cpu.cfs_period_us").read_text())
+
+
+def rm_answers(cluster: Cluster) -> bool:
+    try:
+        return sprint_status(cluster).enabled
+    except grpc.RpcError:
+        return False
+
+
+def sprint_status(cluster: Cluster) -> rm_pb.SprintStatus:
+    return cluster.client.jobs.GetSprint(rm_pb.GetSprintRequest(), timeout=10)
+
+
+def test_a_low_priority_job_runs_its_kept_tasks_and_ends_approximate(cluster: Cluster) -> None:
+    job_id = submit(
+        cluster,
+        "approximate",
+        LOW,
+        [
+            {**phase("map", 10, "true", cpu=0.2), "droppable": True},
+            phase("sum", 1, "true", ["map"]),
+        ],
+    )
+    detail = cluster.wait_final(job_id)
+    assert detail.summary.state == pb.JOB_SUCCEEDED
+    ran = {t.task_id for t in detail.tasks if t.phase == "map"}
+    assert len(ran) == 8  # ⌈10 × 0.8⌉
+    assert {t.task_id for t in detail.tasks if t.phase == "sum"} == {"sum-0"}
+    dias = detail.summary.dias
+    assert dias.drop_ratio == pytest.approx(0.2) and dias.dropped_tasks == 2
+    assert dias.expected_error == pytest.approx(0.15)
+
+
+def test_under_dias_a_running_low_priority_job_is_never_evicted(
+    cluster: Cluster, gate: Gate
+) -> None:
+    low = gate.kill_on_close(
+        cluster, submit(cluster, "low", LOW, [phase("work", 1, gate.hold("true"), cpu=0.5)])
+    )
+    cluster.wait_task_running(low, "work-0")
+    high = gate.kill_on_close(cluster, submit(cluster, "high", HIGH, [phase("p", 1, "true")]))
+    # The high-priority job waits at the head of its buffer, behind the running job.
+    listed = cluster.client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs
+    waiting = next(j for j in listed if j.job_id == high)
+    assert waiting.state == pb.JOB_SUBMITTED and waiting.dias.buffered
+    gate.open(cluster, low, ["work-0"])
+    assert cluster.wait_final(low).summary.state == pb.JOB_SUCCEEDED
+    # One attempt, never stopped: nothing was evicted for the high-priority arrival.
+    assert [(t.attempt, t.state) for t in attempts(cluster, low)] == [(1, pb.TASK_SUCCEEDED)]
+    assert cluster.job(low).summary.dias.evictions == 0
+    assert cluster.wait_final(high).summary.state == pb.JOB_SUCCEEDED
+
+
+def test_a_high_priority_job_past_its_timeout_sprints_until_the_budget_is_spent(
+    cluster: Cluster, gate: Gate
+) -> None:
+    job_id = gate.kill_on_close(
+        cluster, submit(cluster, "sprinter", HIGH, [phase("p", 1, BURN, cpu=0.5)])
+    )
+    task = cluster.wait_task_running(job_id, "p-0")
+    assert quota_share(cluster, job_id, task) == pytest.approx(0.5, abs=0.01)
+    # After 2 s it sprints: the quota doubles (1.5 of the node's 2 cores are idle).
+    wait_until(lambda: abs(quota_share(cluster, job_id, task) - 1.0) < 0.01, 20, "sprint")
+    assert sprint_status(cluster).budget_s < 3.0
+    # 3 sprint-seconds at a net 0.5 per second: dry after 6 s, and the grant again.
+    wait_until(lambda: abs(quota_share(cluster, job_id, task) - 0.5) < 0.01, 30, "sprint end")
+    status = sprint_status(cluster)
+    assert any(r.job_id == job_id and r.why == "the budget ran dry" for r in status.sprints)
+    low_point = status.budget_s
+    wait_until(lambda: sprint_status(cluster).budget_s > low_point + 0.5, 20, "replenished")
+    cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
+    cluster.wait_final(job_id)
+
+
+def test_preemptive_evicts_and_counts_the_waste_and_the_budget_survives_a_restart(
+    cluster: Cluster, gate: Gate
+) -> None:
+    history = [r.job_id for r in sprint_status(cluster).sprints]
+    low = gate.kill_on_close(
+        cluster, submit(cluster, "victim", LOW, [phase("work", 1, gate.hold("true"), cpu=0.5)])
+    )
+    cluster.wait_task_running(low, "work-0")
+    cluster.restart_rm(["--dispatch", "preemptive"])
+    wait_until(lambda: rm_answers(cluster), 30, "the RM back")
+    assert [r.job_id for r in sprint_status(cluster).sprints] == history  # kept across it
+    high = gate.kill_on_close(cluster, submit(cluster, "urgent", HIGH, [phase("p", 1, "true")]))
+    # The low-priority job is evicted: its attempt killed, the job back in its buffer, and
+    # the time it had run counted as wasted.
+    evicted = wait_until(
+        lambda: (s := cluster.job(low).summary).dias.evictions == 1 and s, 30, "an eviction"
+    )
+    assert evicted.dias.wasted_s > 0 and evicted.dias.execution == 2
+    assert cluster.wait_final(high).summary.state == pb.JOB_SUCCEEDED
+    # Executed again from the start, in a new attempt, once the high-priority job is done.
+    cluster.wait_task_running(low, "work-0")
+    gate.open(cluster, low, ["work-0"])
+    final = cluster.wait_final(low)
+    assert final.summary.state == pb.JOB_SUCCEEDED
+    assert [t.state for t in sorted(final.tasks, key=lambda t: t.attempt)] == [
+        pb.TASK_KILLED,
+        pb.TASK_SUCCEEDED,
+    ]
+    assert final.summary.dias.wasted_s == pytest.approx(evicted.dias.wasted_s)
