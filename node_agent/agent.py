@@ -258,6 +258,8 @@ class NodeAgent:
             if not self._probing:
                 self._probing = True
                 self.services.start()
+        if self.sprinter.any_sprinting and not speculative:
+            self.sprinter.refit(self._other_cpu_limits)  # (idle cores only, never its grant)
         return observation
 
     def set_oversubscription_mode(self, mode: str) -> None:
@@ -512,6 +514,15 @@ class NodeAgent:
                 self.resize(key, limits, ())
         return len(keys)
 
+    def _other_cpu_limits(self, key: str) -> dict[str, float]:
+        """The CPU limits of the live tasks other than ``key`` (sprinted ones as sprinted)."""
+        with self._lock:
+            return {
+                k: o.limits.cpu
+                for k, o in self._observed.items()
+                if k != key and o.state is not RunState.EXITED
+            }
+
     def sprint_allocation(self, job_id: str, allocation_id: str, factor: float) -> int:
         """Sprint the allocation's live tasks at ``factor`` (1: end their sprint); see
         :mod:`node_agent.sprint`.  A repeated command changes nothing under way."""
@@ -520,14 +531,8 @@ class NodeAgent:
             base = self.sprinter.base_of(key) or self._current_limits(key)
             if base is None:
                 continue
-            with self._lock:
-                others = {
-                    k: o.limits.cpu
-                    for k, o in self._observed.items()
-                    if k != key and o.state is not RunState.EXITED
-                }
             with contextlib.suppress(UnknownTaskError):
-                self.sprinter.sprint(key, factor, base, others)
+                self.sprinter.sprint(key, factor, base, self._other_cpu_limits(key))
         return len(keys)
 
     def preemption_round(self) -> None:

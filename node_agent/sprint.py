@@ -36,10 +36,12 @@ class Mechanism(Enum):
 
 @dataclass(frozen=True)
 class Sprinting:
-    """A sprinting task: the factor the RM asked for and its limits before the sprint."""
+    """A sprinting task: the factor the RM asked for, its limits before the sprint, and the CPU
+    it sprints at (CPU quota)."""
 
     factor: float
     base: Resources
+    cpu: float = 0.0
 
 
 def sprinted_cpu(grant_cpu: float, factor: float, idle_cpu: float) -> float:
@@ -102,10 +104,34 @@ class NodeSprinter:
         if self._dvfs is not None:
             self._dvfs.raise_clock()
             return
+        self._fit(key, others)
+
+    def refit(self, others_of: Callable[[str], Mapping[str, float]]) -> None:
+        """The node's other tasks changed (one started): each CPU-quota sprint takes only what
+        is idle now, so a task granted since gets its grant.  ``others_of(key)``: the CPU limits
+        of the live tasks other than ``key``."""
+        if self._dvfs is not None:
+            return
+        with self._lock:
+            keys = list(self._sprinting)
+        for key in keys:
+            self._fit(key, others_of(key))
+
+    def _fit(self, key: str, others: Mapping[str, float]) -> None:
+        with self._lock:
+            sprinting = self._sprinting.get(key)
+        if sprinting is None:
+            return
+        base = sprinting.base
         idle = self._capacity_cpu - base.cpu - sum(others.values())
-        cpu = sprinted_cpu(base.cpu, factor, idle)
+        cpu = sprinted_cpu(base.cpu, sprinting.factor, idle)
+        if abs(cpu - sprinting.cpu) < 1e-9:
+            return
         self._resize(key, Resources(cpu, base.memory_mb))
-        log.info("sprinting %s: %g cpu (grant %g, factor %g)", key, cpu, base.cpu, factor)
+        with self._lock:
+            if key in self._sprinting:
+                self._sprinting[key] = Sprinting(sprinting.factor, base, cpu)
+        log.info("sprinting %s: %g cpu (grant %g, factor %g)", key, cpu, base.cpu, sprinting.factor)
 
     def end(self, key: str) -> None:
         """End ``key``'s sprint (if it sprints): its limits go back to what they were."""

@@ -100,3 +100,16 @@ def test_the_dvfs_sprinter_runs_the_clock_fast_while_any_task_sprints(tmp_path: 
     assert scaling.read_text() == "2400000"
     sprinter.forget("b")  # it ended
     assert scaling.read_text() == "800000"
+
+
+def test_a_task_started_beside_a_sprint_gets_its_grant_back(tmp_path: Path) -> None:
+    resized: list[tuple[str, Resources]] = []
+    sprinter = NodeSprinter(detect(tmp_path / "none"), 4.0, lambda k, r: resized.append((k, r)))
+    base = Resources(1.0, 64)
+    sprinter.sprint("t", 2.0, base, {"other": 1.0})  # 2 cores idle: the whole factor
+    assert resized[-1] == ("t", Resources(2.0, 64))
+    sprinter.refit(lambda key: {"other": 1.0, "new": 1.5})  # half a core idle now
+    assert resized[-1] == ("t", Resources(1.5, 64))
+    count = len(resized)
+    sprinter.refit(lambda key: {"other": 1.0, "new": 1.5})  # nothing changed: nothing done
+    assert len(resized) == count
