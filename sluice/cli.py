@@ -372,6 +372,9 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             insecure=args.insecure,
             queues=args.queues,
             oversubscription=args.oversubscription,
+            dispatch=args.dispatch,
+            max_running_jobs=args.max_running_jobs,
+            dias_config=args.dias_config,
         ),
         _say,
     )
@@ -605,6 +608,23 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
         default="up",
         help="ROSE's switch, for the RM (which hands it to the agents) and the aggregator: up "
         "(batch only, the default) or rp (latency-sensitive services share the machines)",
+    )
+    p.add_argument(
+        "--dispatch",
+        choices=["priority", "dias", "preemptive"],
+        help="the RM's dispatch (docs/approximation.md): priority (the default), dias (priority "
+        "buffers, never evicting) or preemptive (the buffers, evicting: the paper's baseline)",
+    )
+    p.add_argument(
+        "--max-running-jobs",
+        type=int,
+        help="with --dispatch dias or preemptive: jobs in execution at once (the RM's default: 1)",
+    )
+    p.add_argument(
+        "--dias-config",
+        type=Path,
+        help="the RM's DiAS settings: drop ratios, sprint timeouts, accuracy curve, sprint budget "
+        "(e.g. examples/dias/dias.yaml)",
     )
     _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_up)

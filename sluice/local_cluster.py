@@ -30,7 +30,7 @@ from pathlib import Path
 import grpc
 
 from plumbing.errors import UserError
-from plumbing.queue_file import QueueFileError, load_queue_file
+from plumbing.queue_file import QueueFileError, load_dias_config, load_queue_file
 from plumbing.tls import ClientTls, TlsError
 from sluice import brokers
 from sluice.client import RMClient, agent_stub, cluster_client_tls, cluster_file, read_cluster
@@ -65,7 +65,10 @@ class LocalClusterSpec:
     oversubscription: str = "up"  # ROSE's UP/RP switch: the RM's (agents') and the aggregator's
     agent_args: tuple[str, ...] = ()  # more flags for every agent (its speculative queue...)
     aggregator_args: tuple[str, ...] = ()  # more flags for the aggregator (its load filter...)
-    rm_args: tuple[str, ...] = ()  # more flags for the RM (its dispatch, its DiAS settings...)
+    dispatch: str | None = None  # the RM's --dispatch (priority, dias, preemptive); None: default
+    max_running_jobs: int | None = None  # with dispatch dias/preemptive; None: the RM's default
+    dias_config: Path | None = None  # the RM's DiAS settings (docs/approximation.md)
+    rm_args: tuple[str, ...] = ()  # more flags for the RM
 
 
 def cluster_id_for(directory: Path) -> str:
@@ -131,20 +134,33 @@ def _rm_options(spec: LocalClusterSpec) -> list[str]:
     if spec.preemption_interval is not None:
         options += ["--preemption-interval", str(spec.preemption_interval)]
     options += ["--oversubscription", spec.oversubscription]
+    if spec.dispatch is not None:
+        options += ["--dispatch", spec.dispatch]
+    if spec.max_running_jobs is not None:
+        options += ["--max-running-jobs", str(spec.max_running_jobs)]
+    if spec.dias_config is not None:
+        options += ["--dias-config", str(spec.dias_config.resolve())]
     return [*options, *spec.rm_args]
 
 
-def _check_queues(spec: LocalClusterSpec) -> None:
-    """A queue file is refused before anything starts."""
-    if spec.queues is not None:
-        try:
+def _check_rm_files(spec: LocalClusterSpec) -> None:
+    """A bad queue file or DiAS settings file is refused before anything starts."""
+    try:
+        if spec.queues is not None:
             load_queue_file(spec.queues)
-        except QueueFileError as error:
-            raise UserError(f"--queues: {error}") from None
+    except QueueFileError as error:
+        raise UserError(f"--queues: {error}") from None
+    try:
+        if spec.dias_config is not None:
+            load_dias_config(spec.dias_config)
+    except QueueFileError as error:
+        raise UserError(f"--dias-config: {error}") from None
+    if spec.max_running_jobs is not None and spec.max_running_jobs < 1:
+        raise UserError("--max-running-jobs: must be at least 1")
 
 
 def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
-    _check_queues(spec)
+    _check_rm_files(spec)
     directory = spec.directory.resolve()
     if cluster_file(directory).exists():
         existing = read_cluster(directory)

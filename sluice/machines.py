@@ -91,6 +91,14 @@ def indicators(sample: mpb.NodeMetrics) -> str:
     return f"{psi} {cpi}/{mpki}"
 
 
+def energy(sample: mpb.NodeMetrics) -> str:
+    """Power over the last interval, the energy since the agent started and where both come
+    from, e.g. ``41.5 W 12.3 kJ (model)``; "-" before the agent reported any."""
+    if not sample.energy_source:
+        return "-"
+    return f"{sample.power_w:.1f} W {sample.energy_j / 1000:.1f} kJ ({sample.energy_source})"
+
+
 def candidacy(status: apb.MachineStatus) -> str:
     if status.candidate:
         return f"#{status.rank}"
@@ -98,19 +106,20 @@ def candidacy(status: apb.MachineStatus) -> str:
 
 
 def machine_columns(status: apb.MachineStatus | None, load_metrics: list[str]) -> list[str]:
-    """LOAD, PSI CPU / CPI/MPKI, CANDIDATE, DROPPED for one node (dashes when unknown)."""
+    """LOAD, PSI CPU / CPI/MPKI, CANDIDATE, DROPPED, POWER for one node (dashes when unknown)."""
     if status is None:
-        return ["-", "-", "-", "-"]
+        return ["-"] * len(MACHINE_HEADERS)
     sample = status.latest
     return [
         load_summary(status, load_metrics),
         indicators(sample) if status.last_seen else "-",
         candidacy(status),
         str(sample.dropped_samples),
+        energy(sample) if status.last_seen else "-",
     ]
 
 
-MACHINE_HEADERS = ["LOAD CPU MEM LA1", "PSI CPI/MPKI", "CANDIDATE", "DROPPED"]
+MACHINE_HEADERS = ["LOAD CPU MEM LA1", "PSI CPI/MPKI", "CANDIDATE", "DROPPED", "POWER ENERGY"]
 
 
 def node_columns(

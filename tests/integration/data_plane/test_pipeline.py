@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,6 +140,26 @@ def test_metrics_topic_holds_one_message_per_node_per_interval(
         if not newest.HasField("cpi"):
             assert not newest.HasField("mpki")
             assert newest.counters_unavailable
+
+
+def test_sluice_nodes_shows_each_machines_power_and_energy(cluster: Cluster) -> None:
+    def shown() -> dict[str, str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "sluice", "--dir", str(cluster.directory), "nodes"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        return {line.split()[0]: line for line in out.splitlines() if line.startswith("node-")}
+
+    rows = wait_until(
+        lambda: (r := shown()) and all(" kJ (" in row for row in r.values()) and r,
+        30,
+        "every node's power in sluice nodes",
+    )
+    assert set(rows) == {"node-1", "node-2"}
+    assert all(re.search(r"\d+\.\d W \d+\.\d kJ \((model|rapl)\)", r) for r in rows.values())
 
 
 def test_influxdb_answers_for_the_samples(

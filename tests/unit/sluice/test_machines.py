@@ -11,6 +11,7 @@ from sluice.machines import (
     MACHINE_HEADERS,
     candidacy,
     candidates_text,
+    energy,
     indicators,
     load_summary,
     machine_columns,
@@ -119,10 +120,25 @@ def test_node_columns_by_node_id() -> None:
     headers, cells = columns
     assert headers == MACHINE_HEADERS
     assert cells == {
-        "a": ["12% 46% 0.8", "1.5 1.00/2.00", "#1", "4"],
-        "b": ["12% 46% 0.8", "-", "disconnected", "4"],
+        "a": ["12% 46% 0.8", "1.5 1.00/2.00", "#1", "4", "-"],
+        "b": ["12% 46% 0.8", "-", "disconnected", "4", "-"],
     }
-    assert machine_columns(None, list(LOAD_METRICS)) == ["-", "-", "-", "-"]
+    assert machine_columns(None, list(LOAD_METRICS)) == ["-", "-", "-", "-", "-"]
+
+
+@pytest.mark.parametrize(
+    ("joules", "watts", "source", "shown"),
+    [
+        (0.0, 0.0, "", "-"),  # an agent that reports no energy (older agents)
+        (12_345.0, 41.53, "model", "41.5 W 12.3 kJ (model)"),
+        (0.0, 0.0, "rapl", "0.0 W 0.0 kJ (rapl)"),  # measured zero is not "absent"
+    ],
+)
+def test_energy_shows_power_energy_and_its_source(
+    joules: float, watts: float, source: str, shown: str
+) -> None:
+    message = mpb.NodeMetrics(energy_j=joules, power_w=watts, energy_source=source)
+    assert energy(message) == shown
 
 
 def test_candidates_text_before_the_first_round() -> None:
