@@ -21,6 +21,7 @@ from simulator.oversubscription import INTERFERENCE, PLACEMENTS, Oversubscriptio
 from simulator.progress import Progress
 from simulator.rose_study import (
     COLOCATION_CONFIGS,
+    accumulate,
     format_rows,
     plot_colocation,
     plot_placement,
@@ -89,6 +90,19 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
     tune_for_large_heaps()
     out = args.out or Path("sim-results") / f"oversubscription-{args.nodes}"
     out.mkdir(parents=True, exist_ok=True)
+    # What a row depends on besides its configuration: rows of runs that agree on all of it
+    # make one table, whichever process ran them.
+    run_settings = {
+        "workload": str(args.workload.resolve()),
+        "nodes": args.nodes,
+        "node_cpu": args.node_cpu,
+        "node_memory_mb": args.node_memory_mb,
+        "scale": args.scale,
+        "seed": seed,
+        "candidates": candidates,
+        "interference": args.interference,
+        "max_speculative": args.max_speculative,
+    }
     written = []
     for study in args.study or ["placement", "colocation"]:
         if study == "placement":
@@ -101,6 +115,7 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
                 say,
                 watch,
             )
+            rows = accumulate(out / f"placement-{args.nodes}.jsonl", rows, run_settings, PLACEMENTS)
             table = format_rows(
                 rows, f"placement, {args.nodes:,} nodes, {len(jobs)} jobs (UP)", "random"
             )
@@ -108,6 +123,12 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
         else:
             rows = run_colocation(
                 jobs, settings, seed, base, say, watch, args.colocation or COLOCATION_CONFIGS
+            )
+            rows = accumulate(
+                out / f"colocation-{args.nodes}.jsonl",
+                rows,
+                {**run_settings, "service_fraction": args.service_fraction},
+                COLOCATION_CONFIGS,
             )
             table = format_rows(
                 rows,
@@ -117,7 +138,7 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
             plot_colocation(rows, args.nodes, out / f"colocation-{args.nodes}.png")
         (out / f"{study}-{args.nodes}.md").write_text(table + "\n")
         print(table + "\n")
-        written += [f"{study}-{args.nodes}.md", f"{study}-{args.nodes}.png"]
+        written += [f"{study}-{args.nodes}.{ext}" for ext in ("md", "png", "jsonl")]
     print(f"results in {out}/ ({', '.join(written)})")
     return 0
 
@@ -167,5 +188,11 @@ def add_parser(actions: Any) -> None:
         type=int,
         help="live speculative tasks per job master at most (Alg. 5's 'several'; default: none)",
     )
-    p.add_argument("--out", type=Path, help="default: sim-results/oversubscription-NODES")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="default: sim-results/oversubscription-NODES; the rows of runs with the same "
+        "settings accumulate there (STUDY-NODES.jsonl), so configurations run as separate "
+        "processes make one table and plot",
+    )
     p.set_defaults(handler=cmd_oversubscription)

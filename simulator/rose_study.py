@@ -14,14 +14,18 @@ scale, on the product's own job masters, node-queue decisions and aggregator ran
   units of their own service time), the makespan and the speculative counts.
 
 :func:`format_rows` is the table; :func:`plot_placement` and :func:`plot_colocation` the PNGs.
+:func:`accumulate` keeps each configuration's row in a results file, so configurations run as
+separate processes (in parallel, or one after another) make one table.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -148,6 +152,38 @@ def _line(row: StudyRow) -> str:
         f"  {row.name}: makespan {row.makespan:.0f} s, utilisation {row.utilisation:.1%}, "
         f"{row.launched} speculative launched, {row.evicted} evicted ({row.wall_s:.0f} s)"
     )
+
+
+def accumulate(
+    path: Path, rows: Sequence[StudyRow], settings: Mapping[str, object], order: Sequence[str]
+) -> list[StudyRow]:
+    """Append ``rows`` to the results file ``path`` (JSON lines, each with the ``settings`` it
+    ran under) and return every row kept there under the same settings, one per configuration
+    (the newest), in ``order``.  Appends of one short line each: processes finishing together
+    do not mix their lines."""
+    with path.open("a") as results:
+        for row in rows:
+            results.write(json.dumps({"settings": settings, "row": _row_json(row)}) + "\n")
+    kept: dict[str, StudyRow] = {}
+    for line in path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+            if entry["settings"] == settings:
+                fields: dict[str, Any] = {
+                    k: math.nan if v is None else v for k, v in entry["row"].items()
+                }
+                row = StudyRow(**fields)
+                kept[row.name] = row
+        except (ValueError, KeyError, TypeError):
+            continue  # a line of another version, or cut short: not ours
+    return sorted(kept.values(), key=lambda r: order.index(r.name) if r.name in order else 99)
+
+
+def _row_json(row: StudyRow) -> dict[str, object]:
+    # NaN is not JSON: the latency of a run without services is null, read back as NaN
+    return {
+        k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(row).items()
+    }
 
 
 def format_rows(rows: Sequence[StudyRow], title: str, reference: str) -> str:

@@ -99,6 +99,29 @@ def test_the_command_writes_tables_and_plots(
     assert "VS RANDOM" in capsys.readouterr().out
 
 
+def test_configurations_run_as_separate_commands_make_one_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD)
+    out = tmp_path / "out"
+
+    def placement(name: str, *more: str) -> str:
+        argv = ["sim", "oversubscription", str(workload), "--nodes", "4", "--node-cpu", "4"]
+        argv += ["--study", "placement", "--placement", name, "--out", str(out), *more]
+        assert main(argv) == 0
+        return (out / "placement-4.md").read_text()
+
+    placement("rose")
+    table = placement("none")
+    assert [line.split()[0] for line in table.splitlines()[2:]] == ["none", "rose"]  # in order
+    # A run under other settings starts its own table: rows never mix settings.
+    table = placement("random", "--max-speculative", "2")
+    assert [line.split()[0] for line in table.splitlines()[2:]] == ["random"]
+    assert len((out / "placement-4.jsonl").read_text().splitlines()) == 3
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize(
     ("interference", "regular", "speculative", "expected"),
     [
