@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator.dias_study import CONFIGS, DiasRow, DiasSimulation, model_comparison, run_study
+from simulator.dias_study import (
+    CONFIGS,
+    DiasRow,
+    DiasSimulation,
+    limited_timeout,
+    model_comparison,
+    run_study,
+)
 from simulator.engine import SimSettings
 from simulator.workload import Workload, parse_workload
 from sluice.cli import main
@@ -130,3 +137,15 @@ def test_the_command_writes_the_table_and_the_plot(tmp_path: Path) -> None:
     assert table.splitlines()[1].startswith("CONFIG") and "\nP " in table and "\nNP " in table
     assert "sluice model dias" in table
     assert (out / "dias.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("execution", "factor", "share"), [(60.0, 2.5, 0.35), (100.0, 3.0, 0.35), (40.0, 2.0, 0.5)]
+)
+def test_the_limited_timeout_makes_a_mean_job_run_sprinted_for_its_share(
+    execution: float, factor: float, share: float
+) -> None:
+    timeout = limited_timeout(execution, factor, share)
+    sprinted = (execution - timeout) / factor
+    assert 0 < timeout < execution
+    assert sprinted / (timeout + sprinted) == pytest.approx(share)
