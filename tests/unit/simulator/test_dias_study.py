@@ -105,6 +105,16 @@ def test_sprinting_shortens_high_priority_executions(
     assert plain.sprinted_share == 0.0
 
 
+def test_energy_while_executing_falls_with_waste_dropping_and_sprinting(study: Study) -> None:
+    rows = study.by_name
+    assert all(0 < r.execution_energy_mj <= r.energy_mj for r in rows.values())
+    executing = {name: r.execution_energy_mj for name, r in rows.items()}
+    assert executing["NP"] < executing["P"]  # no evicted work done again
+    assert executing["DA(0,20)"] < executing["NP"]  # fewer tasks
+    # A sprint runs f = 2 times faster at 1.5 times the power: less energy per execution.
+    assert executing["DiAS(0,20) unlimited"] < executing["DA(0,20)"]
+
+
 def test_the_model_is_set_from_the_same_workload(study: Study) -> None:
     comparisons = model_comparison(study.rows, study.simulations, study.workload.classes, slots=4)
     assert [c.name for c in comparisons] == ["NP", "DA(0,10)", "DA(0,20)"]
