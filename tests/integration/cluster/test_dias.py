@@ -40,8 +40,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("dias-settings")
     settings = directory / "dias.yaml"
     settings.write_text(yaml.safe_dump(SETTINGS))
-    rm_args = ("--dispatch", "dias", "--max-running-jobs", "1", "--dias-config", str(settings))
-    yield from running_cluster(tmp_path_factory, "dias", rm_args=rm_args)
+    # The fields `sluice local up --dispatch --max-running-jobs --dias-config` set.
+    yield from running_cluster(
+        tmp_path_factory, "dias", dispatch="dias", max_running_jobs=1, dias_config=settings
+    )
 
 
 @pytest.fixture
