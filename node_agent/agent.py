@@ -636,9 +636,12 @@ class NodeAgent:
 
     def drain(self) -> int:
         """Stop every task and remove every cgroup/container of this node; its speculative
-        queue is emptied first (under the monitor lock: no pass may start one meanwhile)."""
+        queue is emptied first, and the starts already admitted are waited for (under the monitor
+        lock: no pass may admit one meanwhile)."""
         with self._monitor_lock:
             cancelled = self.speculative.cancel_all("the node was drained")
+            if not self.speculative.wait_for_starts():  # those admitted before: stopped below
+                log.warning("drain: speculative starts still under way after 60 s")
             with self._lock:
                 live = sum(1 for o in self._observed.values() if o.state is not RunState.EXITED)
             for runtime in self._runtimes():
@@ -691,7 +694,8 @@ class NodeAgent:
                         self._reported[key] = event.state
                         self._outbox.append(event)
             self._prune(observed, now)
-            self.speculative.run_pass(observed, now)
+            starts = self.speculative.run_pass(observed, now)
+        self.speculative.start(starts)  # (the next pass need not wait for the containers)
 
     def speculative_pass(self, now: float) -> None:
         """The speculative queue's pass over what the last monitor pass observed, and the tasks
@@ -700,7 +704,8 @@ class NodeAgent:
         with self._monitor_lock:
             with self._lock:
                 observed = dict(self._observed)
-            self.speculative.run_pass(observed, now)
+            starts = self.speculative.run_pass(observed, now)
+        self.speculative.start(starts)
 
     def _look_at_swap(self, observed: dict[str, RunObservation]) -> None:
         """Each live task's memory in swap, and whether it grew since the last look; whether

@@ -11,7 +11,10 @@ this module measures the node, calls them, and carries them out:
 * **Launch** (Sec. 6.1): each pass (the agent's monitor pass, and at once after an enqueue)
   pops the head while every resource is under its threshold and the speculative share stays
   within the quota; the first refusal blocks the queue, and its reason is shown.  The tasks a
-  pass admits start side by side (a container takes the engine a fifth of a second).
+  pass admits start side by side (a container takes the engine a fifth of a second), and after
+  the pass, outside the agent's monitor lock (:meth:`SpeculativeQueue.start`): the pass of a
+  task enqueued meanwhile admits it at once, counting the tasks still starting against the
+  quota, instead of waiting for their containers.
 * **Core classes** (Sec. 6.2): a speculative task runs in the runtime's low-weight class
   (:mod:`node_agent.runtime.cgroups`) on the second-class cores; when the classes change (a
   regular task or service starts or ends) the running ones are re-pinned.
@@ -140,6 +143,15 @@ class QueueState:
     blocked: str = ""
 
 
+@dataclass(frozen=True)
+class Starts:
+    """What a pass admitted: to be started by :meth:`SpeculativeQueue.start` once the agent's
+    monitor lock is released, on ``cpuset`` (the second-class cores)."""
+
+    launches: tuple[QueuedLaunch, ...] = ()
+    cpuset: tuple[int, ...] = ()
+
+
 @dataclass
 class _Counters:
     admitted: int = 0
@@ -170,6 +182,8 @@ class SpeculativeQueue:
         self.config = config
         self._file = state_dir / STATE_FILE if state_dir is not None else None
         self._lock = threading.Lock()
+        self._started = threading.Condition(self._lock)  # notified when starts finish
+        self._starting: dict[str, QueuedLaunch] = {}  # admitted, their start under way
         self._held = _load(self._file)
         self._machine = MachineLoad(config.admission_resources)
         self._classes: CoreClasses | None = None
@@ -202,8 +216,13 @@ class SpeculativeQueue:
             return True, "", len(queue)
 
     def cancel(self, key: str, why: str) -> bool:
-        """Take a queued task out of the queue (StopTask, Alg. 5 line 8); False if not queued."""
-        with self._lock:
+        """Take a queued task out of the queue (StopTask, Alg. 5 line 8); False if not queued.
+        A task whose start is under way is waited for, and is then no longer queued: the
+        caller stops it as a running one."""
+        with self._started:
+            if key in self._starting:
+                self._started.wait_for(lambda: key not in self._starting, 60.0)
+                return False
             launch = self._held.queue.pop(key, None)
             if launch is None:
                 return False
@@ -222,7 +241,12 @@ class SpeculativeQueue:
 
     def is_queued(self, key: str) -> bool:
         with self._lock:
-            return key in self._held.queue
+            return key in self._held.queue and key not in self._starting
+
+    def wait_for_starts(self, timeout: float = 60.0) -> bool:
+        """Wait until no admitted task is still starting (a drain); False on timeout."""
+        with self._started:
+            return self._started.wait_for(lambda: not self._starting, timeout)
 
     def upgraded(self, key: str) -> None:
         """The task became a regular one (Alg. 5 line 11)."""
@@ -297,9 +321,10 @@ class SpeculativeQueue:
 
     # ------------------------------------------------------------------ the agent's pass
 
-    def run_pass(self, observed: Mapping[str, RunObservation], now: float) -> None:
-        """Throttle, re-pin, launch: one pass over what the runtimes observe now (the agent's
-        monitor pass calls it, under its monitor lock).  ``now`` is wall-clock seconds."""
+    def run_pass(self, observed: Mapping[str, RunObservation], now: float) -> Starts:
+        """Throttle, re-pin, admit: one pass over what the runtimes observe now (the agent's
+        monitor pass calls it, under its monitor lock).  ``now`` is wall-clock seconds.
+        Returns what it admitted, for :meth:`start` after the lock is released."""
         live = [o for o in observed.values() if o.state is not RunState.EXITED]
         speculative = [o for o in live if o.speculative]
         with self._lock:
@@ -317,7 +342,7 @@ class SpeculativeQueue:
             log.info("speculative queue: throttle lifted (the services are normal again)")
         if anomaly is not None and speculative:
             self._evict(speculative, [o.task_key for o in speculative], anomaly)
-            return
+            return Starts()
         if speculative:
             squeezed = self._memory_squeeze(live, speculative)
             if squeezed:
@@ -329,8 +354,8 @@ class SpeculativeQueue:
             self._repin(speculative, classes)
         if reason is not None:
             self.blocked = f"throttled: {reason}"
-            return
-        self._launch(live, speculative, classes)
+            return Starts()
+        return self._admit(speculative, classes)
 
     def _throttle_reason(self) -> str | None:
         """Sec. 6.2: why speculative work must give way now (RP mode only), or None."""
@@ -403,20 +428,20 @@ class SpeculativeQueue:
             except Exception as error:  # it may have ended meanwhile
                 log.info("re-pinning %s: %s", observation.task_key, error)
 
-    def _launch(
-        self,
-        live: Sequence[RunObservation],
-        speculative: Sequence[RunObservation],
-        classes: CoreClasses,
-    ) -> None:
+    def _admit(self, speculative: Sequence[RunObservation], classes: CoreClasses) -> Starts:
         with self._lock:
-            queue = list(self._held.queue.values())
+            starting = dict(self._starting)
+            queue = [q for q in self._held.queue.values() if q.key not in starting]
         if not queue:
             self.blocked = ""
-            return
+            return Starts()
         held = Resources()
         for observation in speculative:
             held = held + Resources(observation.limits.cpu, observation.limits.memory_mb)
+        seen = {o.task_key for o in speculative}
+        for launch in starting.values():  # admitted by a pass before, not running yet
+            if launch.key not in seen:
+                held = held + launch.resources
         load = NodeLoad(self._machine.read(time.monotonic()), held, self._agent.config.capacity)
         decision = launches(
             [QueuedTask(q.key, q.resources, q.enqueued_at) for q in queue], load, self.config
@@ -424,16 +449,28 @@ class SpeculativeQueue:
         self.blocked = decision.blocked
         cpuset, _ = speculative_cpuset(classes)
         by_key = {q.key: q for q in queue}
-        admitted = [by_key[key] for key in decision.keys]
-        if len(admitted) <= 1:
+        admitted = tuple(by_key[key] for key in decision.keys)
+        with self._lock:
             for launch in admitted:
-                self._start(launch, cpuset)
-            return
-        # Side by side: a container takes the engine ~0.2 s to start, and a pass may admit
-        # several (each _start keeps its own record, and never raises).
-        workers = min(len(admitted), MAX_CONCURRENT_STARTS)
-        with ThreadPoolExecutor(workers, thread_name_prefix="speculative-start") as pool:
-            list(pool.map(lambda launch: self._start(launch, cpuset), admitted))
+                self._starting[launch.key] = launch
+        return Starts(admitted, cpuset)
+
+    def start(self, starts: Starts) -> None:
+        """Start what a pass admitted, side by side (a container takes the engine ~0.2 s),
+        outside the agent's monitor lock; each start keeps its own record and never raises."""
+        try:
+            if len(starts.launches) <= 1:
+                for launch in starts.launches:
+                    self._start(launch, starts.cpuset)
+                return
+            workers = min(len(starts.launches), MAX_CONCURRENT_STARTS)
+            with ThreadPoolExecutor(workers, thread_name_prefix="speculative-start") as pool:
+                list(pool.map(lambda launch: self._start(launch, starts.cpuset), starts.launches))
+        finally:
+            with self._started:
+                for launch in starts.launches:
+                    self._starting.pop(launch.key, None)
+                self._started.notify_all()
 
     def _start(self, launch: QueuedLaunch, cpuset: tuple[int, ...]) -> None:
         try:

@@ -7,10 +7,12 @@ depends on how busy the host is; the quota and queue length are what block.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +25,7 @@ from policies.oversubscription.config import OversubscriptionConfig
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from policies.scheduling.service_spec import ServiceSpec
-from tests.integration.node_agent.conftest import wait_until
+from tests.integration.node_agent.conftest import WAIT_S, wait_until
 
 pytestmark = pytest.mark.integration
 SLEEP = ("sleep", "60")
@@ -282,3 +284,42 @@ def test_a_drain_empties_the_queue_so_no_later_pass_starts_a_task(node: Node) ->
     node.agent.monitor_once(time.time())
     assert [o for o in node.agent.observations() if o.state is RunState.RUNNING] == []
     assert node.agent.queue_state().queued == 0
+
+
+def test_a_pass_admits_while_an_earlier_pass_still_starts_its_container(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container takes the engine ~0.2 s to start: a task enqueued meanwhile is admitted by
+    its own pass at once, and the start under way counts against the quota."""
+    release = threading.Event()
+    real = node.agent.tasks.start
+
+    def start(launch: Any) -> None:
+        if launch.task_id == "slow":
+            release.wait(WAIT_S)  # a slow engine
+        real(launch)
+
+    monkeypatch.setattr(node.agent.tasks, "start", start)
+
+    def enqueue_and_pass(task: str, cpu: float) -> None:
+        node.agent.speculative.enqueue(queued(task, cpu=cpu), known=False)
+        node.agent.speculative_pass(time.time())  # what EnqueueSpeculative runs
+
+    slow = threading.Thread(target=enqueue_and_pass, args=("slow", 0.5), daemon=True)
+    slow.start()
+    try:
+        wait_until(lambda: not node.agent.speculative.is_queued("job.slow.1"))  # admitted
+        fast = threading.Thread(target=enqueue_and_pass, args=("fast", 0.25), daemon=True)
+        fast.start()
+        fast.join(WAIT_S)
+        assert not fast.is_alive()  # its pass did not wait for the slow start
+        assert node.states()["fast"] is TaskState.RUNNING
+        assert node.states()["slow"] is TaskState.PENDING  # still starting
+        # 0.5 starting + 0.25 running + 0.5 would pass the 1.0 cpu quota: the head waits.
+        enqueue_and_pass("over", 0.5)
+        assert node.states()["over"] is TaskState.PENDING
+        assert "would exceed quota" in node.agent.queue_state().blocked
+    finally:
+        release.set()
+        slow.join(WAIT_S)
+    assert node.states()["slow"] is TaskState.RUNNING
