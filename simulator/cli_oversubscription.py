@@ -68,6 +68,9 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
         service_fraction=args.service_fraction,
         interference=args.interference,
         max_speculative=args.max_speculative,
+        queue_timeout_s=args.queue_timeout,
+        hot_fraction=args.hot_fraction,
+        hot_load=_hot_load(args.hot_load),
         config=config,
     )
     try:
@@ -103,6 +106,14 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
         "interference": args.interference,
         "max_speculative": args.max_speculative,
     }
+    # (named only when not the defaults: rows of earlier runs keep their keys)
+    for name, value, default in (
+        ("queue_timeout_s", base.queue_timeout_s, 30.0),
+        ("hot_fraction", base.hot_fraction, 0.3),
+        ("hot_load", list(base.hot_load), [0.5, 0.8]),
+    ):
+        if value != default:
+            run_settings[name] = value
     written = []
     for study in args.study or ["placement", "colocation"]:
         if study == "placement":
@@ -141,6 +152,16 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
         written += [f"{study}-{args.nodes}.{ext}" for ext in ("md", "png", "jsonl")]
     print(f"results in {out}/ ({', '.join(written)})")
     return 0
+
+
+def _hot_load(text: str) -> tuple[float, float]:
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(
+            f"--hot-load: expected LOW,HIGH fractions of a node's cores, got {text!r}"
+        ) from None
+    return low, high
 
 
 def add_parser(actions: Any) -> None:
@@ -187,6 +208,24 @@ def add_parser(actions: Any) -> None:
         "--max-speculative",
         type=int,
         help="live speculative tasks per job master at most (Alg. 5's 'several'; default: none)",
+    )
+    p.add_argument(
+        "--queue-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a speculative task waits in a node's queue before its job master "
+        "places it elsewhere (Sec. 6.3; default 30)",
+    )
+    p.add_argument(
+        "--hot-fraction",
+        type=float,
+        default=0.3,
+        help="the share of machines carrying load the scheduler does not place (default 0.3)",
+    )
+    p.add_argument(
+        "--hot-load",
+        default="0.5,0.8",
+        help="that load, LOW,HIGH fractions of a node's cores, drawn per machine (default 0.5,0.8)",
     )
     p.add_argument(
         "--out",

@@ -3,6 +3,7 @@ decisions as the live system, on a small cluster whose jobs ask for more than it
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -119,6 +120,29 @@ def test_configurations_run_as_separate_commands_make_one_table(
     table = placement("random", "--max-speculative", "2")
     assert [line.split()[0] for line in table.splitlines()[2:]] == ["random"]
     assert len((out / "placement-4.jsonl").read_text().splitlines()) == 3
+    capsys.readouterr()
+
+
+def test_queue_timeout_and_unplaced_load_flags_are_part_of_a_runs_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD)
+    out = tmp_path / "out"
+    argv = ["sim", "oversubscription", str(workload), "--nodes", "4", "--node-cpu", "4"]
+    argv += ["--study", "placement", "--placement", "none", "--out", str(out)]
+    assert main(argv) == 0
+    more = ["--queue-timeout", "60", "--hot-fraction", "0.5", "--hot-load", "0.85,1.0"]
+    assert main([*argv, *more]) == 0
+    lines = [json.loads(line) for line in (out / "placement-4.jsonl").read_text().splitlines()]
+    assert "queue_timeout_s" not in lines[0]["settings"]  # defaults are not named
+    assert {
+        k: lines[1]["settings"][k] for k in ("queue_timeout_s", "hot_fraction", "hot_load")
+    } == {
+        "queue_timeout_s": 60.0,
+        "hot_fraction": 0.5,
+        "hot_load": [0.85, 1.0],
+    }
     capsys.readouterr()
 
 
