@@ -128,10 +128,14 @@ def test_a_high_priority_job_past_its_timeout_sprints_until_the_budget_is_spent(
         cluster, submit(cluster, "sprinter", HIGH, [phase("p", 1, BURN, cpu=0.5)])
     )
     task = cluster.wait_task_running(job_id, "p-0")
-    assert quota_share(cluster, job_id, task) == pytest.approx(0.5, abs=0.01)
-    # After 2 s it sprints: the quota doubles (1.5 of the node's 2 cores are idle).
+    # 2 s after its dispatch it sprints: the quota doubles from the grant of 0.5 (1.5 of the
+    # node's 2 cores are idle).  Whether the quota is seen at the grant first depends on how
+    # fast this host is: not asserted; the sprint's start is.
     wait_until(lambda: abs(quota_share(cluster, job_id, task) - 1.0) < 0.01, 20, "sprint")
-    assert sprint_status(cluster).budget_s < 3.0
+    status = sprint_status(cluster)
+    assert status.budget_s < 3.0
+    run = next(r for r in status.sprints if r.job_id == job_id)
+    assert run.started_at >= cluster.job(job_id).summary.submit_time + 2.0 - 0.05
     # 3 sprint-seconds at a net 0.5 per second: dry after 6 s, and the grant again.
     wait_until(lambda: abs(quota_share(cluster, job_id, task) - 0.5) < 0.01, 30, "sprint end")
     status = sprint_status(cluster)
