@@ -100,17 +100,21 @@ def test_the_command_writes_tables_and_plots(
     assert "VS RANDOM" in capsys.readouterr().out
 
 
+def placement_argv(tmp_path: Path, placement: str, out: Path, *more: str) -> list[str]:
+    """``sluice sim oversubscription`` of the small workload, one placement, into ``out``."""
+    workload = tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD)
+    argv = ["sim", "oversubscription", str(workload), "--nodes", "4", "--node-cpu", "4"]
+    return [*argv, "--study", "placement", "--placement", placement, "--out", str(out), *more]
+
+
 def test_configurations_run_as_separate_commands_make_one_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workload = tmp_path / "w.yaml"
-    workload.write_text(WORKLOAD)
     out = tmp_path / "out"
 
     def placement(name: str, *more: str) -> str:
-        argv = ["sim", "oversubscription", str(workload), "--nodes", "4", "--node-cpu", "4"]
-        argv += ["--study", "placement", "--placement", name, "--out", str(out), *more]
-        assert main(argv) == 0
+        assert main(placement_argv(tmp_path, name, out, *more)) == 0
         return (out / "placement-4.md").read_text()
 
     placement("rose")
@@ -126,14 +130,10 @@ def test_configurations_run_as_separate_commands_make_one_table(
 def test_queue_timeout_and_unplaced_load_flags_are_part_of_a_runs_settings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workload = tmp_path / "w.yaml"
-    workload.write_text(WORKLOAD)
     out = tmp_path / "out"
-    argv = ["sim", "oversubscription", str(workload), "--nodes", "4", "--node-cpu", "4"]
-    argv += ["--study", "placement", "--placement", "none", "--out", str(out)]
-    assert main(argv) == 0
+    assert main(placement_argv(tmp_path, "none", out)) == 0
     more = ["--queue-timeout", "60", "--hot-fraction", "0.5", "--hot-load", "0.85,1.0"]
-    assert main([*argv, *more]) == 0
+    assert main(placement_argv(tmp_path, "none", out, *more)) == 0
     lines = [json.loads(line) for line in (out / "placement-4.jsonl").read_text().splitlines()]
     assert "queue_timeout_s" not in lines[0]["settings"]  # defaults are not named
     assert {
