@@ -176,7 +176,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dispatch",
-        choices=["priority", "dias", "preemptive"],
+        choices=[mode.value for mode in DispatchMode],
         default=defaults.dispatch.value,
         help="how jobs enter execution: priority (the default: as soon as their job master "
         "fits) or dias (DiAS: one FCFS buffer per priority, the head of the highest first, at "

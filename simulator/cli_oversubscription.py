@@ -30,6 +30,8 @@ from simulator.rose_study import (
 )
 from simulator.workload import SimJob
 
+DEFAULTS = OversubscriptionSettings()  # the study's settings a flag does not change
+
 
 def scaled(jobs: list[SimJob], copies: int) -> list[SimJob]:
     """Each job ``copies`` times over, at the same instant (a larger cluster, the same load
@@ -107,13 +109,10 @@ def cmd_oversubscription(args: argparse.Namespace) -> int:
         "max_speculative": args.max_speculative,
     }
     # (named only when not the defaults: rows of earlier runs keep their keys)
-    for name, value, default in (
-        ("queue_timeout_s", base.queue_timeout_s, 30.0),
-        ("hot_fraction", base.hot_fraction, 0.3),
-        ("hot_load", list(base.hot_load), [0.5, 0.8]),
-    ):
-        if value != default:
-            run_settings[name] = value
+    for name in ("queue_timeout_s", "hot_fraction", "hot_load"):
+        value = getattr(base, name)
+        if value != getattr(DEFAULTS, name):
+            run_settings[name] = list(value) if isinstance(value, tuple) else value
     written = []
     for study in args.study or ["placement", "colocation"]:
         if study == "placement":
@@ -212,20 +211,22 @@ def add_parser(actions: Any) -> None:
     p.add_argument(
         "--queue-timeout",
         type=float,
-        default=30.0,
+        default=DEFAULTS.queue_timeout_s,
         help="seconds a speculative task waits in a node's queue before its job master "
-        "places it elsewhere (Sec. 6.3; default 30)",
+        "places it elsewhere (Sec. 6.3; default %(default)s)",
     )
     p.add_argument(
         "--hot-fraction",
         type=float,
-        default=0.3,
-        help="the share of machines carrying load the scheduler does not place (default 0.3)",
+        default=DEFAULTS.hot_fraction,
+        help="the share of machines carrying load the scheduler does not place (default "
+        "%(default)s)",
     )
     p.add_argument(
         "--hot-load",
-        default="0.5,0.8",
-        help="that load, LOW,HIGH fractions of a node's cores, drawn per machine (default 0.5,0.8)",
+        default=",".join(f"{bound:g}" for bound in DEFAULTS.hot_load),
+        help="that load, LOW,HIGH fractions of a node's cores, drawn per machine (default "
+        "%(default)s)",
     )
     p.add_argument(
         "--out",

@@ -24,6 +24,7 @@ from plumbing.rpc import describe_rpc_error
 from plumbing.spec_text import decode_spec_text, load_job_document, read_spec_file
 from plumbing.tls import TlsError
 from plumbing.wire import JOB_STATE_FROM_PB
+from policies.approximation.dispatch import DispatchMode
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
 from sluice import ca, local_cluster, machines
 from sluice.client import (
@@ -611,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     )
     p.add_argument(
         "--dispatch",
-        choices=["priority", "dias", "preemptive"],
+        choices=[mode.value for mode in DispatchMode],
         help="the RM's dispatch (docs/approximation.md): priority (the default), dias (priority "
         "buffers, never evicting) or preemptive (the buffers, evicting: the paper's baseline)",
     )

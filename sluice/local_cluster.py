@@ -143,8 +143,8 @@ def _rm_options(spec: LocalClusterSpec) -> list[str]:
     return [*options, *spec.rm_args]
 
 
-def _check_rm_files(spec: LocalClusterSpec) -> None:
-    """A bad queue file or DiAS settings file is refused before anything starts."""
+def _check_rm_settings(spec: LocalClusterSpec) -> None:
+    """A bad queue file, DiAS settings file or job count is refused before anything starts."""
     try:
         if spec.queues is not None:
             load_queue_file(spec.queues)
@@ -160,7 +160,7 @@ def _check_rm_files(spec: LocalClusterSpec) -> None:
 
 
 def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
-    _check_rm_files(spec)
+    _check_rm_settings(spec)
     directory = spec.directory.resolve()
     if cluster_file(directory).exists():
         existing = read_cluster(directory)
