@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from sluice_pb import common_pb2 as sluice__pb_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice_pb/node_agent.proto\x12\tsluice.v1\x1a\x16sluice_pb/common.proto\"\xc1\x02\n\x10StartTaskRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x15\n\rallocation_id\x18\x04 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x05 \x03(\t\x12\'\n\tresources\x18\x06 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\r\n\x05image\x18\x07 \x01(\t\x12\x31\n\x03\x65nv\x18\x08 \x03(\x0b\x32$.sluice.v1.StartTaskRequest.EnvEntry\x12\x13\n\x0bgrant_token\x18\t \x01(\x0c\x12\'\n\x07service\x18\n \x01(\x0b\x32\x16.sluice.v1.ServiceSpec\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\":\n\x11StartTaskResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.sluice.v1.TaskStatus\"P\n\x07TaskRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x13\n\x0bgrant_token\x18\x04 \x01(\x0c\"n\n\x11ResizeTaskRequest\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\'\n\tresources\x18\x02 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x0e\n\x06\x63puset\x18\x03 \x03(\x05\"\x89\x02\n\nTaskStatus\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\x15\n\rallocation_id\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.sluice.v1.TaskState\x12\x11\n\texit_code\x18\x04 \x01(\x05\x12$\n\x06limits\x18\x05 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x0e\n\x06\x63puset\x18\x06 \x03(\x05\x12\x13\n\x0b\x63pu_seconds\x18\x07 \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x08 \x01(\x03\x12)\n\x07service\x18\t \x01(\x0b\x32\x18.sluice.v1.ServiceHealth\"\xcf\x01\n\rServiceHealth\x12\x15\n\rlatency_p50_s\x18\x01 \x01(\x01\x12\x15\n\rlatency_p95_s\x18\x02 \x01(\x01\x12\x0e\n\x06probes\x18\x03 \x01(\x05\x12\x15\n\rprobes_failed\x18\x04 \x01(\x05\x12\x14\n\x0clast_problem\x18\x05 \x01(\t\x12\x11\n\tanomalous\x18\x06 \x01(\x08\x12\x11\n\tindicator\x18\x07 \x01(\t\x12\r\n\x05value\x18\x08 \x01(\x01\x12\r\n\x05\x62ound\x18\t \x01(\x01\x12\x0f\n\x07judging\x18\n \x01(\x08\"\x12\n\x10ListTasksRequest\"9\n\x11ListTasksResponse\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.sluice.v1.TaskStatus\"\x18\n\x08LogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\"\n\x0c\x44rainRequest\x12\x12\n\nexit_after\x18\x01 \x01(\x08\"&\n\rDrainResponse\x12\x15\n\rstopped_tasks\x18\x01 \x01(\x05\"F\n\x19\x45nqueueSpeculativeRequest\x12)\n\x04task\x18\x01 \x01(\x0b\x32\x1b.sluice.v1.StartTaskRequest\"~\n\x1a\x45nqueueSpeculativeResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x14\n\x0cqueue_length\x18\x03 \x01(\x05\x12(\n\x04task\x18\x04 \x01(\x0b\x32\x1a.sluice.v1.SpeculativeTask\"\x92\x01\n\x19UpgradeSpeculativeRequest\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\x15\n\rallocation_id\x18\x02 \x01(\t\x12\'\n\tresources\x18\x03 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x13\n\x0bgrant_token\x18\x04 \x01(\x0c\"(\n\x16ListSpeculativeRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"u\n\x17ListSpeculativeResponse\x12)\n\x05tasks\x18\x01 \x03(\x0b\x32\x1a.sluice.v1.SpeculativeTask\x12/\n\x05queue\x18\x02 \x01(\x0b\x32 .sluice.v1.SpeculativeQueueState\"\xf7\x01\n\x0fSpeculativeTask\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.sluice.v1.TaskState\x12\x0f\n\x07\x65victed\x18\x03 \x01(\x08\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x16\n\x0equeue_position\x18\x05 \x01(\x05\x12\x13\n\x0b\x65nqueued_at\x18\x06 \x01(\x01\x12\x12\n\nstarted_at\x18\x07 \x01(\x01\x12\x11\n\texit_code\x18\x08 \x01(\x05\x12\x15\n\rallocation_id\x18\t \x01(\t\x12\x10\n\x08upgraded\x18\n \x01(\x08\x32\x96\x06\n\x0c\x41gentService\x12\x46\n\tStartTask\x12\x1b.sluice.v1.StartTaskRequest\x1a\x1c.sluice.v1.StartTaskResponse\x12\x35\n\x08StopTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x38\n\x0bSuspendTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x37\n\nResumeTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x41\n\nResizeTask\x12\x1c.sluice.v1.ResizeTaskRequest\x1a\x15.sluice.v1.TaskStatus\x12\x46\n\tListTasks\x12\x1b.sluice.v1.ListTasksRequest\x1a\x1c.sluice.v1.ListTasksResponse\x12\x38\n\x0bGetTaskLogs\x12\x12.sluice.v1.TaskRef\x1a\x13.sluice.v1.LogChunk0\x01\x12:\n\x05\x44rain\x12\x17.sluice.v1.DrainRequest\x1a\x18.sluice.v1.DrainResponse\x12\x61\n\x12\x45nqueueSpeculative\x12$.sluice.v1.EnqueueSpeculativeRequest\x1a%.sluice.v1.EnqueueSpeculativeResponse\x12V\n\x12UpgradeSpeculative\x12$.sluice.v1.UpgradeSpeculativeRequest\x1a\x1a.sluice.v1.SpeculativeTask\x12X\n\x0fListSpeculative\x12!.sluice.v1.ListSpeculativeRequest\x1a\".sluice.v1.ListSpeculativeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice_pb/node_agent.proto\x12\tsluice.v1\x1a\x16sluice_pb/common.proto\"\xc1\x02\n\x10StartTaskRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x15\n\rallocation_id\x18\x04 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x05 \x03(\t\x12\'\n\tresources\x18\x06 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\r\n\x05image\x18\x07 \x01(\t\x12\x31\n\x03\x65nv\x18\x08 \x03(\x0b\x32$.sluice.v1.StartTaskRequest.EnvEntry\x12\x13\n\x0bgrant_token\x18\t \x01(\x0c\x12\'\n\x07service\x18\n \x01(\x0b\x32\x16.sluice.v1.ServiceSpec\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\":\n\x11StartTaskResponse\x12%\n\x06status\x18\x01 \x01(\x0b\x32\x15.sluice.v1.TaskStatus\"|\n\x07TaskRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x13\n\x0bgrant_token\x18\x04 \x01(\x0c\x12\x18\n\x10speculative_pass\x18\x05 \x01(\x0c\x12\x10\n\x08log_pass\x18\x06 \x01(\x0c\"n\n\x11ResizeTaskRequest\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\'\n\tresources\x18\x02 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x0e\n\x06\x63puset\x18\x03 \x03(\x05\"\x89\x02\n\nTaskStatus\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\x15\n\rallocation_id\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.sluice.v1.TaskState\x12\x11\n\texit_code\x18\x04 \x01(\x05\x12$\n\x06limits\x18\x05 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x0e\n\x06\x63puset\x18\x06 \x03(\x05\x12\x13\n\x0b\x63pu_seconds\x18\x07 \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x08 \x01(\x03\x12)\n\x07service\x18\t \x01(\x0b\x32\x18.sluice.v1.ServiceHealth\"\xcf\x01\n\rServiceHealth\x12\x15\n\rlatency_p50_s\x18\x01 \x01(\x01\x12\x15\n\rlatency_p95_s\x18\x02 \x01(\x01\x12\x0e\n\x06probes\x18\x03 \x01(\x05\x12\x15\n\rprobes_failed\x18\x04 \x01(\x05\x12\x14\n\x0clast_problem\x18\x05 \x01(\t\x12\x11\n\tanomalous\x18\x06 \x01(\x08\x12\x11\n\tindicator\x18\x07 \x01(\t\x12\r\n\x05value\x18\x08 \x01(\x01\x12\r\n\x05\x62ound\x18\t \x01(\x01\x12\x0f\n\x07judging\x18\n \x01(\x08\"\x12\n\x10ListTasksRequest\"9\n\x11ListTasksResponse\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.sluice.v1.TaskStatus\"\x18\n\x08LogChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\"\n\x0c\x44rainRequest\x12\x12\n\nexit_after\x18\x01 \x01(\x08\"&\n\rDrainResponse\x12\x15\n\rstopped_tasks\x18\x01 \x01(\x05\"`\n\x19\x45nqueueSpeculativeRequest\x12)\n\x04task\x18\x01 \x01(\x0b\x32\x1b.sluice.v1.StartTaskRequest\x12\x18\n\x10speculative_pass\x18\x02 \x01(\x0c\"~\n\x1a\x45nqueueSpeculativeResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x14\n\x0cqueue_length\x18\x03 \x01(\x05\x12(\n\x04task\x18\x04 \x01(\x0b\x32\x1a.sluice.v1.SpeculativeTask\"\x92\x01\n\x19UpgradeSpeculativeRequest\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12\x15\n\rallocation_id\x18\x02 \x01(\t\x12\'\n\tresources\x18\x03 \x01(\x0b\x32\x14.sluice.v1.Resources\x12\x13\n\x0bgrant_token\x18\x04 \x01(\x0c\"B\n\x16ListSpeculativeRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x10speculative_pass\x18\x02 \x01(\x0c\"u\n\x17ListSpeculativeResponse\x12)\n\x05tasks\x18\x01 \x03(\x0b\x32\x1a.sluice.v1.SpeculativeTask\x12/\n\x05queue\x18\x02 \x01(\x0b\x32 .sluice.v1.SpeculativeQueueState\"\xf7\x01\n\x0fSpeculativeTask\x12 \n\x04task\x18\x01 \x01(\x0b\x32\x12.sluice.v1.TaskRef\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.sluice.v1.TaskState\x12\x0f\n\x07\x65victed\x18\x03 \x01(\x08\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x16\n\x0equeue_position\x18\x05 \x01(\x05\x12\x13\n\x0b\x65nqueued_at\x18\x06 \x01(\x01\x12\x12\n\nstarted_at\x18\x07 \x01(\x01\x12\x11\n\texit_code\x18\x08 \x01(\x05\x12\x15\n\rallocation_id\x18\t \x01(\t\x12\x10\n\x08upgraded\x18\n \x01(\x08\x32\x96\x06\n\x0c\x41gentService\x12\x46\n\tStartTask\x12\x1b.sluice.v1.StartTaskRequest\x1a\x1c.sluice.v1.StartTaskResponse\x12\x35\n\x08StopTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x38\n\x0bSuspendTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x37\n\nResumeTask\x12\x12.sluice.v1.TaskRef\x1a\x15.sluice.v1.TaskStatus\x12\x41\n\nResizeTask\x12\x1c.sluice.v1.ResizeTaskRequest\x1a\x15.sluice.v1.TaskStatus\x12\x46\n\tListTasks\x12\x1b.sluice.v1.ListTasksRequest\x1a\x1c.sluice.v1.ListTasksResponse\x12\x38\n\x0bGetTaskLogs\x12\x12.sluice.v1.TaskRef\x1a\x13.sluice.v1.LogChunk0\x01\x12:\n\x05\x44rain\x12\x17.sluice.v1.DrainRequest\x1a\x18.sluice.v1.DrainResponse\x12\x61\n\x12\x45nqueueSpeculative\x12$.sluice.v1.EnqueueSpeculativeRequest\x1a%.sluice.v1.EnqueueSpeculativeResponse\x12V\n\x12UpgradeSpeculative\x12$.sluice.v1.UpgradeSpeculativeRequest\x1a\x1a.sluice.v1.SpeculativeTask\x12X\n\x0fListSpeculative\x12!.sluice.v1.ListSpeculativeRequest\x1a\".sluice.v1.ListSpeculativeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,35 +41,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STARTTASKRESPONSE']._serialized_start=389
   _globals['_STARTTASKRESPONSE']._serialized_end=447
   _globals['_TASKREF']._serialized_start=449
-  _globals['_TASKREF']._serialized_end=529
-  _globals['_RESIZETASKREQUEST']._serialized_start=531
-  _globals['_RESIZETASKREQUEST']._serialized_end=641
-  _globals['_TASKSTATUS']._serialized_start=644
-  _globals['_TASKSTATUS']._serialized_end=909
-  _globals['_SERVICEHEALTH']._serialized_start=912
-  _globals['_SERVICEHEALTH']._serialized_end=1119
-  _globals['_LISTTASKSREQUEST']._serialized_start=1121
-  _globals['_LISTTASKSREQUEST']._serialized_end=1139
-  _globals['_LISTTASKSRESPONSE']._serialized_start=1141
-  _globals['_LISTTASKSRESPONSE']._serialized_end=1198
-  _globals['_LOGCHUNK']._serialized_start=1200
-  _globals['_LOGCHUNK']._serialized_end=1224
-  _globals['_DRAINREQUEST']._serialized_start=1226
-  _globals['_DRAINREQUEST']._serialized_end=1260
-  _globals['_DRAINRESPONSE']._serialized_start=1262
-  _globals['_DRAINRESPONSE']._serialized_end=1300
-  _globals['_ENQUEUESPECULATIVEREQUEST']._serialized_start=1302
-  _globals['_ENQUEUESPECULATIVEREQUEST']._serialized_end=1372
-  _globals['_ENQUEUESPECULATIVERESPONSE']._serialized_start=1374
-  _globals['_ENQUEUESPECULATIVERESPONSE']._serialized_end=1500
-  _globals['_UPGRADESPECULATIVEREQUEST']._serialized_start=1503
-  _globals['_UPGRADESPECULATIVEREQUEST']._serialized_end=1649
-  _globals['_LISTSPECULATIVEREQUEST']._serialized_start=1651
-  _globals['_LISTSPECULATIVEREQUEST']._serialized_end=1691
-  _globals['_LISTSPECULATIVERESPONSE']._serialized_start=1693
-  _globals['_LISTSPECULATIVERESPONSE']._serialized_end=1810
-  _globals['_SPECULATIVETASK']._serialized_start=1813
-  _globals['_SPECULATIVETASK']._serialized_end=2060
-  _globals['_AGENTSERVICE']._serialized_start=2063
-  _globals['_AGENTSERVICE']._serialized_end=2853
+  _globals['_TASKREF']._serialized_end=573
+  _globals['_RESIZETASKREQUEST']._serialized_start=575
+  _globals['_RESIZETASKREQUEST']._serialized_end=685
+  _globals['_TASKSTATUS']._serialized_start=688
+  _globals['_TASKSTATUS']._serialized_end=953
+  _globals['_SERVICEHEALTH']._serialized_start=956
+  _globals['_SERVICEHEALTH']._serialized_end=1163
+  _globals['_LISTTASKSREQUEST']._serialized_start=1165
+  _globals['_LISTTASKSREQUEST']._serialized_end=1183
+  _globals['_LISTTASKSRESPONSE']._serialized_start=1185
+  _globals['_LISTTASKSRESPONSE']._serialized_end=1242
+  _globals['_LOGCHUNK']._serialized_start=1244
+  _globals['_LOGCHUNK']._serialized_end=1268
+  _globals['_DRAINREQUEST']._serialized_start=1270
+  _globals['_DRAINREQUEST']._serialized_end=1304
+  _globals['_DRAINRESPONSE']._serialized_start=1306
+  _globals['_DRAINRESPONSE']._serialized_end=1344
+  _globals['_ENQUEUESPECULATIVEREQUEST']._serialized_start=1346
+  _globals['_ENQUEUESPECULATIVEREQUEST']._serialized_end=1442
+  _globals['_ENQUEUESPECULATIVERESPONSE']._serialized_start=1444
+  _globals['_ENQUEUESPECULATIVERESPONSE']._serialized_end=1570
+  _globals['_UPGRADESPECULATIVEREQUEST']._serialized_start=1573
+  _globals['_UPGRADESPECULATIVEREQUEST']._serialized_end=1719
+  _globals['_LISTSPECULATIVEREQUEST']._serialized_start=1721
+  _globals['_LISTSPECULATIVEREQUEST']._serialized_end=1787
+  _globals['_LISTSPECULATIVERESPONSE']._serialized_start=1789
+  _globals['_LISTSPECULATIVERESPONSE']._serialized_end=1906
+  _globals['_SPECULATIVETASK']._serialized_start=1909
+  _globals['_SPECULATIVETASK']._serialized_end=2156
+  _globals['_AGENTSERVICE']._serialized_start=2159
+  _globals['_AGENTSERVICE']._serialized_end=2949
 # @@protoc_insertion_point(module_scope)

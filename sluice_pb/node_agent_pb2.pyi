@@ -45,16 +45,20 @@ class StartTaskResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[TaskStatus, _Mapping]] = ...) -> None: ...
 
 class TaskRef(_message.Message):
-    __slots__ = ("job_id", "task_id", "attempt", "grant_token")
+    __slots__ = ("job_id", "task_id", "attempt", "grant_token", "speculative_pass", "log_pass")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     GRANT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_PASS_FIELD_NUMBER: _ClassVar[int]
+    LOG_PASS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_id: str
     attempt: int
     grant_token: bytes
-    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
+    speculative_pass: bytes
+    log_pass: bytes
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grant_token: _Optional[bytes] = ..., speculative_pass: _Optional[bytes] = ..., log_pass: _Optional[bytes] = ...) -> None: ...
 
 class ResizeTaskRequest(_message.Message):
     __slots__ = ("task", "resources", "cpuset")
@@ -141,10 +145,12 @@ class DrainResponse(_message.Message):
     def __init__(self, stopped_tasks: _Optional[int] = ...) -> None: ...
 
 class EnqueueSpeculativeRequest(_message.Message):
-    __slots__ = ("task",)
+    __slots__ = ("task", "speculative_pass")
     TASK_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_PASS_FIELD_NUMBER: _ClassVar[int]
     task: StartTaskRequest
-    def __init__(self, task: _Optional[_Union[StartTaskRequest, _Mapping]] = ...) -> None: ...
+    speculative_pass: bytes
+    def __init__(self, task: _Optional[_Union[StartTaskRequest, _Mapping]] = ..., speculative_pass: _Optional[bytes] = ...) -> None: ...
 
 class EnqueueSpeculativeResponse(_message.Message):
     __slots__ = ("accepted", "reason", "queue_length", "task")
@@ -171,10 +177,12 @@ class UpgradeSpeculativeRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., allocation_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., grant_token: _Optional[bytes] = ...) -> None: ...
 
 class ListSpeculativeRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "speculative_pass")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_PASS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    speculative_pass: bytes
+    def __init__(self, job_id: _Optional[str] = ..., speculative_pass: _Optional[bytes] = ...) -> None: ...
 
 class ListSpeculativeResponse(_message.Message):
     __slots__ = ("tasks", "queue")

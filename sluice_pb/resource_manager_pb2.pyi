@@ -187,7 +187,7 @@ class DiasInfo(_message.Message):
     def __init__(self, buffered: _Optional[bool] = ..., drop_ratio: _Optional[float] = ..., dropped_tasks: _Optional[int] = ..., expected_error: _Optional[float] = ..., execution: _Optional[int] = ..., evictions: _Optional[int] = ..., wasted_s: _Optional[float] = ..., sprinting: _Optional[bool] = ..., sprinted_s: _Optional[float] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address", "preemptions")
+    __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address", "preemptions", "log_pass")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +200,7 @@ class TaskInfo(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     NODE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    LOG_PASS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     phase: str
     attempt: int
@@ -212,7 +213,8 @@ class TaskInfo(_message.Message):
     message: str
     node_address: str
     preemptions: _containers.RepeatedCompositeFieldContainer[PreemptionEvent]
-    def __init__(self, task_id: _Optional[str] = ..., phase: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., node_address: _Optional[str] = ..., preemptions: _Optional[_Iterable[_Union[PreemptionEvent, _Mapping]]] = ...) -> None: ...
+    log_pass: bytes
+    def __init__(self, task_id: _Optional[str] = ..., phase: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., node_address: _Optional[str] = ..., preemptions: _Optional[_Iterable[_Union[PreemptionEvent, _Mapping]]] = ..., log_pass: _Optional[bytes] = ...) -> None: ...
 
 class PreemptionEvent(_message.Message):
     __slots__ = ("time", "action", "limits", "reason", "work_lost_s")
@@ -635,7 +637,7 @@ class SequencedTaskEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., event: _Optional[_Union[_common_pb2.TaskEvent, _Mapping]] = ..., execution: _Optional[int] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
-    __slots__ = ("granted", "events", "lost_allocations", "kill_requested", "node_addresses")
+    __slots__ = ("granted", "events", "lost_allocations", "kill_requested", "node_addresses", "speculative_passes")
     class NodeAddressesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -643,17 +645,26 @@ class AllocateResponse(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class SpeculativePassesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     GRANTED_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     LOST_ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     NODE_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_PASSES_FIELD_NUMBER: _ClassVar[int]
     granted: _containers.RepeatedCompositeFieldContainer[Allocation]
     events: _containers.RepeatedCompositeFieldContainer[SequencedTaskEvent]
     lost_allocations: _containers.RepeatedScalarFieldContainer[str]
     kill_requested: bool
     node_addresses: _containers.ScalarMap[str, str]
-    def __init__(self, granted: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., lost_allocations: _Optional[_Iterable[str]] = ..., kill_requested: _Optional[bool] = ..., node_addresses: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    speculative_passes: _containers.ScalarMap[str, bytes]
+    def __init__(self, granted: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SequencedTaskEvent, _Mapping]]] = ..., lost_allocations: _Optional[_Iterable[str]] = ..., kill_requested: _Optional[bool] = ..., node_addresses: _Optional[_Mapping[str, str]] = ..., speculative_passes: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class FinishJobRequest(_message.Message):
     __slots__ = ("job_id", "state", "message", "progress", "master_attempt", "speculative")
