@@ -1,8 +1,8 @@
 """The resource manager process: ``sluice rm``.
 
-The RM keeps its cluster id and, when started on port 0, the port it first bound in its state
-directory: a restart with the same command line listens where the agents and job masters
-already look for it.
+The RM keeps its cluster id and, when started on port 0, the ports it first bound (the main one
+and the bearer-token one) in its state directory: a restart with the same command line listens
+where the agents, job masters and people already look for it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import re
 import signal
 from pathlib import Path
 
@@ -55,6 +56,8 @@ DEFAULT_CLUSTER_ID = "sluice"
 DEFAULT_MAX_STREAMS = 64
 DEFAULT_SUBMISSIONS_PER_MINUTE = 600
 DEFAULT_MAX_OPEN_TASKS = 1_000_000
+# The state setting that keeps the bearer-token port bound first (``bound_port``: the main one).
+TOKEN_PORT_SETTING = "bound_token_port"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,7 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token-listen",
         help="host:port of a second port, TLS without client certificates, where people "
-        "authenticate with bearer tokens (`sluice ca token`); off by default",
+        "authenticate with bearer tokens (`sluice ca token`); off by default; port 0 picks a "
+        "free port the first time and keeps it afterwards",
     )
     parser.add_argument(
         "--revoked-tokens",
@@ -287,12 +291,15 @@ def _queues(args: argparse.Namespace) -> QueueConfig | None:
         raise UserError(f"--queues: {error}") from None
 
 
-def _listen_address(listen: str, store: SqliteStore) -> str:
-    """``listen``, with port 0 replaced by the port a previous run bound, if any."""
+def _listen_address(
+    listen: str, store: SqliteStore, flag: str = "--listen", key: str = "bound_port"
+) -> str:
+    """``listen``, with port 0 replaced by the port a previous run bound (setting ``key``), if
+    any: a restart with the same command line listens where clients already look."""
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
-        raise UserError(f"--listen: expected host:port, got {listen!r}")
-    recorded = store.setting("bound_port")
+        raise UserError(f"{flag}: expected host:port, got {listen!r}")
+    recorded = store.setting(key)
     if port == "0" and recorded is not None:
         return f"{host}:{recorded}"
     return listen
@@ -353,6 +360,10 @@ async def _serve(
     )
     names = rm_pb.DESCRIPTOR.services_by_name
     listen = _listen_address(args.listen, store)
+    if tokens is not None:  # the bearer-token port is kept the same way as the main one
+        tokens.address = _listen_address(
+            tokens.address, store, "--token-listen", TOKEN_PORT_SETTING
+        )
     try:
         server, port, health = await start_aio_server(
             [
@@ -380,10 +391,15 @@ async def _serve(
         )
     except (OSError, RuntimeError) as error:
         hint = " (the port this RM bound before; is another process on it?)"
-        raise UserError(
-            f"--listen {listen}: {error}{hint if listen != args.listen else ''}"
-        ) from None
+        # (The message names the address that failed; 1.2.3.4:80 is not part of 1.2.3.4:8080.)
+        if tokens is not None and re.search(rf"{re.escape(tokens.address)}(?!\d)", str(error)):
+            flag, given, address = "--token-listen", args.token_listen, tokens.address
+        else:
+            flag, given, address = "--listen", args.listen, listen
+        raise UserError(f"{flag} {address}: {error}{hint if address != given else ''}") from None
     store.save_setting("bound_port", str(port))
+    if tokens is not None:
+        store.save_setting(TOKEN_PORT_SETTING, str(tokens.port))
     address = f"{listen.rpartition(':')[0]}:{port}"
     # The advertised address is only known once bound (port 0); servicers read it lazily.
     state.advertise_address = args.advertise or address

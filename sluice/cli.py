@@ -271,7 +271,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
     channel, stub = agent_stub(task.node_address, client.tls)
     try:
         for chunk in stub.GetTaskLogs(
-            agent_pb.TaskRef(job_id=args.job_id, task_id=task.task_id, attempt=task.attempt),
+            agent_pb.TaskRef(
+                job_id=args.job_id,
+                task_id=task.task_id,
+                attempt=task.attempt,
+                log_pass=task.log_pass,  # with TLS, the owner's or an admin's (from GetJob)
+            ),
             timeout=30,
         ):
             sys.stdout.buffer.write(chunk.data)
@@ -408,6 +413,11 @@ def _check_data_plane_flags(args: argparse.Namespace) -> None:
 
 def cmd_local_down(args: argparse.Namespace) -> int:
     local_cluster.down(args.dir, _say)
+    return 0
+
+
+def cmd_local_restart(args: argparse.Namespace) -> int:
+    local_cluster.restart(args.dir, args.daemon, _say)
     return 0
 
 
@@ -632,6 +642,19 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     p = local.add_parser("down", help="stop everything `local up` started")
     _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_down)
+    p = local.add_parser(
+        "restart",
+        help="stop one daemon (if it runs) and start it again with its recorded command line, "
+        "on the same ports",
+    )
+    p.add_argument(
+        "daemon",
+        nargs="+",
+        metavar="DAEMON",
+        help=f"which: {local_cluster.DAEMONS} (e.g. `agent node-1`)",
+    )
+    _add_cluster_options(p, rm=False)
+    p.set_defaults(handler=cmd_local_restart)
     p = local.add_parser("status", help="is the local cluster up?")
     p.add_argument("--json", action="store_true")
     _add_cluster_options(p, rm=False)

@@ -120,7 +120,12 @@ def _alive(pid: int) -> bool:
         finished, _ = os.waitpid(pid, os.WNOHANG)
         if finished == pid:
             return False
-    return True
+    # So does another process's zombie (a daemon `local up` started from a process that still
+    # runs, restarted from another): it is gone all the same.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _rm_options(spec: LocalClusterSpec) -> list[str]:
@@ -235,6 +240,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
                 f"agent {node['node_id']}",
                 logs / f"{node['node_id']}.log",
             )
+            node["argv"] = _pinned(node["argv"], str(node["address"]))  # type: ignore[arg-type]
         _wait_registered(rm_address, client_tls, spec.nodes, started, logs)
     except BaseException:
         _terminate([p.pid for p in started] + [int(str(s["pid"])) for s in services])
@@ -253,9 +259,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         "client_tls": str(certs.client) if certs is not None else "",
         "started": time.time(),
     }
-    tmp = cluster_file(directory).with_suffix(".tmp")
-    tmp.write_text(json.dumps(cluster, indent=2))
-    tmp.replace(cluster_file(directory))
+    _write_cluster(directory, cluster)
     say(f"{spec.nodes} nodes registered ({spec.runtime} runtime); see {cluster_file(directory)}")
     return cluster
 
@@ -336,7 +340,7 @@ def _start_data_plane(
         raise UserError("--kafka-tls: needs --kafka (the embedded broker, Tansu, has no TLS)")
     if kafka is None:
         broker = brokers.start_kafka(brokers.free_port(), logs / "kafka.log")
-        services.append({"name": "kafka", "pid": broker.process.pid, "address": broker.address})
+        services.append(_service_record(broker))
         kafka = broker.address
         say(
             f"embedded Kafka-protocol broker (Tansu) at {kafka}, plaintext (Tansu has no TLS): "
@@ -352,7 +356,7 @@ def _start_data_plane(
             logs / "mqtt.log",
             tls_dir=certs.mqtt_broker if certs is not None else None,
         )
-        services.append({"name": "mqtt", "pid": broker.process.pid, "address": broker.address})
+        services.append(_service_record(broker))
         mqtt = f"{'mqtts' if certs is not None else 'mqtt'}://{broker.address}"
         say(
             f"embedded MQTT broker (amqtt) at {mqtt}"
@@ -392,9 +396,31 @@ def _start_data_plane(
     services.append({"name": "aggregator", "pid": process.pid, "argv": argv})
     address = _wait_for_file(addr_file, process, "the aggregator", log_path)
     services[-1]["address"] = address
+    services[-1]["argv"] = _pinned(argv, address)  # the RM's --aggregator stays right
     storage = f"InfluxDB {spec.influx_url}" if spec.influx_url else "windows in memory only"
     say(f"aggregator at {address} (ranking every {spec.aggregator_period:g} s; {storage})")
     return {"kafka": kafka, "mqtt": mqtt, "aggregator": address}
+
+
+def _pinned(argv: list[str], address: str) -> list[str]:
+    """``argv`` listening on ``address``, the one it bound first (port 0 picks another port on
+    every start): the command line ``cluster.json`` records, to start the daemon again with."""
+    if "--listen" in argv:
+        at = argv.index("--listen") + 1
+        return [*argv[:at], address, *argv[at + 1 :]]
+    return [*argv, "--listen", address]
+
+
+def _service_record(broker: brokers.ServiceProcess) -> dict[str, object]:
+    """An embedded broker as ``cluster.json`` records it (its port is in its command line)."""
+    argv = broker.process.args
+    assert isinstance(argv, list)
+    return {
+        "name": broker.name,
+        "pid": broker.process.pid,
+        "address": broker.address,
+        "argv": [str(a) for a in argv],
+    }
 
 
 def _terminate(pids: list[int], timeout: float = 10.0) -> None:
@@ -504,3 +530,217 @@ def status(directory: Path) -> dict[str, object]:
     for service in cluster.get("services", []):  # type: ignore[attr-defined]
         processes[str(service["name"])] = _alive(int(service["pid"]))
     return {"cluster": cluster, "alive": processes}
+
+
+# ---------------------------------------------------------------------------- restart
+
+STOP_TIMEOUT = 10.0  # seconds a daemon gets to stop on SIGTERM before it is killed
+DAEMONS = "rm, aggregator, kafka, mqtt, agent NODE_ID"
+
+
+@dataclass
+class _Daemon:
+    """One process of the local cluster, as ``cluster.json`` records it."""
+
+    name: str  # as the user names it: "rm", "aggregator", "agent node-1"
+    record: dict[str, object]  # its entry in cluster.json, updated in place
+    pid_key: str  # where its pid is in ``record``
+    argv: list[str]
+    log_path: Path
+    address_file: Path | None  # where it publishes its address once serving (None: brokers)
+
+
+def restart(directory: Path, daemon: list[str], say: Say) -> dict[str, object]:
+    """Stop one daemon of the local cluster in ``directory`` if it runs (SIGTERM, then SIGKILL
+    after ``STOP_TIMEOUT``) and start it again with the command line ``cluster.json`` records,
+    on the same ports; return once it serves (the RM: every node ready again; an agent: its
+    node ready).  ``daemon`` is ``["rm"]``, ``["aggregator"]``, ``["kafka"]``, ``["mqtt"]`` or
+    ``["agent", NODE_ID]``; anything else is a UserError naming the choices."""
+    directory = directory.resolve()
+    cluster = read_cluster(directory)
+    target = _find_daemon(cluster, directory, daemon)
+    pid = int(str(target.record.get(target.pid_key, 0)))
+    if pid > 0 and _alive(pid) and _runs(pid, target.argv):
+        say(f"stopping {target.name} (pid {pid})")
+        _terminate([pid], STOP_TIMEOUT)
+    elif pid > 0 and _alive(pid):
+        say(f"{target.name}: pid {pid} is another program now; not stopping it")
+    else:
+        say(f"{target.name} was not running")
+    say(f"starting {target.name} (log: {target.log_path})")
+    for stale in _published_files(target.address_file):
+        stale.unlink(missing_ok=True)
+    process = _spawn(target.argv, target.log_path)
+    target.record[target.pid_key] = process.pid
+    _write_cluster(directory, cluster)  # the new pid, whatever happens next
+    try:
+        _wait_serving(cluster, target, process)
+    except BaseException:
+        _terminate([process.pid])
+        raise
+    say(f"{target.name} restarted (pid {process.pid}) and ready")
+    return cluster
+
+
+def _find_daemon(cluster: dict[str, object], directory: Path, words: list[str]) -> _Daemon:
+    logs = directory / "logs"
+    nodes = cluster.get("nodes", [])
+    services = cluster.get("services", [])
+    assert isinstance(nodes, list) and isinstance(services, list)
+    node_ids = [str(n["node_id"]) for n in nodes]
+    if words == ["rm"]:
+        return _Daemon(
+            "rm",
+            cluster,
+            "rm_pid",
+            _recorded_argv(cluster.get("rm_argv"), "rm"),
+            logs / "rm.log",
+            directory / "rm.addr",
+        )
+    if len(words) == 1 and words[0] in ("aggregator", "kafka", "mqtt"):
+        name = words[0]
+        service = next((s for s in services if s.get("name") == name), None)
+        if service is None:
+            plane = cluster.get("data_plane", {})
+            given = plane.get(name, "?") if isinstance(plane, dict) else "?"
+            raise UserError(
+                f"{name}: not started by `sluice local up` (this cluster uses {given}): restart "
+                "it where it runs"
+            )
+        return _Daemon(
+            name,
+            service,
+            "pid",
+            _recorded_argv(service.get("argv"), name),
+            logs / f"{name}.log",
+            directory / "aggregator.addr" if name == "aggregator" else None,
+        )
+    node_id = words[1] if len(words) == 2 and words[0] == "agent" else None
+    if node_id in node_ids:
+        node = nodes[node_ids.index(node_id)]
+        return _Daemon(
+            f"agent {node_id}",
+            node,
+            "pid",
+            _recorded_argv(node.get("argv"), f"agent {node_id}"),
+            logs / f"{node_id}.log",
+            directory / f"{node_id}.addr",
+        )
+    if node_id is not None:
+        raise UserError(f"agent {node_id!r}: no such node (nodes: {', '.join(node_ids)})")
+    raise UserError(
+        f"unknown daemon {' '.join(words)!r}: expected one of {DAEMONS} "
+        f"(nodes: {', '.join(node_ids)})"
+    )
+
+
+def _recorded_argv(argv: object, name: str) -> list[str]:
+    if not isinstance(argv, list) or not argv:
+        raise UserError(
+            f"{name}: its command line is not recorded (a cluster started by an older sluice): "
+            "`sluice local down` and `up` again"
+        )
+    return [str(a) for a in argv]
+
+
+def _runs(pid: int, argv: list[str]) -> bool:
+    """Whether ``pid`` still runs the program ``argv`` starts (a pid is reused once its process
+    ended: never signal someone else's)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    head = [a.encode() for a in argv[:4]]
+    return cmdline[: len(head)] == head
+
+
+def _published_files(address_file: Path | None) -> list[Path]:
+    """What a daemon publishes once serving: its address file (and the RM's tokens file)."""
+    if address_file is None:
+        return []
+    return [address_file, address_file.with_name(address_file.name + ".tokens")]
+
+
+def _wait_serving(
+    cluster: dict[str, object], target: _Daemon, process: subprocess.Popen[bytes]
+) -> None:
+    """Wait until ``target`` serves where ``cluster.json`` says it does; UserError if it exits,
+    does not start in time, or comes up elsewhere."""
+    tls = cluster_client_tls(cluster)
+    if target.address_file is None:  # a broker: its port is in its command line
+        _wait_port(str(target.record["address"]), process, target.name, target.log_path)
+        return
+    address = _wait_for_file(target.address_file, process, target.name, target.log_path)
+    key = "rm" if target.name == "rm" else "address"
+    if address != target.record.get(key):
+        raise UserError(
+            f"{target.name} came up at {address}, not at {target.record.get(key)} where the "
+            f"cluster looks for it (see {target.log_path})"
+        )
+    if target.name == "rm":
+        tokens = target.address_file.with_name(target.address_file.name + ".tokens")
+        recorded_tokens = str(cluster.get("rm_tokens", ""))
+        now = tokens.read_text().strip() if tokens.exists() else ""
+        if now != recorded_tokens:
+            raise UserError(
+                f"rm: bearer-token port came up at {now or 'none'}, not at "
+                f"{recorded_tokens or 'none'} (see {target.log_path})"
+            )
+        nodes = cluster.get("nodes", [])
+        assert isinstance(nodes, list)
+        _wait_registered(address, tls, len(nodes), [process], target.log_path.parent)
+    elif target.name.startswith("agent "):
+        _wait_node_ready(
+            str(cluster["rm"]), tls, str(target.record["node_id"]), address, process, target
+        )
+
+
+def _wait_port(address: str, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + START_TIMEOUT
+    while not brokers.port_open(host, int(port)):
+        if process.poll() is not None:
+            raise UserError(f"{what} exited with code {process.returncode}: {_last_line(log)}")
+        if time.monotonic() > deadline:
+            raise UserError(f"{what} did not answer on {address} within {START_TIMEOUT:.0f} s")
+        time.sleep(0.05)
+
+
+def _wait_node_ready(
+    rm_address: str,
+    tls: ClientTls | None,
+    node_id: str,
+    address: str,
+    process: subprocess.Popen[bytes],
+    target: _Daemon,
+) -> None:
+    """Until the RM has the node ready at ``address`` (the restarted agent registered)."""
+    client = RMClient.connect(rm_address, tls)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise UserError(
+                    f"{target.name} exited with code {process.returncode}: "
+                    f"{_last_line(target.log_path)}"
+                )
+            with contextlib.suppress(grpc.RpcError):
+                nodes = client.jobs.ListNodes(rm_pb.ListNodesRequest(), timeout=2).nodes
+                if any(
+                    n.node_id == node_id and n.address == address and n.state == rm_pb.NODE_READY
+                    for n in nodes
+                ):
+                    return
+            time.sleep(0.1)
+        raise UserError(
+            f"{target.name} did not register with the RM within {START_TIMEOUT:.0f} s "
+            f"(see {target.log_path})"
+        )
+    finally:
+        client.close()
+
+
+def _write_cluster(directory: Path, cluster: dict[str, object]) -> None:
+    tmp = cluster_file(directory).with_suffix(".tmp")
+    tmp.write_text(json.dumps(cluster, indent=2))
+    tmp.replace(cluster_file(directory))
