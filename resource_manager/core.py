@@ -97,7 +97,9 @@ from resource_manager.errors import (
     InvalidRequestError,
     LimitExceededError,
     NotFoundError,
+    PermissionDeniedError,
 )
+from resource_manager.limits import NodeNames, capacity_problem
 from resource_manager.queue_book import QueueBook
 from resource_manager.queues import QueueStatus, QueueView, eventual_holds
 from resource_manager.records import (
@@ -166,7 +168,8 @@ class CoreSettings:
     :mod:`policies.approximation.dispatch`): ``priority`` as soon as their job master fits;
     ``dias`` from one buffer per priority, at most ``max_running_jobs`` at once, never evicting;
     ``preemptive`` likewise, evicting a lower-priority job for the head of a higher buffer.
-    ``dias``: drop ratios and sprinting per priority (``--dias-config``)."""
+    ``dias``: drop ratios and sprinting per priority (``--dias-config``).  ``node_names``: the
+    node names the operator approved (``--nodes-allowed``; by default any)."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -183,6 +186,7 @@ class CoreSettings:
     dispatch: DispatchMode = DispatchMode.PRIORITY
     max_running_jobs: int = 1
     dias: DiasConfig = field(default_factory=DiasConfig)
+    node_names: NodeNames = field(default_factory=NodeNames)
 
 
 @dataclass(frozen=True)
@@ -459,15 +463,25 @@ class ResourceManagerCore:
         cluster_id: str = "",
         has_swap: bool = False,
     ) -> None:
-        """Admit a node (again).  Refuses a bad node id, an agent of another cluster, and a
-        second agent for a node id whose agent still heartbeats (another state directory)."""
+        """Admit a node (again).  Refuses a bad node id, a capacity no machine has
+        (:func:`resource_manager.limits.capacity_problem`), a node name the operator did not
+        approve, an agent of another cluster, and a second agent for a node id whose agent
+        still heartbeats (another state directory).
+
+        ``live_tasks`` is everything the agent holds (what it adopted from a predecessor): on
+        every registration, what the RM believes was started on the node and the node does not
+        report is lost, as if the node had been (:meth:`_reconcile_registration`)."""
         problem = node_id_problem(node_id)
         if problem is not None:
             raise InvalidRequestError("node_id", problem)
         if not address:
             raise InvalidRequestError("address", "is required")
-        if not capacity.is_positive():
-            raise InvalidRequestError("capacity", "cpu and memory_mb must be positive")
+        bad = capacity_problem(capacity.cpu, capacity.memory_mb)
+        if bad is not None:
+            raise InvalidRequestError(*bad)
+        refused = self.settings.node_names.problem(node_id)
+        if refused is not None:
+            raise PermissionDeniedError(f"node_id: {refused}")
         if cluster_id and cluster_id != self.settings.cluster_id:
             raise ConflictError(
                 f"cluster_id: the agent was started for cluster {cluster_id!r}; this resource "
@@ -509,6 +523,60 @@ class ResourceManagerCore:
             "" if has_swap else ", no swap: preemption takes only CPU from its live tasks",
         )
         self._observe_reports(node_id, live_tasks, now)
+        self._reconcile_registration(node_id, live_tasks, now)
+
+    def _reconcile_registration(
+        self, node_id: str, live_tasks: Sequence[TaskReport], now: Now
+    ) -> None:
+        """What the RM believes was started on the node and the (re-)registering agent does
+        not hold is lost, through the path of a lost node (:meth:`_lose`): task attempts it
+        recorded live there (its job master retries or fails them as the job says), task
+        containers it showed running or suspended, and the current job master of a job
+        whose job master registered (RUNNING).  So a machine that came back empty (rebooted,
+        drained by ``sluice local down``) leaves no ghost holding its CPU.
+
+        Left alone, as the heartbeat leaves them: containers granted but never shown started
+        (a job master has yet to start its task there; a kept one between two tasks), and the
+        job master of a job still STARTING (its heartbeat answer launches it again).  An agent
+        restarted within the node timeout adopted its tasks and reports them: nothing is lost.
+        O(what the RM holds on the node)."""
+        keys = {(r.job_id, r.task_id, r.attempt) for r in live_tasks}
+        held = {r.allocation_id for r in live_tasks}
+        tasks = [t for t in self.tables.live_tasks_of_node(node_id) if t.key not in keys]
+        gone: dict[str, AllocationRecord] = {}
+        for task in tasks:
+            allocation = self.allocations.get(task.allocation_id)
+            if allocation is not None and allocation.node_id == node_id:
+                gone[allocation.allocation_id] = allocation
+        for allocation in self.tables.allocations_of_node(node_id):
+            if allocation.is_master:
+                job = self.jobs.get(allocation.job_id)
+                started = (
+                    job is not None
+                    and job.master_allocation == allocation.allocation_id
+                    and job.state is JobState.RUNNING
+                )
+            else:
+                started = allocation.shown is not Shown.IDLE
+            if started:
+                gone[allocation.allocation_id] = allocation
+        for allocation_id in held:
+            gone.pop(allocation_id, None)
+        if not tasks and not gone:
+            return
+        log.warning(
+            "node %s registered without %d task attempts and %d containers the RM had there: lost",
+            node_id,
+            len(tasks),
+            len(gone),
+        )
+        self._lose(
+            list(gone.values()),
+            tasks,
+            f"job master's node {node_id} restarted without it",
+            f"node {node_id} restarted without it",
+            now,
+        )
 
     def heartbeat(
         self,
@@ -1838,26 +1906,47 @@ class ResourceManagerCore:
         log.warning(
             "node %s lost: no heartbeat for %.1f s", node_id, now.monotonic - node.last_seen
         )
-        for allocation in self.tables.allocations_of_node(node_id):
+        self._lose(
+            self.tables.allocations_of_node(node_id),
+            self.tables.live_tasks_of_node(node_id),
+            f"job master's node {node_id} was lost",
+            f"node {node_id} lost",
+            now,
+        )
+
+    def _lose(
+        self,
+        allocations: Sequence[AllocationRecord],
+        tasks: Sequence[TaskRecord],
+        master_reason: str,
+        task_reason: str,
+        now: Now,
+    ) -> None:
+        """These containers and task attempts of one node are gone (the node was lost, or came
+        back without them): each container is freed, a task container is reported to its job
+        master as lost, the job's current job master is lost (``master_reason``; another
+        attempt, if any is left), and each task attempt becomes LOST (``task_reason``; its job
+        master retries or fails it as the job says)."""
+        for allocation in allocations:
             self.tables.remove_allocation(allocation.allocation_id)
             job = self.jobs.get(allocation.job_id)
             if job is None or job.state.is_final:
                 continue
             if allocation.is_master:
                 if job.master_allocation == allocation.allocation_id:
-                    self._master_lost(job, f"job master's node {node_id} was lost", now)
+                    self._master_lost(job, master_reason, now)
             else:
                 self._note_lost(job.job_id, allocation.allocation_id)
-        for task in self.tables.live_tasks_of_node(node_id):
+        for task in tasks:
             self._observe_task(
-                node_id,
+                task.node_id,
                 TaskReport(
                     task.job_id,
                     task.task_id,
                     task.attempt,
                     task.allocation_id,
                     TaskState.LOST,
-                    message=f"node {node_id} lost",
+                    message=task_reason,
                     timestamp=now.wall,
                 ),
                 now,
