@@ -474,14 +474,14 @@ class ResourceManagerCore:
         problem = node_id_problem(node_id)
         if problem is not None:
             raise InvalidRequestError("node_id", problem)
+        refused = self.settings.node_names.problem(node_id)
+        if refused is not None:  # (first: a stranger learns nothing else)
+            raise PermissionDeniedError(f"node_id: {refused}")
         if not address:
             raise InvalidRequestError("address", "is required")
         bad = capacity_problem(capacity.cpu, capacity.memory_mb)
         if bad is not None:
             raise InvalidRequestError(*bad)
-        refused = self.settings.node_names.problem(node_id)
-        if refused is not None:
-            raise PermissionDeniedError(f"node_id: {refused}")
         if cluster_id and cluster_id != self.settings.cluster_id:
             raise ConflictError(
                 f"cluster_id: the agent was started for cluster {cluster_id!r}; this resource "

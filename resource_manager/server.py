@@ -35,6 +35,7 @@ from policies.scheduling.identifiers import cluster_id_problem
 from policies.scheduling.jobspec import ReservationSpec
 from resource_manager.access import ACCESS
 from resource_manager.core import CoreSettings, ResourceManagerCore
+from resource_manager.limits import NodeNames
 from resource_manager.service import (
     JobServicer,
     MasterServicer,
@@ -148,6 +149,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="the queue file: fair shares and how each queue is preempted (docs/preemption.md); "
         "re-read on SIGHUP.  Without it: one queue, no preemption",
+    parser.add_argument(
+        "--nodes-allowed",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="approve the node names matching this glob (repeatable, e.g. 'node-*'); with it "
+        "or --nodes-allowed-file only approved names may register (default: any name; with "
+        "TLS an agent registers only the node its certificate names)",
+    )
+    parser.add_argument(
+        "--nodes-allowed-file",
+        type=Path,
+        help="a file of approved node-name globs, one a line (# comments); re-read when it "
+        "changes, so a node is approved without restarting the RM",
+    )
     )
     parser.add_argument(
         "--reservation",
@@ -253,6 +269,10 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         node_timeout=args.node_timeout,
         max_master_share=args.max_master_share,
         max_master_attempts=args.max_master_attempts,
+    try:
+        node_names = NodeNames(tuple(args.nodes_allowed), args.nodes_allowed_file)
+    except ValueError as error:
+        raise UserError(f"--nodes-allowed-file: {error}") from None
         nodes_to_score=args.nodes_to_score,
         max_open_tasks_per_user=args.max_open_tasks_per_user,
         preemption_interval=args.preemption_interval,
@@ -266,6 +286,7 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
 
 def _default_reservation(args: argparse.Namespace) -> ReservationSpec | None:
     if args.reservation is None:
+        node_names=node_names,
         return None
     try:
         return load_reservation_file(args.reservation)
