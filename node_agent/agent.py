@@ -51,7 +51,7 @@ from node_agent.speculative import QueueState, SpeculativeQueue
 from node_agent.sprint import NodeSprinter
 from plumbing.tls import write_tls_dir
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
-from policies.scheduling.cpu_sets import choose_cpuset
+from policies.scheduling.cpu_sets import Pinned, choose_cpuset
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from policies.scheduling.service_spec import ServiceSpec
@@ -64,6 +64,16 @@ MASTER_TASK_ID = "master"
 def task_key(job_id: str, task_id: str, attempt: int) -> str:
     """The name of a task attempt on this node (also its cgroup / container name suffix)."""
     return f"{job_id}.{task_id}.{attempt}"
+
+
+@dataclass
+class _Reservation:
+    """A regular task's cpuset, chosen under the agent's lock for a start, upgrade or resize
+    that is under way: later choices count it until a monitor pass that began after the
+    runtime call returned has seen the result (``settled``: the passes begun by then)."""
+
+    pinned: Pinned
+    settled: int | None = None
 
 
 class AllocationBusyError(RuntimeError_):
@@ -140,6 +150,10 @@ class NodeAgent:
         self._graceful: dict[str, GracefulShrink] = {}  # graceful preemptions under way
         self._swap: dict[str, int] = {}  # each live task's memory in swap at the last look
         self._swapping: set[str] = set()  # tasks whose swap grew at the last look
+        # Cpusets chosen for starts, upgrades and resizes the observations may not show yet
+        # (tasks started together must not all see the same snapshot), and monitor passes begun.
+        self._reserved: dict[str, _Reservation] = {}
+        self._passes = 0
         self.has_swap = machine_has_swap()
         if not self.has_swap:
             log.info(
@@ -202,12 +216,13 @@ class NodeAgent:
         AllocationBusyError when another live task runs in the allocation.  ``service``: the
         task is a service's, watched from now on (its probe, its interference indicators).
         ``speculative``: started from the speculative queue, in the runtime's low-weight class,
-        on ``cpuset`` (the second-class cores).  A regular task's cores are chosen among those
-        the fewest regular tasks use: speculative ones give way."""
+        on ``cpuset`` (the second-class cores).  A regular task's cores are chosen by granted
+        CPU (:func:`choose_cpuset`) among the regular tasks', starts still under way included,
+        and reserved before the lock is released: speculative ones give way."""
         key = task_key(job_id, task_id, attempt)
         runtime = self.masters if task_id == MASTER_TASK_ID else self.tasks
         with self._lock:
-            if key in self._observed:
+            if key in self._observed or key in self._reserved:
                 raise TaskExistsError(f"task {key} already exists on this node")
             live = {k: o for k, o in self._observed.items() if o.state is not RunState.EXITED}
             for other in live.values():
@@ -216,8 +231,8 @@ class NodeAgent:
                         f"allocation {allocation_id} already runs {other.task_key}"
                     )
             if cpuset is None:
-                assigned = {k: o.limits.cpuset for k, o in live.items() if not o.speculative}
-                cpuset = choose_cpuset(self.config.cpu_ids, assigned, resources.cpu)
+                cpuset = choose_cpuset(self.config.cpu_ids, self._pinned(), resources.cpu)
+            reservation = None if speculative else self._reserve(key, cpuset, resources.cpu)
         launch = TaskLaunch(
             task_key=key,
             job_id=job_id,
@@ -230,7 +245,11 @@ class NodeAgent:
             env=dict(env or {}),
             speculative=speculative,
         )
-        runtime.start(launch)
+        try:
+            runtime.start(launch)
+        except BaseException:
+            self._release(key, reservation)
+            raise
         observation = RunObservation(
             task_key=key,
             job_id=job_id,
@@ -244,6 +263,7 @@ class NodeAgent:
         )
         with self._lock:
             self._observed[key] = observation
+            self._settle(reservation)
         log.info(
             "started %s%s (allocation %s, %g cpu on cpus %s, %d MiB)",
             key,
@@ -295,17 +315,18 @@ class NodeAgent:
                     raise AllocationBusyError(
                         f"allocation {allocation_id} already runs {other.task_key}"
                     )
-            assigned = {
-                k: o.limits.cpuset
-                for k, o in self._observed.items()
-                if k != key and o.state is not RunState.EXITED and not o.speculative
-            }
-        cpuset = choose_cpuset(self.config.cpu_ids, assigned, resources.cpu)
+            cpuset = choose_cpuset(self.config.cpu_ids, self._pinned(but=key), resources.cpu)
+            reservation = self._reserve(key, cpuset, resources.cpu)
         limits = ResourceLimits(resources.cpu, resources.memory_mb, cpuset)
-        self.tasks.promote(key, allocation_id, limits)
+        try:
+            self.tasks.promote(key, allocation_id, limits)
+        except BaseException:
+            self._release(key, reservation)
+            raise
         upgraded = replace(observed, allocation_id=allocation_id, limits=limits, speculative=False)
         with self._lock:
             self._observed[key] = upgraded
+            self._settle(reservation)
         self.speculative.upgraded(key)
         log.info(
             "upgraded speculative %s to allocation %s (%s)", key, allocation_id, _shown(resources)
@@ -601,22 +622,54 @@ class NodeAgent:
             current = self._observed.get(key)
             if current is None:
                 raise UnknownTaskError(f"no task {key} on this node")
-            others = {
-                k: o.limits.cpuset
-                for k, o in self._observed.items()
-                if k != key and o.state is not RunState.EXITED
-            }
-        chosen = tuple(cpuset) or choose_cpuset(self.config.cpu_ids, others, resources.cpu)
+            chosen = tuple(cpuset) or choose_cpuset(
+                self.config.cpu_ids, self._pinned(but=key), resources.cpu
+            )
+            reservation = None if current.speculative else self._reserve(key, chosen, resources.cpu)
         limits = ResourceLimits(resources.cpu, resources.memory_mb, chosen)
-        self._runtime_of(key).resize(key, limits)
+        try:
+            self._runtime_of(key).resize(key, limits)
+        except BaseException:
+            self._release(key, reservation)
+            raise
         with self._lock:
             observed = self._observed.get(key)
             if observed is not None:
                 self._observed[key] = replace(observed, limits=limits)
+            self._settle(reservation)
         log.info(
             "resized %s to %g cpu on cpus %s, %d MiB", key, limits.cpu, chosen, limits.memory_mb
         )
         return limits
+
+    def _pinned(self, but: str | None = None) -> dict[str, Pinned]:
+        """The live regular tasks' cpusets and granted CPU, reservations under way included
+        (and overriding what was observed), ``but`` one.  Speculative tasks give way: they hold
+        no grant.  Under the lock."""
+        pinned = {
+            k: Pinned(o.limits.cpuset, o.limits.cpu)
+            for k, o in self._observed.items()
+            if k != but and o.state is not RunState.EXITED and not o.speculative
+        }
+        pinned.update((k, r.pinned) for k, r in self._reserved.items() if k != but)
+        return pinned
+
+    def _reserve(self, key: str, cpuset: tuple[int, ...], cpu: float) -> _Reservation:
+        """Count ``key`` on ``cpuset`` in every choice from now on.  Under the lock."""
+        reservation = _Reservation(Pinned(cpuset, cpu))
+        self._reserved[key] = reservation
+        return reservation
+
+    def _settle(self, reservation: _Reservation | None) -> None:
+        """The runtime call of ``reservation`` returned: the next monitor pass will see it."""
+        if reservation is not None:
+            reservation.settled = self._passes
+
+    def _release(self, key: str, reservation: _Reservation | None) -> None:
+        """The runtime call failed: nothing runs on the reserved cpuset."""
+        with self._lock:
+            if reservation is not None and self._reserved.get(key) is reservation:
+                del self._reserved[key]
 
     def usage(self, observation: RunObservation) -> TaskUsage | None:
         """Current usage of a live task; None once it exited (or vanished meanwhile)."""
@@ -649,6 +702,7 @@ class NodeAgent:
             with self._lock:
                 self._observed.clear()
                 self._reported.clear()
+                self._reserved.clear()
         if cancelled:
             log.info("drained: %d queued speculative tasks cancelled", cancelled)
         log.info("drained: %d live tasks stopped, cgroups and containers removed", live)
@@ -674,6 +728,9 @@ class NodeAgent:
 
         Passes are serialised: a command handler's pass waits for the monitor thread's."""
         with self._monitor_lock:
+            with self._lock:
+                self._passes += 1
+                this_pass = self._passes
             observed: dict[str, RunObservation] = {}
             for runtime in self._runtimes():
                 for observation in runtime.observe():
@@ -686,6 +743,10 @@ class NodeAgent:
             self.services.sample(now)
             with self._lock:
                 self._observed = observed
+                # What began after a reservation's runtime call returned shows its result.
+                for key, reservation in list(self._reserved.items()):
+                    if reservation.settled is not None and reservation.settled < this_pass:
+                        del self._reserved[key]
                 self.used = used
                 self.task_usage = per_task
                 for key, observation in observed.items():
