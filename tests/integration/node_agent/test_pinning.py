@@ -23,6 +23,7 @@ from node_agent.runtime.base import RunObservation, TaskLaunch, TaskRuntime, sco
 from node_agent.runtime.docker_runtime import DockerRuntime
 from node_agent.runtime.process_runtime import ProcessRuntime
 from node_agent.runtime.task_state import encode_name
+from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.scheduling.resources import Resources
 from tests.integration.node_agent.conftest import WAIT_S, wait_until
 
@@ -86,8 +87,15 @@ def granted_cpu_fits(cpusets: dict[str, tuple[int, ...]], grants: dict[str, floa
     return True
 
 
-def agent_on(runtime: Any) -> NodeAgent:
-    config = AgentConfig(node_id="pinning", cpu_ids=(0, 1), capacity=Resources(2.0, 2048))
+def agent_on(
+    runtime: Any, mode: OversubscriptionMode = OversubscriptionMode.UTILIZATION
+) -> NodeAgent:
+    config = AgentConfig(
+        node_id="pinning",
+        cpu_ids=(0, 1),
+        capacity=Resources(2.0, 2048),
+        oversubscription=OversubscriptionConfig(mode=mode),
+    )
     return NodeAgent(config, cast(TaskRuntime, runtime))
 
 
@@ -177,6 +185,21 @@ def test_a_job_master_then_two_tasks_together(process_runtime: ProcessRuntime, n
     gated.barrier = threading.Barrier(2, timeout=WAIT_S)
     keys = [task_key("job", "jm", 1), *start_together(agent, [0.9, 0.9])]
     check(keys, [0.1, 0.9, 0.9], cgroup_cpuset(node_id))
+
+
+def test_with_core_classes_a_speculative_task_gives_way(
+    process_runtime: ProcessRuntime, node_id: str
+):
+    """RP mode: a speculative task runs on the second-class core; regular tasks started together
+    are pinned by their grants as if it were not there (it holds no grant)."""
+    gated = Gated(process_runtime, 1)
+    agent = agent_on(gated, OversubscriptionMode.RESPONSIVENESS)
+    agent.start_task(
+        "spec", "s-0", 1, "", SLEEP, Resources(0.5, 64), None, speculative=True, cpuset=(1,)
+    )
+    gated.barrier = threading.Barrier(2, timeout=WAIT_S)
+    keys = start_together(agent, [0.9, 0.9])
+    check(keys, [0.9, 0.9], cgroup_cpuset(node_id))
 
 
 def test_a_start_counts_until_a_monitor_pass_has_seen_it(
