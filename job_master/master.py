@@ -128,6 +128,10 @@ class JobMaster:
         self._resync: AggregatorResync | None = None
         # Speculative placement (ROSE): the candidates' agent addresses, as the RM resolves them.
         self._addresses: dict[str, str] = {}
+        # With TLS, the RM's speculative pass for this job on each of those nodes (its agent
+        # queues, lists and cancels our speculative tasks only with it).
+        self._passes: dict[str, bytes] = {}
+        self._passes_at: dict[str, bytes] = {}  # the same, by the agent's address (for stops)
         self._unresolved: dict[str, None] = {}
         self._rng = np.random.default_rng()
         self._polled_at = 0.0
@@ -323,6 +327,11 @@ class JobMaster:
 
     def _absorb(self, plan: JobPlan, response: rm_pb.AllocateResponse) -> None:
         self._addresses.update(response.node_addresses)
+        self._passes.update(response.speculative_passes)
+        for node_id, speculative_pass in response.speculative_passes.items():
+            address = response.node_addresses.get(node_id)
+            if address:
+                self._passes_at[address] = speculative_pass
         with self._lock:
             plan.advance(time.monotonic())  # task times are measured as the answers come
             for allocation in response.granted:
@@ -478,7 +487,8 @@ class JobMaster:
                     "SLUICE_ATTEMPT": str(launch.attempt),
                     "SLUICE_SPECULATIVE": "1",
                 },
-            )
+            ),
+            speculative_pass=self._passes.get(launch.node_id, b""),
         )
         try:
             answer = self._agent(launch.node_address).EnqueueSpeculative(
@@ -567,7 +577,10 @@ class JobMaster:
             for (node_id, address), mine in by_node.items():
                 try:
                     answer = self._agent(address).ListSpeculative(
-                        agent_pb.ListSpeculativeRequest(job_id=self.job_id), timeout=RPC_TIMEOUT
+                        agent_pb.ListSpeculativeRequest(
+                            job_id=self.job_id, speculative_pass=self._passes.get(node_id, b"")
+                        ),
+                        timeout=RPC_TIMEOUT,
                     )
                 except grpc.RpcError as error:
                     log.info("asking %s for our speculative tasks: %s", node_id, error.code())
@@ -620,10 +633,17 @@ class JobMaster:
     def _stop_task(
         self, node_address: str, task_id: str, attempt: int, grant_token: bytes = b""
     ) -> None:
+        """Stop an attempt, with its container's grant token (none: a speculative one) and the
+        node's speculative pass: a client-mode job master needs one or the other (with TLS)."""
+        speculative_pass = b"" if grant_token else self._passes_at.get(node_address, b"")
         try:
             self._agent(node_address).StopTask(
                 agent_pb.TaskRef(
-                    job_id=self.job_id, task_id=task_id, attempt=attempt, grant_token=grant_token
+                    job_id=self.job_id,
+                    task_id=task_id,
+                    attempt=attempt,
+                    grant_token=grant_token,
+                    speculative_pass=speculative_pass,
                 ),
                 timeout=RPC_TIMEOUT,
             )

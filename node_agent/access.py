@@ -6,6 +6,15 @@ reconciliation anyway).  Draining a node is an administrator's act.  Job masters
 tasks of their own job only (the handlers check the job their certificate names), and so they
 queue, upgrade and list speculative tasks; a client-mode job master holds its user's
 certificate.
+
+A role is not enough where the work belongs to a job: the handlers also ask for the RM's proof
+(:mod:`node_agent.grant_gate`), whoever calls, administrators included.  StartTask and
+UpgradeSpeculative need the container's grant token; EnqueueSpeculative and ListSpeculative the
+job's speculative pass for this node (which the RM gives only to whoever may drive a job with a
+``speculative`` block); GetTaskLogs the job's log pass (its owner's and admins', from GetJob).
+StopTask needs no proof from the job's own job master or an admin; a person needs the grant
+token of the task's container, or for a speculative task (queued or running) the pass.
+ListTasks shows what GetJob already shows every person (ids, states, limits), no commands.
 """
 
 from __future__ import annotations
@@ -29,7 +38,8 @@ ACCESS = table(
         "ListTasks": PEOPLE | {Role.AGENT},
         "GetTaskLogs": PEOPLE,
         "Drain": frozenset({Role.ADMIN}),
-        # Speculative tasks (ROSE): a job master, for its own job (the handlers check).
+        # Speculative tasks (ROSE): a job master, for its own job, with the RM's pass for it
+        # (the handlers check).
         "EnqueueSpeculative": JOB_MASTERS,
         "UpgradeSpeculative": JOB_MASTERS,
         "ListSpeculative": JOB_MASTERS,

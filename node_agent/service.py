@@ -21,9 +21,15 @@ from node_agent.runtime.base import (
     UnknownTaskError,
 )
 from node_agent.service_monitor import ServiceHealth
-from node_agent.speculative import QueuedLaunch, QueueState, SpeculativeStatus
+from node_agent.speculative import (
+    QueuedLaunch,
+    QueueState,
+    SpeculativeStatus,
+    speculative_allocation_id,
+)
 from plumbing.authz import caller, foreign_job
 from plumbing.errors import UserError
+from plumbing.grants import Purpose
 from plumbing.wire import TASK_STATE_TO_PB, service_document_from_pb
 from policies.scheduling.resources import Resources
 from policies.scheduling.service_spec import parse_service
@@ -257,11 +263,23 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     ) -> agent_pb.TaskStatus:
         _own_job(context, request.job_id)
         key = _key(request)
-        if self._agent.speculative.cancel(key, "stopped while queued"):
-            return agent_pb.TaskStatus(task=request, state=pb.TASK_KILLED)
+        identity = caller(context)
+        if self._agent.speculative.holds(key):  # queued: the pass, before it is cancelled
+            refused = self._gate.stop_problem(
+                identity, request.job_id, "", b"", request.speculative_pass
+            )
+            if refused is not None:
+                _refuse(context, "StopTask", refused)
+            if self._agent.speculative.cancel(key, "stopped while queued"):
+                return agent_pb.TaskStatus(task=request, state=pb.TASK_KILLED)
         status = _guard(context, lambda: _status(self._agent, key))
+        speculative = status.allocation_id == speculative_allocation_id(key)
         refused = self._gate.stop_problem(
-            caller(context), request.job_id, status.allocation_id, request.grant_token
+            identity,
+            request.job_id,
+            status.allocation_id,
+            request.grant_token,
+            request.speculative_pass if speculative else None,
         )
         if refused is not None:
             _refuse(context, "StopTask", refused)
@@ -321,6 +339,11 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
         problem = speculative_request_problem(task)
         if problem is not None:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
+        refused = self._gate.pass_problem(
+            Purpose.SPECULATIVE, task.job_id, request.speculative_pass, "speculative_pass"
+        )
+        if refused is not None:
+            _refuse(context, "EnqueueSpeculative", refused)
         launch = QueuedLaunch(
             job_id=task.job_id,
             task_id=task.task_id,
@@ -381,6 +404,11 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
         self, request: agent_pb.ListSpeculativeRequest, context: grpc.ServicerContext
     ) -> agent_pb.ListSpeculativeResponse:
         _own_job(context, request.job_id)
+        refused = self._gate.pass_problem(
+            Purpose.SPECULATIVE, request.job_id, request.speculative_pass, "speculative_pass"
+        )
+        if refused is not None:
+            _refuse(context, "ListSpeculative", refused)
         observed = self._agent.observations()
         return agent_pb.ListSpeculativeResponse(
             tasks=[
@@ -393,6 +421,11 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     def GetTaskLogs(
         self, request: agent_pb.TaskRef, context: grpc.ServicerContext
     ) -> Iterator[agent_pb.LogChunk]:
+        refused = self._gate.pass_problem(
+            Purpose.LOGS, request.job_id, request.log_pass, "log_pass"
+        )
+        if refused is not None:
+            _refuse(context, "GetTaskLogs", refused)
         data = _guard(context, lambda: self._agent.logs(_key(request)))
         for offset in range(0, len(data), LOG_CHUNK):
             yield agent_pb.LogChunk(data=data[offset : offset + LOG_CHUNK])

@@ -239,6 +239,11 @@ class SpeculativeQueue:
             keys = list(self._held.queue)
         return sum(1 for key in keys if self.cancel(key, why))
 
+    def holds(self, key: str) -> bool:
+        """Whether the task is in the queue (waiting, or its start under way)."""
+        with self._lock:
+            return key in self._held.queue
+
     def is_queued(self, key: str) -> bool:
         with self._lock:
             return key in self._held.queue and key not in self._starting

@@ -18,12 +18,22 @@ Cost: one HMAC over ~100 bytes per grant and per launch (about a microsecond), i
 public-key signature (tens of microseconds) — the reason a shared key was chosen.  A token has
 no expiry: a container the RM has taken back is stopped by the node's reconciliation on its next
 heartbeat, whatever was started in it.
+
+Job passes (:func:`sign_pass`).  Where no container names the work, the RM signs the job alone,
+for one purpose (:class:`Purpose`), under a key derived from the node's key and the purpose: a
+*speculative pass* lets its bearer queue, list and cancel the job's speculative tasks on that
+node (the RM answers one per node it resolves for a job master, and only for a job with a
+``speculative`` block); a *log pass* lets its bearer read the logs of the job's tasks there
+(``GetJob`` answers one per task to the job's owner and admins).  Neither is a grant token nor
+the other (the keys differ).  A pass has no expiry either: what it lets one queue is bounded by
+the node's speculative queue and quota, whoever queues it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from enum import Enum
 
 from policies.scheduling.resources import Resources
 
@@ -55,3 +65,38 @@ def sign(key: bytes, job_id: str, allocation_id: str, resources: Resources) -> b
 def verify(key: bytes, token: bytes, job_id: str, allocation_id: str, resources: Resources) -> bool:
     """Whether ``token`` is the RM's grant of that container, of that size, to that job."""
     return hmac.compare_digest(token, sign(key, job_id, allocation_id, resources))
+
+
+# Job passes: the RM's proof that the bearer may act for a job's work on one node where no
+# container names it.  A speculative task has no container (it is queued straight on a node,
+# ROSE Alg. 5), and a task's logs are read by a person, not by its job master; so for those the
+# RM signs the job alone, under a key of its own for each purpose, derived from the node's key.
+# A pass of one purpose is never one of another, nor a grant token: the keys differ.
+
+
+class Purpose(Enum):
+    """What a job pass lets its bearer do on the node it was signed for."""
+
+    SPECULATIVE = "speculative"
+    """Queue, list and cancel the job's speculative tasks (issued with the node's address to
+    whoever may drive a job that has a ``speculative`` block)."""
+
+    LOGS = "logs"
+    """Read the logs of the job's tasks (issued by ``GetJob`` to the job's owner and admins)."""
+
+
+_PASS_LABEL = b"sluice job pass key v1\0"
+
+
+def _pass_key(key: bytes, purpose: Purpose) -> bytes:
+    return hmac.new(key, _PASS_LABEL + purpose.value.encode(), hashlib.sha256).digest()
+
+
+def sign_pass(key: bytes, purpose: Purpose, job_id: str) -> bytes:
+    """The pass of ``purpose`` for ``job_id`` on the node whose grant key is ``key``."""
+    return hmac.new(_pass_key(key, purpose), job_id.encode(), hashlib.sha256).digest()
+
+
+def verify_pass(key: bytes, token: bytes, purpose: Purpose, job_id: str) -> bool:
+    """Whether ``token`` is the RM's pass of ``purpose`` for ``job_id`` on this node."""
+    return hmac.compare_digest(token, sign_pass(key, purpose, job_id))

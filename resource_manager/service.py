@@ -169,6 +169,36 @@ class RMState:
             key = self._node_keys[node_id] = grants.node_key(self._grant_secret, node_id)
         return key
 
+    def speculative_passes(self, job_id: str, node_ids: list[str]) -> dict[str, bytes]:
+        """Per node, the speculative pass of ``job_id`` (:mod:`plumbing.grants`), for a caller
+        who may drive the job (Allocate checks): none for a job without a ``speculative``
+        block, nor without TLS."""
+        if self._grant_secret is None or not node_ids:
+            return {}
+        if self.core.job(job_id).spec.speculative is None:
+            return {}
+        purpose = grants.Purpose.SPECULATIVE
+        return {n: grants.sign_pass(self.node_grant_key(n), purpose, job_id) for n in node_ids}
+
+    def add_log_passes(
+        self, job: JobRecord, identity: Identity | None, tasks: list[rm_pb.TaskInfo]
+    ) -> None:
+        """With TLS, each task's log pass (:mod:`plumbing.grants`), for the job's owner or an
+        admin only (``sluice logs`` hands it to the task's agent)."""
+        if self._grant_secret is None or identity is None:
+            return
+        if identity.role is not Role.ADMIN and (
+            identity.role is not Role.CLIENT or identity.name != job.owner
+        ):
+            return
+        keys: dict[str, bytes] = {}
+        for info in tasks:
+            if info.node_id and info.node_id not in keys:
+                keys[info.node_id] = grants.sign_pass(
+                    self.node_grant_key(info.node_id), grants.Purpose.LOGS, job.job_id
+                )
+            info.log_pass = keys.get(info.node_id, b"")
+
     def allocation_to_pb(self, allocation: AllocationRecord) -> rm_pb.Allocation:
         """A grant as sent to its job master: with TLS, with its token for the node's agent."""
         message = convert.allocation_to_pb(allocation, self.core.node_address(allocation.node_id))
@@ -380,15 +410,19 @@ class JobServicer(rm_grpc.JobServiceServicer):
     async def GetJob(
         self, request: rm_pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> rm_pb.JobDetail:
+        identity = caller(context)
+
         def detail(core: ResourceManagerCore) -> rm_pb.JobDetail:
             job = core.job(request.job_id)
+            tasks = [
+                convert.task_to_pb(t, core.node_address(t.node_id))
+                for t in core.job_tasks(job.job_id)
+            ]
+            self._state.add_log_passes(job, identity, tasks)
             return rm_pb.JobDetail(
                 summary=self._summary(job),
                 spec=wire.spec_to_pb(job.spec),
-                tasks=[
-                    convert.task_to_pb(t, core.node_address(t.node_id))
-                    for t in core.job_tasks(job.job_id)
-                ],
+                tasks=tasks,
                 kept=[
                     rm_pb.ReservedSlot(
                         allocation_id=a.allocation_id,
@@ -847,6 +881,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 lost_allocations=list(result.lost_allocations),
                 kill_requested=result.kill_requested,
                 node_addresses=addresses,
+                speculative_passes=self._state.speculative_passes(request.job_id, list(addresses)),
             )
 
         return await _answer(context, "Allocate", allocate)

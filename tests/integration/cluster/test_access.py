@@ -4,6 +4,7 @@ the aggregator, called with a certificate of every role; and the remote code exe
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from google.protobuf.message import Message
 from aggregator.access import ACCESS as AGGREGATOR_ACCESS
 from node_agent.access import ACCESS as AGENT_ACCESS
 from plumbing import bearer, grants, tls
+from plumbing.grants import Purpose
 from plumbing.rpc import channel
 from plumbing.tls import ClientTls, Identity, Role
 from policies.scheduling.resources import Resources
@@ -24,6 +26,7 @@ from sluice.client import RMClient
 from sluice_pb import aggregator_pb2 as apb
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
+from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import (
     Cluster,
@@ -217,6 +220,7 @@ def test_every_rpc_admits_exactly_the_roles_its_table_names(
 ) -> None:
     full = _method_name(PACKAGES[server], method)
     allowed = CALLERS[role].role in ALL_ACCESS[full]
+    request_message = _with_passes(cluster, request_message)
     try:
         _call(_address(cluster, server), full, request_message, kind, credentials[role])
     except grpc.RpcError as error:
@@ -377,11 +381,35 @@ def test_a_client_kills_only_their_own_jobs_and_an_admin_any(
             client.close()
 
 
-def _grant(cluster: Cluster, node_id: str, job_id: str, allocation_id: str, cpu: float) -> bytes:
-    """A grant token exactly as the cluster's RM signs one (its key is in the cluster's files)."""
+def _node_key(cluster: Cluster, node_id: str) -> bytes:
+    """A node's grant key, as the cluster's RM derives it (its key is in the cluster's files)."""
     rm_key = (cluster.directory / "tls" / "rm" / tls.KEY).read_bytes()
-    key = grants.node_key(grants.grant_secret(rm_key), node_id)
-    return grants.sign(key, job_id, allocation_id, Resources(cpu, 16))
+    return grants.node_key(grants.grant_secret(rm_key), node_id)
+
+
+def _grant(cluster: Cluster, node_id: str, job_id: str, allocation_id: str, cpu: float) -> bytes:
+    """A grant token exactly as the cluster's RM signs one."""
+    return grants.sign(_node_key(cluster, node_id), job_id, allocation_id, Resources(cpu, 16))
+
+
+def _pass(
+    cluster: Cluster, job_id: str, node_id: str = "", purpose: Purpose = Purpose.SPECULATIVE
+) -> bytes:
+    """A job pass exactly as the cluster's RM signs one (for the first node by default)."""
+    node_id = node_id or str(cluster.info["nodes"][0]["node_id"])
+    return grants.sign_pass(_node_key(cluster, node_id), purpose, job_id)
+
+
+def _with_passes(cluster: Cluster, request: Message) -> Message:
+    """The table's request with the RM's pass for its job where it takes one, so that a caller
+    the table admits gets past the pass check to the handler's own answer."""
+    copy = type(request)()
+    copy.CopyFrom(request)
+    if isinstance(copy, agent_pb.ListSpeculativeRequest):
+        copy.speculative_pass = _pass(cluster, copy.job_id)
+    elif isinstance(copy, agent_pb.TaskRef):
+        copy.log_pass = _pass(cluster, copy.job_id, purpose=Purpose.LOGS)
+    return copy
 
 
 def _start(job_id: str, target: Path, token: bytes, cpu: float = 0.1) -> agent_pb.StartTaskRequest:
@@ -513,3 +541,207 @@ def test_the_token_port_refuses_no_token_and_a_foreign_one(
             _call(address, "/sluice.v1.JobService/ListJobs", request, "uu", credentials)
         assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
         assert caught.value.details().startswith(refusal)
+
+
+# ---------------------------------------------------------------- issue 27 item 1: speculative work
+# needs the RM's speculative pass for its job on that node, whoever calls; logs a log pass.
+
+VICTIM = "job-000880"  # someone else's job (the agent knows no owners: the pass is the proof)
+
+
+def _speculative(job_id: str, target: Path, cpu: float = 0.1) -> agent_pb.StartTaskRequest:
+    return agent_pb.StartTaskRequest(
+        job_id=job_id,
+        task_id="work-0",
+        attempt=1,
+        command=["/bin/sh", "-c", f"id > {target}; sleep 600"],
+        resources=pb.Resources(cpu=cpu, memory_mb=16),
+    )
+
+
+def _listed(cluster: Cluster, agent: str, job_id: str, admin: ClientTls) -> list[Any]:
+    """The job's speculative tasks on the agent, asked with the job's real pass."""
+    ch = channel(agent, admin)
+    try:
+        request = agent_pb.ListSpeculativeRequest(
+            job_id=job_id, speculative_pass=_pass(cluster, job_id)
+        )
+        return list(agent_grpc.AgentServiceStub(ch).ListSpeculative(request, timeout=20).tasks)
+    finally:
+        ch.close()
+
+
+# (who calls, with what pass): every role's certificate, none with the victim's pass for this node
+STRANGERS = [
+    ("client", "none"),
+    ("client", "own job"),  # bob's pass for a job of his own
+    ("client", "other node"),  # the victim's pass, but for another node
+    ("client", "logs"),  # the victim's log pass, not a speculative one
+    ("client", "grant"),  # a grant token of the victim's, not a pass
+    ("admin", "none"),  # an admin's speculative work is bounded like everyone's: no pass, no queue
+    ("jobmaster-other", "own job"),  # another job's job master, with its own job's real pass
+    ("jobmaster-victim", "none"),  # the job's own job master, without the RM's pass
+    ("agent", "victim"),
+    ("aggregator", "victim"),
+    ("rm", "victim"),
+    ("broker", "victim"),
+]
+
+
+def _stranger_pass(cluster: Cluster, kind: str) -> bytes:
+    return {
+        "none": b"",
+        "own job": _pass(cluster, "job-000881"),
+        "other node": _pass(cluster, VICTIM, "node-2"),
+        "logs": _pass(cluster, VICTIM, purpose=Purpose.LOGS),
+        "grant": _grant(cluster, str(cluster.info["nodes"][0]["node_id"]), VICTIM, "", 0.1),
+        "victim": _pass(cluster, VICTIM),
+    }[kind]
+
+
+def _stranger(
+    cluster: Cluster, credentials: dict[str, ClientTls], who: str, out: Path
+) -> ClientTls:
+    if who == "jobmaster-other":
+        return ClientTls.of(tls.load_tls_dir(_job_master_dir(cluster, "job-000881", out)))
+    if who == "jobmaster-victim":
+        return ClientTls.of(tls.load_tls_dir(_job_master_dir(cluster, VICTIM, out)))
+    if who == "broker":
+        authority = tls.load_ca(cluster.directory / "tls" / "ca")
+        tls.issue(authority, Identity(Role.BROKER, "mosquitto"), out)
+        return ClientTls.of(tls.load_tls_dir(out))
+    return credentials[who]
+
+
+@pytest.mark.parametrize(
+    ("who", "kind"), [pytest.param(*c, id=f"{c[0]}-{c[1]}") for c in STRANGERS]
+)
+def test_a_stranger_queues_no_speculative_task_for_someone_elses_job(
+    cluster: Cluster, credentials: dict[str, ClientTls], tmp_path: Path, who: str, kind: str
+) -> None:
+    """Issue 27 item 1: a client certificate of a user who owns nothing queued a task under
+    another user's job, and it ran as root.  Now, whoever calls, nothing is queued or run."""
+    agent = str(cluster.info["nodes"][0]["address"])
+    target = Path(f"/tmp/sluice-speculative-{uuid.uuid4().hex[:12]}")
+    request = agent_pb.EnqueueSpeculativeRequest(
+        task=_speculative(VICTIM, target), speculative_pass=_stranger_pass(cluster, kind)
+    )
+    caller = _stranger(cluster, credentials, who, tmp_path / "caller")
+    with pytest.raises(grpc.RpcError) as caught:
+        _call(agent, "/sluice.v1.AgentService/EnqueueSpeculative", request, "uu", caller)
+    assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED, caught.value.details()
+    assert not _listed(cluster, agent, VICTIM, credentials["admin"])  # nothing queued
+    assert not [t for t in cluster.agent_tasks(agent) if t.task.job_id == VICTIM]  # nor run
+    assert not target.exists()
+
+
+def test_a_stranger_cannot_cancel_or_list_a_queued_speculative_task(
+    cluster: Cluster, credentials: dict[str, ClientTls], tmp_path: Path
+) -> None:
+    """The pass holder (here alice, whose client-mode job master the RM gave it) queues a task
+    too big to start, so it stays queued; bob and another job's job master cannot cancel it
+    (the agent used to cancel a queued task before any check) nor list it; alice can."""
+    agent = str(cluster.info["nodes"][0]["address"])
+    authority = tls.load_ca(cluster.directory / "tls" / "ca")
+    tls.issue(authority, Identity(Role.CLIENT, "alice"), tmp_path / "alice")
+    alice = ClientTls.of(tls.load_tls_dir(tmp_path / "alice"))
+    job_id = "job-000882"
+    target = Path(f"/tmp/sluice-speculative-{uuid.uuid4().hex[:12]}")
+    enqueue = agent_pb.EnqueueSpeculativeRequest(
+        task=_speculative(job_id, target, cpu=64.0), speculative_pass=_pass(cluster, job_id)
+    )
+    ch = channel(agent, alice)
+    stub = agent_grpc.AgentServiceStub(ch)
+    ref = agent_pb.TaskRef(job_id=job_id, task_id="work-0", attempt=1)
+    try:
+        answer = stub.EnqueueSpeculative(enqueue, timeout=20)
+        assert answer.accepted and answer.task.state == pb.TASK_PENDING, answer
+        other = ClientTls.of(
+            tls.load_tls_dir(_job_master_dir(cluster, "job-000881", tmp_path / "j"))
+        )
+        for caller, proof in [
+            (credentials["client"], b""),
+            (credentials["client"], _pass(cluster, "job-000881")),
+            (credentials["client"], _pass(cluster, job_id, purpose=Purpose.LOGS)),
+            (other, _pass(cluster, "job-000881")),
+        ]:
+            stop = agent_pb.TaskRef(
+                job_id=job_id, task_id="work-0", attempt=1, speculative_pass=proof
+            )
+            with pytest.raises(grpc.RpcError) as caught:
+                _call(agent, "/sluice.v1.AgentService/StopTask", stop, "uu", caller)
+            assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+            listing = agent_pb.ListSpeculativeRequest(job_id=job_id, speculative_pass=proof)
+            with pytest.raises(grpc.RpcError) as caught:
+                _call(agent, "/sluice.v1.AgentService/ListSpeculative", listing, "uu", caller)
+            assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert [t.state for t in _listed(cluster, agent, job_id, alice)] == [pb.TASK_PENDING]
+        ref.speculative_pass = _pass(cluster, job_id)
+        assert stub.StopTask(ref, timeout=20).state == pb.TASK_KILLED
+        assert [t.state for t in _listed(cluster, agent, job_id, alice)] == [pb.TASK_KILLED]
+    finally:
+        ref.speculative_pass = _pass(cluster, job_id)
+        with contextlib.suppress(grpc.RpcError):  # (cancelled above already)
+            stub.StopTask(ref, timeout=20)
+        ch.close()
+    assert not target.exists()
+
+
+def test_only_the_owner_and_admins_read_a_tasks_logs(
+    cluster: Cluster, credentials: dict[str, ClientTls], tmp_path: Path
+) -> None:
+    """GetTaskLogs was open to every person, whatever the job: now it needs the job's log
+    pass, which GetJob gives the job's owner and admins only (`sluice logs` passes it on)."""
+    authority = tls.load_ca(cluster.directory / "tls" / "ca")
+    tls.issue(authority, Identity(Role.CLIENT, "alice"), tmp_path / "alice")
+    alice = RMClient.connect(
+        str(cluster.info["rm"]), ClientTls.of(tls.load_tls_dir(tmp_path / "alice"))
+    )
+    people = {
+        "alice": alice,
+        "bob": RMClient.connect(str(cluster.info["rm"]), credentials["client"]),
+        "carol": RMClient.connect(str(cluster.info["rm"]), credentials["admin"]),
+    }
+    secret = uuid.uuid4().hex
+    try:
+        job_id = str(alice.submit(job_spec("secrets", [phase("say", 1, f"echo {secret}")])).job_id)
+        wait_until(
+            lambda: (
+                alice.jobs.GetJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10).summary.state
+                == pb.JOB_SUCCEEDED
+            ),
+            timeout=60,
+            what="alice's job to succeed",
+        )
+
+        def read(person: str, log_pass: bytes | None = None) -> bytes:
+            client = people[person]
+            detail = client.jobs.GetJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
+            task = detail.tasks[0]
+            ref = agent_pb.TaskRef(
+                job_id=job_id,
+                task_id=task.task_id,
+                attempt=task.attempt,
+                log_pass=task.log_pass if log_pass is None else log_pass,
+            )
+            ch = channel(task.node_address, client.tls)
+            try:
+                stub = agent_grpc.AgentServiceStub(ch)
+                return b"".join(c.data for c in stub.GetTaskLogs(ref, timeout=20))
+            finally:
+                ch.close()
+
+        assert secret.encode() in read("alice")
+        assert secret.encode() in read("carol")
+        for person, log_pass in [
+            ("bob", None),  # GetJob gives a stranger no pass
+            ("bob", _pass(cluster, "job-000881", purpose=Purpose.LOGS)),  # another job's
+            ("bob", _pass(cluster, job_id)),  # a speculative pass is no log pass
+        ]:
+            with pytest.raises(grpc.RpcError) as caught:
+                read(person, log_pass)
+            assert caught.value.code() is grpc.StatusCode.PERMISSION_DENIED
+            assert caught.value.details().startswith("log_pass: ")
+    finally:
+        for client in people.values():
+            client.close()
