@@ -35,3 +35,14 @@ class PermissionDeniedError(ValueError):
 
 class LimitExceededError(ValueError):
     """A caller over one of their limits (RESOURCE_EXHAUSTED); the message names the limit."""
+
+
+class StateUnavailableError(Exception):
+    """The RM could not make a change durable: its state directory is full, read-only or
+    failing.  Nothing was changed (the unit of work rolled back, in memory too), and the next
+    unit tries again, so the RM recovers by itself once the directory is writable.  ``full``:
+    RESOURCE_EXHAUSTED (out of space), else UNAVAILABLE."""
+
+    def __init__(self, message: str, *, full: bool) -> None:
+        super().__init__(message)
+        self.full = full

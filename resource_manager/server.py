@@ -44,7 +44,12 @@ from resource_manager.service import (
     housekeeping,
     system_now,
 )
-from resource_manager.sqlite_store import Durability, SqliteStore
+from resource_manager.sqlite_store import (
+    Durability,
+    SqliteStore,
+    StateUnavailableError,
+    StoreError,
+)
 from resource_manager.tables import Tables
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -342,8 +347,13 @@ def run(args: argparse.Namespace) -> int:
             "the RM's certificate again with `sluice ca issue --role rm`)"
         ) from None
     state_dir: Path = args.state_dir
-    state_dir.mkdir(parents=True, exist_ok=True)
-    store = SqliteStore(state_dir / "rm.sqlite3", Durability(args.durability))
+    try:  # a full, read-only or unreadable state directory is one line, exit status 2
+        state_dir.mkdir(parents=True, exist_ok=True)
+        store = SqliteStore(state_dir / "rm.sqlite3", Durability(args.durability))
+    except OSError as error:
+        raise UserError(f"--state-dir: cannot create {state_dir}: {error.strerror}") from None
+    except (StoreError, StateUnavailableError) as error:
+        raise UserError(f"--state-dir: {error}") from None
     try:
         settings = _settings(args, store)
         store.save_setting("cluster_id", settings.cluster_id)
@@ -352,6 +362,8 @@ def run(args: argparse.Namespace) -> int:
         return event_loop.run(
             _serve(args, store, settings, plane, tls, job_master_ca, tokens, queues)
         )
+    except StateUnavailableError as error:  # (a write at start: once serving, RMState.run's)
+        raise UserError(f"--state-dir: {error}") from None
     finally:
         store.close()
 

@@ -53,6 +53,7 @@ from resource_manager.errors import (
     LimitExceededError,
     NotFoundError,
     PermissionDeniedError,
+    StateUnavailableError,
 )
 from resource_manager.limits import SubmissionRate
 from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now, TaskReport
@@ -75,6 +76,7 @@ PASS_DELAY = SCHEDULING_PASS_DELAY_S
 
 
 MAX_REASON = 200
+FOREIGN_LOG_PERIOD_S = 10.0  # at most one line per this long about reports for other nodes
 # What a ChangeTask asks for: a preemption action, or None for a resumption.
 _TASK_CHANGES: dict[int, PreemptionAction | None] = {
     rm_pb.TASK_SUSPEND: PreemptionAction.SUSPEND,
@@ -159,6 +161,9 @@ class RMState:
         self._grant_secret = grant_secret
         self.submissions = SubmissionRate(submissions_per_minute)
         self._node_keys: dict[str, bytes] = {}  # one HMAC saved per grant; a key per node
+        self._foreign_logged_at: float | None = None  # the last line about foreign reports
+        self._foreign_unlogged = 0  # foreign reports dropped since that line
+        self._state_refusals = 0  # units refused since the state directory failed (0: fine)
 
     def node_grant_key(self, node_id: str) -> bytes:
         """The key of a node's grant tokens (empty without TLS)."""
@@ -226,7 +231,13 @@ class RMState:
 
     def run(self, action: Callable[[ResourceManagerCore, Now], T]) -> T:
         """Apply ``action(core, now)`` whole or not at all, then wake who watches what changed,
-        and arm a scheduling pass if it could place something."""
+        and arm a scheduling pass if it could place something.
+
+        Whole or not at all includes the commit: if the state directory cannot take the unit
+        (full, read-only, failing), memory is rolled back too and StateUnavailableError is
+        raised (nothing is answered or done after a commit that failed).  The RM goes on
+        serving reads, and the next unit tries again: it recovers by itself once there is
+        room.  The log says so once when it begins and once when it ends."""
         tables = self.core.tables
         tables.begin()
         try:
@@ -234,7 +245,20 @@ class RMState:
         except BaseException:
             tables.rollback()
             raise
-        self.watchers.notify(tables.commit())
+        try:
+            changed = tables.commit()  # (a commit that fails rolls the unit back itself)
+        except StateUnavailableError as error:
+            if not self._state_refusals:
+                log.error("%s: changes are refused until it can take them", error)
+            self._state_refusals += 1
+            raise
+        if self._state_refusals:
+            log.warning(
+                "the state directory takes changes again (%d refused meanwhile)",
+                self._state_refusals,
+            )
+            self._state_refusals = 0
+        self.watchers.notify(changed)
         placed = self.core.drain_placements()
         if placed:
             log.debug("placed %d containers", len(placed))
@@ -265,6 +289,8 @@ class RMState:
         self._pass_armed = False
         try:
             self.run(lambda core, now: core.schedule(now))
+        except StateUnavailableError:
+            pass  # logged by run; the next change arms another pass
         except Exception as error:  # a bug in one pass must not stop scheduling for good
             log.warning(
                 "scheduling pass failed: %s: %s (nothing was changed)", type(error).__name__, error
@@ -275,13 +301,30 @@ class RMState:
         return view(self.core)
 
     def reports(self, node_id: str, messages: list[pb.TaskEvent]) -> list[TaskReport]:
-        """Convert a node's reports; a state this RM does not know is ignored and logged once
-        per node and state, never read as LOST."""
+        """Convert a node's reports (task events, live tasks, job masters, speculative tasks).
+        A node speaks only for what runs on it: a report of a container or task attempt the
+        RM's tables put on another node is dropped, never applied, and the rest of the request
+        is (one forged or confused report does not cost a legitimate agent its heartbeat); the
+        log says so, one line per :data:`FOREIGN_LOG_PERIOD_S` at most.  A state this RM does
+        not know is ignored and logged once per node and state, never read as LOST.  Call it
+        just before the unit of work that applies them (the check reads the tables)."""
         reports = []
+        tables = self.core.tables
         for message in messages:
             report = convert.report_from_pb(message)
             if report is not None:
-                reports.append(report)
+                holder = tables.foreign_holder(
+                    node_id,
+                    report.job_id,
+                    report.task_id,
+                    report.attempt,
+                    report.allocation_id,
+                    report.job_master,
+                )
+                if holder is None:
+                    reports.append(report)
+                else:
+                    self._foreign_report(node_id, report, holder)
             elif (node_id, message.state) not in self._unknown_states:
                 self._unknown_states.add((node_id, message.state))
                 log.warning(
@@ -291,6 +334,36 @@ class RMState:
                     message.state,
                 )
         return reports
+
+    def _foreign_report(self, node_id: str, report: TaskReport, holder: str) -> None:
+        """Count a report dropped for naming another node's container or task; log the first,
+        then one line per :data:`FOREIGN_LOG_PERIOD_S` at most (bounded: ids cut short)."""
+        self._foreign_unlogged += 1
+        now = self.clock().monotonic
+        if self._foreign_logged_at is not None and (
+            now - self._foreign_logged_at < FOREIGN_LOG_PERIOD_S
+        ):
+            return
+        log.warning(
+            "ignored %d report(s) of a node for another node's tasks, the last: node %s "
+            "reported %s %s attempt %d (container %s) %s, which runs on node %s",
+            self._foreign_unlogged,
+            _short(node_id),
+            _short(report.job_id),
+            _short(report.task_id),
+            report.attempt,
+            _short(report.allocation_id),
+            report.state.value,
+            _short(holder),
+        )
+        self._foreign_logged_at = now
+        self._foreign_unlogged = 0
+
+
+def _short(text: str, limit: int = 64) -> str:
+    """``text`` as one bounded log field."""
+    text = text if len(text) <= limit else f"{text[:limit]}..."
+    return text.encode("unicode_escape").decode("ascii")
 
 
 async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, text: str) -> NoReturn:
@@ -314,6 +387,9 @@ async def _answer_async(
     """:func:`_answer` for a call that is awaited."""
     try:
         return await call()
+    except StateUnavailableError as error:  # (logged by RMState.run, once while it lasts)
+        code = grpc.StatusCode.RESOURCE_EXHAUSTED if error.full else grpc.StatusCode.UNAVAILABLE
+        await _abort(context, code, f"{error}; nothing was changed")
     except (SpecError, InvalidRequestError) as error:
         await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(error))
     except NotFoundError as error:
@@ -840,6 +916,12 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
         await _own_job(context, request.job_id, self._state)
 
         def allocate() -> rm_pb.AllocateResponse:
+            # The whole request is checked before the unit of work: a refusal after its commit
+            # would lose what the commit marked delivered (grants, events).
+            if len(request.resolve_nodes) > MAX_RESOLVED_NODES:
+                raise InvalidRequestError(
+                    "resolve_nodes", f"at most {MAX_RESOLVED_NODES} nodes per call"
+                )
             asks = [
                 PhaseAsk(
                     a.phase,
@@ -866,10 +948,6 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 )
             )
             self._state.speculative_log.record(request.job_id, list(request.speculative))
-            if len(request.resolve_nodes) > MAX_RESOLVED_NODES:
-                raise InvalidRequestError(
-                    "resolve_nodes", f"at most {MAX_RESOLVED_NODES} nodes per call"
-                )
             wanted = list(request.resolve_nodes)
             addresses = self._state.read(lambda core: core.node_addresses(wanted)) if wanted else {}
             return rm_pb.AllocateResponse(
@@ -922,5 +1000,7 @@ async def housekeeping(state: RMState, period: float = 1.0) -> None:
         await asyncio.sleep(min(period, max(0.05, delay)))
         try:
             state.run(lambda core, now: core.tick(now))
+        except StateUnavailableError:
+            pass  # logged by run, once while it lasts; the next tick tries again
         except Exception:  # a bug in one tick must not stop liveness checks for good
             log.exception("housekeeping tick failed")

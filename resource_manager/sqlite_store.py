@@ -25,8 +25,11 @@ Schema history (a newer RM opens an older state directory and migrates it in pla
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import errno
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -36,6 +39,7 @@ from policies.scheduling.containers import Goal, Shown
 from policies.scheduling.jobspec import JobSpec, SpecError, job_spec_to_document, parse_job_spec
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
+from resource_manager.errors import StateUnavailableError
 from resource_manager.records import (
     AllocationKind,
     AllocationRecord,
@@ -48,7 +52,7 @@ from resource_manager.records import (
 )
 from resource_manager.store import HotState, StoreError
 
-__all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StoreError"]
+__all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StateUnavailableError", "StoreError"]
 
 SCHEMA_VERSION = 8
 
@@ -204,7 +208,26 @@ class SqliteStore:
     ``":memory:"`` for tests."""
 
     def __init__(self, path: Path | str, durability: Durability = Durability.CRASH) -> None:
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        """Open (creating or migrating) the state at ``path``.  Raises StoreError for a state
+        this version cannot read, and StateUnavailableError when the state directory is full,
+        read-only or failing (opening writes: the schema check is a transaction)."""
+        self._path = str(path)
+        try:
+            self._open(durability)
+        except (sqlite3.OperationalError, OSError) as error:
+            self._close_quietly()
+            raise self._unavailable(error) from None
+        except sqlite3.DatabaseError as error:  # not a database at all
+            self._close_quietly()
+            raise StoreError(f"{path}: {error}") from None
+
+    def _close_quietly(self) -> None:
+        with contextlib.suppress(AttributeError, sqlite3.Error):
+            self._db.close()
+
+    def _open(self, durability: Durability) -> None:
+        path = self._path
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.synchronous}")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -256,27 +279,62 @@ class SqliteStore:
         for statement, row in self._pending.values():
             statements.setdefault(statement, []).append(row)
         self._pending.clear()
-        for statement, rows in statements.items():
-            self._db.executemany(statement, rows)
+        try:
+            for statement, rows in statements.items():
+                self._db.executemany(statement, rows)
+        except sqlite3.OperationalError as error:
+            raise self._unavailable(error) from None
 
     # -------------------------------------------------------------------- transactions
 
     def begin(self) -> None:
         """Open the transaction every following write belongs to."""
-        self._db.execute("BEGIN")
+        try:
+            self._db.execute("BEGIN")
+        except sqlite3.OperationalError as error:
+            raise self._unavailable(error) from None
         self._in_transaction = True
 
     def commit(self) -> None:
+        """Make the transaction durable.  Raises StateUnavailableError if the state directory
+        cannot take it (full, read-only, failing); the caller then calls :meth:`rollback`."""
         self._flush()
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError as error:
+            raise self._unavailable(error) from None
         self._in_transaction = False
 
     def rollback(self) -> None:
-        """Undo every write since :meth:`begin`."""
+        """Undo every write since :meth:`begin`; also after a failed :meth:`commit`, whether or
+        not SQLite already rolled the transaction back by itself (it does on some errors, a
+        full disk among them, and a second ROLLBACK would fail)."""
         self._pending.clear()
         if self._in_transaction:
-            self._db.execute("ROLLBACK")
             self._in_transaction = False
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+
+    def _unavailable(self, error: sqlite3.Error | OSError) -> StateUnavailableError:
+        """The one-line error a failed write of the state becomes, naming the cause: the state
+        directory full (SQLite's SQLITE_FULL, ENOSPC, or almost no space left: a full disk
+        may also surface as an I/O error of the shared-memory file), read-only, or failing."""
+        directory = str(Path(self._path).absolute().parent)
+        if isinstance(error, sqlite3.Error):
+            code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+            full = code == sqlite3.SQLITE_FULL
+            read_only = code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM)
+            detail = str(error)
+        else:
+            full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+            read_only = error.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+            detail = error.strerror or str(error)
+        if not full and not read_only:
+            full = _nearly_full(directory)
+        if not full and not read_only and not os.access(directory, os.W_OK):
+            read_only = True
+        what = "full" if full else "read-only" if read_only else "failing"
+        return StateUnavailableError(f"state directory {what}: {directory}: {detail}", full=full)
 
     # -------------------------------------------------------------------- counters, settings
 
@@ -303,11 +361,14 @@ class SqliteStore:
 
     def save_setting(self, name: str, value: str) -> None:
         """Write one setting in a transaction of its own (called outside requests)."""
-        self._db.execute(
-            "INSERT INTO settings(name, value) VALUES (?, ?) "
-            "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-            (name, value),
-        )
+        try:
+            self._db.execute(
+                "INSERT INTO settings(name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
+        except sqlite3.OperationalError as error:
+            raise self._unavailable(error) from None
 
     # -------------------------------------------------------------------- jobs
 
@@ -526,6 +587,18 @@ class SqliteStore:
                 kept_for=row[17],
                 kept_until=row[18],
             )
+
+
+_NEARLY_FULL_BYTES = 64 * 1024
+
+
+def _nearly_full(directory: str) -> bool:
+    """Less free space than a transaction needs (or the directory cannot be asked)."""
+    try:
+        found = os.statvfs(directory)
+    except OSError:
+        return False
+    return found.f_bavail * found.f_frsize < _NEARLY_FULL_BYTES
 
 
 def _limits_row(limits: Resources | None) -> tuple[float | None, int | None]:

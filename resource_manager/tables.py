@@ -144,16 +144,24 @@ class Tables:
 
     def commit(self) -> set[str]:
         """Make the unit durable; return the ids of the jobs it changed (for watchers).  Final
-        jobs that hold nothing leave memory."""
+        jobs that hold nothing leave memory.
+
+        If the store cannot take the unit (e.g. a full state directory) the unit is rolled
+        back, in memory and in the store, exactly as :meth:`rollback` does, and the store's
+        error is raised: nobody sees half of a unit, and the next :meth:`begin` works."""
         if self._journal is None:
             raise RuntimeError("no unit of work is open")
-        if self._moved_counters:
-            for name in self._moved_counters:
-                self._writing().save_counter(name, self._counters[name])
-            self._moved_counters.clear()
-        if self._store_open:
-            self._store.commit()
-            self._store_open = False
+        try:
+            if self._moved_counters:
+                for name in self._moved_counters:
+                    self._writing().save_counter(name, self._counters[name])
+                self._moved_counters.clear()
+            if self._store_open:
+                self._store.commit()
+                self._store_open = False
+        except BaseException:
+            self.rollback()
+            raise
         self._journal = None
         if self._touched_jobs:
             for job_id in self._touched_jobs:
@@ -165,16 +173,19 @@ class Tables:
         return changed
 
     def rollback(self) -> None:
-        """Undo every change of the unit, in memory and in the store."""
+        """Undo every change of the unit, in memory and in the store (memory even if the
+        store's rollback fails)."""
         journal, self._journal = self._journal, None
-        if self._store_open:
-            self._store.rollback()
-            self._store_open = False
-        for undo in reversed(journal or []):
-            undo()
-        self.changed_jobs = set()
-        self._touched_jobs.clear()
-        self._moved_counters.clear()
+        store_open, self._store_open = self._store_open, False
+        try:
+            if store_open:
+                self._store.rollback()
+        finally:
+            for undo in reversed(journal or []):
+                undo()
+            self.changed_jobs = set()
+            self._touched_jobs.clear()
+            self._moved_counters.clear()
 
     def _writing(self) -> Store:
         """The store, inside this unit's transaction (begun now if this is its first write: a
@@ -314,6 +325,39 @@ class Tables:
             if task is not None and task.seq == event_seq:  # its latest change, not a stale one
                 changed.append(task)
         return changed
+
+    def foreign_holder(
+        self,
+        node_id: str,
+        job_id: str,
+        task_id: str,
+        attempt: int,
+        allocation_id: str,
+        job_master: bool = False,
+    ) -> str | None:
+        """The other node these tables put a reported process on, or None if they put it on
+        ``node_id`` or know nothing of it (an unknown report changes nothing anyway).  Checked:
+        the container the report names, the task attempt it names (a report is applied to the
+        attempt's own container, whatever container it names), and for a job master whose
+        container is gone, the job's job master node.  O(1): a node's reports cost what they
+        are."""
+        allocation = self.allocations.get(allocation_id)
+        if allocation is not None and allocation.node_id != node_id:
+            return allocation.node_id
+        if job_master:
+            if allocation is None:
+                job = self.jobs.get(job_id)
+                if (
+                    job is not None
+                    and job.master_allocation == allocation_id
+                    and job.master_node not in ("", node_id)
+                ):
+                    return job.master_node
+            return None
+        task = self.tasks.get((job_id, task_id, attempt))
+        if task is not None and task.node_id != node_id:
+            return task.node_id
+        return None
 
     def live_tasks_of_node(self, node_id: str) -> list[TaskRecord]:
         return [self.tasks[key] for key in self._live_tasks_of_node.get(node_id)]
