@@ -12,6 +12,18 @@ since the outage began (``offsets_for_times``), so an outage loses nothing the b
 Topics that do not exist yet (no agent has published) are looked up again every few seconds, as
 are new partitions.
 
+A broker can also come back *empty* (Tansu's in-memory storage, a Kafka given a new data
+directory): its logs start again at offset 0 while the consumer's positions stay where the old
+logs ended, and a fetch beyond a Tansu log's end returns nothing, without an error, until the new
+log grows past the old position.  So every few seconds the reader also looks at its positions,
+the logs' end offsets, the cluster id and the topics' ids (a :class:`LogView`; a look that times
+out is an outage like any other), and :func:`restarted_partitions` decides which partitions are
+on a new log.  Those are read again from the *beginning* of the new log, said once in one line:
+a new log holds only what was published since the broker came back (the samples and task
+outcomes agents and job masters kept while it was away, then new ones), none of it read yet;
+starting at its end would lose exactly those, and reading a few seconds' worth is cheap (a sample
+not newer than one held is ignored).
+
 With ``tls`` (``--kafka-tls``) the consumer speaks TLS with the aggregator's certificate; an
 outage whose cause is TLS (an untrusted broker, a refused certificate) is logged as such
 (:func:`~plumbing.kafka_outbox.tls_diagnosis`) and retried like any other.
@@ -22,8 +34,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
@@ -32,8 +44,10 @@ from kafka.errors import KafkaError
 from plumbing.broker_tls import BrokerTls
 from plumbing.kafka_outbox import tls_diagnosis
 
-REFRESH_S = 3.0  # how often partitions are looked up again
+REFRESH_S = 3.0  # how often partitions are looked up again, and the logs looked at
 MAX_BACKOFF_S = 10.0
+LOOK_TIMEOUT_MS = 5_000  # a look at the logs that takes longer is an outage
+LOGGED_PARTITIONS = 8  # partitions named in the one line that says the broker came back empty
 
 
 @dataclass(frozen=True)
@@ -43,14 +57,79 @@ class Record:
     value: bytes
 
 
+@dataclass(frozen=True)
+class LogView:
+    """What one look at the broker saw: the consumer's ``positions`` and the logs' ``ends`` (next
+    offsets) by partition, the ``cluster_id`` and the ids of ``topic_ids`` (None or absent:
+    unknown, as from a broker too old to say)."""
+
+    positions: Mapping[TopicPartition, int] = field(default_factory=dict)
+    ends: Mapping[TopicPartition, int] = field(default_factory=dict)
+    cluster_id: str | None = None
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
+
+    def remembered(self, before: LogView | None) -> LogView:
+        """This view, keeping the log ends ``before`` knew of partitions it does not show (a
+        topic that went away with the broker and comes back later is still compared)."""
+        if before is None:
+            return self
+        return replace(self, ends={**before.ends, **self.ends})
+
+    def forgetting_identity(self) -> LogView:
+        """This view without its ids, kept after a reset: the consumer's metadata may still show
+        the old ids at this look and the new ones at the next, which is the same restart."""
+        return replace(self, cluster_id=None, topic_ids={})
+
+
+def restarted_partitions(before: LogView | None, now: LogView) -> dict[TopicPartition, str]:
+    """The partitions of ``now`` that are on a new log since ``before`` (the previous look; None
+    at the first), each with why.
+
+    A partition is on a new log when the cluster id changed, when its topic's id changed (the
+    topic was created again), when its log end went back, when its log is empty while the
+    position is past 0, or when the position is past the log end and stayed there while the log
+    grew (nothing read although the broker took new messages).  A position merely past the end
+    is no evidence: Tansu reports the end of a log as its last batch's first offset + 1, behind
+    a consumer that read that whole batch; but every new batch moves that end past the position
+    of a consumer that is on the same log."""
+    was = before if before is not None else LogView()
+    new_cluster = None
+    if None not in (was.cluster_id, now.cluster_id) and was.cluster_id != now.cluster_id:
+        new_cluster = f"cluster id {now.cluster_id}, was {was.cluster_id}"
+    found: dict[TopicPartition, str] = {}
+    for tp, position in now.positions.items():
+        end = now.ends.get(tp)
+        was_end = was.ends.get(tp)
+        was_position = was.positions.get(tp)
+        was_id = was.topic_ids.get(tp.topic)
+        topic_id = now.topic_ids.get(tp.topic)
+        if new_cluster is not None:
+            found[tp] = new_cluster
+        elif was_id is not None and topic_id is not None and was_id != topic_id:
+            found[tp] = "topic created again"
+        elif end is None:
+            continue
+        elif was_end is not None and end < was_end:
+            found[tp] = f"log end went back from {was_end}"
+        elif end == 0 and position > 0:
+            found[tp] = "log empty"
+        elif position > end and was_end is not None and end > was_end and was_position == position:
+            found[tp] = "log grew below the position"
+    return found
+
+
 def kafka_consumer(bootstrap: str, tls: BrokerTls | None = None) -> Any:
-    """A consumer without a group; over TLS with ``tls`` (the broker's host checked)."""
+    """A consumer without a group; over TLS with ``tls`` (the broker's host checked).
+
+    A position the broker calls out of range (a Kafka that came back empty, or that deleted the
+    segment) is reset to the log's beginning, for the reason :func:`restarted_partitions`' resets
+    are."""
     return KafkaConsumer(
         bootstrap_servers=bootstrap.split(","),
         client_id="sluice-aggregator",
         group_id=None,
         enable_auto_commit=False,
-        auto_offset_reset="latest",
+        auto_offset_reset="earliest",
         request_timeout_ms=10_000,
         bootstrap_timeout_ms=10_000,  # kafka-python 3's default, 30 s, blinds a restart longer
         reconnect_backoff_max_ms=int(MAX_BACKOFF_S * 1000),
@@ -91,7 +170,9 @@ class TopicReader:
         self._retry_at = 0.0
         self._backoff = 0.5
         self._outage = False
+        self._view: LogView | None = None
         self.records_read = 0
+        self.resets = 0  # times the broker was found to have come back empty
 
     @property
     def connected(self) -> bool:
@@ -108,6 +189,8 @@ class TopicReader:
                 self._consumer = self._factory(self.bootstrap)
             if now >= self._next_refresh:
                 self._refresh_assignment()
+                if self._assigned:
+                    self._check_for_new_logs()
                 self._next_refresh = now + REFRESH_S
             if not self._assigned:
                 time.sleep(min(timeout_s, 0.2))
@@ -152,6 +235,58 @@ class TopicReader:
             len(wanted),
             ", ".join(self.topics),
             self.bootstrap,
+        )
+
+    def _look(self) -> LogView:
+        """Positions first, then ends: a look never sees a position read past an end it saw."""
+        partitions = sorted(self._assigned, key=lambda tp: (tp.topic, tp.partition))
+        positions = {
+            tp: self._consumer.position(tp, timeout_ms=LOOK_TIMEOUT_MS) for tp in partitions
+        }
+        ends = self._consumer.end_offsets(partitions, timeout_ms=LOOK_TIMEOUT_MS)
+        # kafka-python keeps the ids of the metadata it holds to itself (KafkaConsumer._cluster).
+        cluster = getattr(self._consumer, "_cluster", None)
+        cluster_id = getattr(cluster, "cluster_id", None)
+        topic_ids: dict[str, str] = {}
+        if cluster is not None:
+            for topic in self.topics:
+                found = cluster.topic_id(topic)
+                if found is not None:
+                    topic_ids[topic] = str(found)
+        return LogView(
+            positions={tp: p for tp, p in positions.items() if p is not None},
+            ends={tp: int(e) for tp, e in ends.items() if e is not None},
+            cluster_id=str(cluster_id) if cluster_id is not None else None,
+            topic_ids=topic_ids,
+        )
+
+    def _check_for_new_logs(self) -> None:
+        view = self._look().remembered(self._view)
+        restarted = restarted_partitions(self._view, view)
+        if not restarted:
+            self._view = view
+            return
+        partitions = sorted(restarted, key=lambda tp: (tp.topic, tp.partition))
+        self._consumer.seek_to_beginning(*partitions)
+        self.resets += 1
+        named = [
+            f"{tp.topic}[{tp.partition}] at {view.positions[tp]}, log end {view.ends.get(tp)} "
+            f"({restarted[tp]})"
+            for tp in partitions[:LOGGED_PARTITIONS]
+        ]
+        if len(partitions) > LOGGED_PARTITIONS:
+            named.append(f"and {len(partitions) - LOGGED_PARTITIONS} more")
+        self._log.warning(
+            "Kafka at %s came back with new logs; reading %d partitions again from the "
+            "beginning: %s",
+            self.bootstrap,
+            len(partitions),
+            "; ".join(named),
+        )
+        # The positions are now the beginnings; the ends stay to compare the next look with.
+        self._view = replace(
+            view.forgetting_identity(),
+            positions={tp: p for tp, p in view.positions.items() if tp not in restarted},
         )
 
     def _position(self, partitions: set[Any]) -> None:

@@ -1,5 +1,6 @@
 """TopicReader against a fake consumer: where new partitions start, late partitions, outages
-with backoff and resumption at the outage time, and what poll returns."""
+with backoff and resumption at the outage time, and what poll returns.  (A broker that comes
+back empty: test_broker_restart.py, with these fakes.)"""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ class Broker:
     down: bool = False
     consumers: list[FakeConsumer] = field(default_factory=list)
     attempts: int = 0  # consumers the reader tried to build
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)  # log end offsets (0 if not)
+    cluster_id: str | None = None
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
     def factory(self, bootstrap: str) -> FakeConsumer:
         self.attempts += 1
@@ -49,8 +53,12 @@ class FakeConsumer:
         self.time_queries: list[dict[TopicPartition, int]] = []
         self.seeks: list[tuple[TopicPartition, int]] = []
         self.to_end: list[set[TopicPartition]] = []
+        self.to_beginning: list[set[TopicPartition]] = []
+        self.positions: dict[TopicPartition, int] = {}
         self.polls = 0
         self.closed = False
+        # kafka-python keeps the metadata's ids here; the reader reads them from it.
+        self._cluster = SimpleNamespace(cluster_id=broker.cluster_id, topic_id=broker.topic_ids.get)
 
     def _check(self) -> None:
         if self.broker.down:
@@ -76,14 +84,35 @@ class FakeConsumer:
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.seeks.append((tp, offset))
+        self.positions[tp] = offset
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         self.to_end.append(set(partitions))
+        for tp in partitions:
+            self.positions[tp] = self.broker.ends.get((tp.topic, tp.partition), 0)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self.to_beginning.append(set(partitions))
+        for tp in partitions:
+            self.positions[tp] = 0
+
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int | None:
+        self._check()
+        return self.positions.get(tp)
+
+    def end_offsets(
+        self, partitions: list[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        self._check()
+        return {tp: self.broker.ends.get((tp.topic, tp.partition), 0) for tp in partitions}
 
     def poll(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[Any]]:
         self._check()
         self.polls += 1
-        return self.broker.batches.pop(0) if self.broker.batches else {}
+        batch = self.broker.batches.pop(0) if self.broker.batches else {}
+        for tp, messages in batch.items():  # each message is one offset further
+            self.positions[tp] = self.positions.get(tp, 0) + len(messages)
+        return batch
 
     def close(self) -> None:
         self.closed = True
@@ -215,7 +244,7 @@ def test_records_come_back_with_empty_bytes_for_missing_keys_and_values() -> Non
 def test_an_outage_backs_off_and_the_new_consumer_resumes_at_the_outage_time(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    broker = Broker(partitions={MT: {0}}, offsets_at={(MT, 0): 77})
+    broker = Broker(partitions={MT: {0}}, offsets_at={(MT, 0): 77}, ends={(MT, 0): 80})
     clock, wall = Clock(), Clock(5_000.25)
     r = reader(broker, clock=clock, wall=wall, topics=(MT,))
     r.poll(0)
