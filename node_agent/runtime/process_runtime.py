@@ -4,10 +4,11 @@ process group with CPU affinity).
 How a task is started, without ``preexec_fn`` (unsafe in the multi-threaded agent): the runtime
 creates the task's cgroups, then starts ``/bin/sh -c WRAPPER`` in a new session with output to
 the task's log file.  The wrapper writes its own PID into the ``cgroup.procs`` files named in
-``SLUICE_CGROUP_PROCS`` (so the task and all its children are inside before the task runs), runs
-the task's argv, and records the exit status -- the shell's ``$?``, i.e. 128+N for a task killed
-by signal N -- atomically in the task's state directory.  Because the wrapper, not the agent,
-records the status, tasks and their exit codes survive the agent being SIGKILLed.
+``SLUICE_CGROUP_PROCS`` (so the task and all its children are inside before the task runs), marks
+the task started, runs the task's argv, and records the exit status -- the shell's ``$?``, i.e.
+128+N for a task killed by signal N -- atomically in the task's state directory.  Because the
+wrapper, not the agent, records the status, tasks and their exit codes survive the agent being
+SIGKILLed.
 
 A new runtime with the same ``node_id`` and ``state_dir`` adopts every task directory it finds:
 an exit-status file means EXITED; otherwise the recorded wrapper PID, checked against its start
@@ -29,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 
 from node_agent.runtime import cgroups
@@ -51,6 +53,7 @@ for f in $SLUICE_CGROUP_PROCS; do
   echo $$ > "$f" || { echo "sluice: cannot join cgroup $f" >&2; exit 125; }
 done
 unset IFS SLUICE_CGROUP_PROCS
+: > "$SLUICE_TASK_DIR/started" || { echo "sluice: cannot write $SLUICE_TASK_DIR" >&2; exit 125; }
 "$@"
 status=$?
 echo "$status" > "$SLUICE_TASK_DIR/exit_code.tmp" &&
@@ -60,6 +63,7 @@ exit "$status"
 """Runs as ``sh -c WRAPPER sluice-task ARGV...``; see the module docstring."""
 
 PID_FILE = "pid.json"
+STARTED_MARKER = "started"  # written by the wrapper once inside its cgroups, before the task runs
 SUSPENDED_MARKER = "suspended"  # fallback mode only: a stopped process group looks like any other
 START_TIMEOUT_S = 5.0
 KILL_WAIT_S = 3.0
@@ -127,6 +131,39 @@ def _environment(pid: int) -> list[bytes]:
 def _signal(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
+
+
+# --- has it started? -----------------------------------------------------------------------
+
+
+class StartVerdict(Enum):
+    WAITING = "waiting"  # the wrapper is not yet inside its cgroups: look again
+    STARTED = "started"  # the task runs (or ran and its status is still to come)
+    EXITED = "exited"  # the task ran and its wrapper recorded its status
+    FAILED = "failed"  # the wrapper ended before the task ran
+
+
+@dataclass(frozen=True)
+class StartLook:
+    """One look at a task being started, read in this order: whether the wrapper had ended,
+    then whether its exit status was recorded, then whether it marked the task started.  The
+    wrapper writes the marker, then the status, then ends: so a wrapper seen ended has written
+    everything it ever will, and a task that ends between the reads is seen started."""
+
+    wrapper_ended: bool
+    exit_recorded: bool
+    marked_started: bool
+
+
+def start_verdict(look: StartLook) -> StartVerdict:
+    """What one :class:`StartLook` says about the start (never two looks mixed)."""
+    if look.exit_recorded:
+        return StartVerdict.EXITED
+    if look.marked_started:
+        return StartVerdict.STARTED
+    if look.wrapper_ended:
+        return StartVerdict.FAILED
+    return StartVerdict.WAITING
 
 
 # --- the runtime ----------------------------------------------------------------------------
@@ -419,20 +456,33 @@ class ProcessRuntime:
         _write_pid_file(task)
 
     def _await_started(self, task: _Task) -> None:
-        """Wait until the wrapper is inside its cgroups (or the task already finished)."""
+        """Wait until the wrapper is inside its cgroups (or the task already finished): each
+        verdict comes from one :class:`StartLook` (a task that exits between two reads of
+        different looks was once reported as never started)."""
         if self._cgroups is None or task.child is None:
             return
         deadline = time.monotonic() + START_TIMEOUT_S
-        while task.pid not in self._cgroups.pids(task.cgroup):
-            if task.dir.read_exit() is not None:
-                return
-            if task.child.poll() is not None or time.monotonic() > deadline:
-                output = task.dir.read_log().decode(errors="replace").strip().splitlines()
-                raise RuntimeError_(  # one line: the last few lines of the wrapper's output
-                    f"task {task.launch.task_key!r} did not start: "
-                    + ("; ".join(output[-3:]) or "no output")
-                )
+        while (verdict := start_verdict(self._look_at_start(task))) is StartVerdict.WAITING:
+            if time.monotonic() > deadline:
+                break
             time.sleep(_POLL_S / 5)
+        if verdict in (StartVerdict.WAITING, StartVerdict.FAILED):
+            output = task.dir.read_log().decode(errors="replace").strip().splitlines()
+            raise RuntimeError_(  # one line: the last few lines of the wrapper's output
+                f"task {task.launch.task_key!r} did not start"
+                + (f" within {START_TIMEOUT_S:g} s" if verdict is StartVerdict.WAITING else "")
+                + ": "
+                + ("; ".join(output[-3:]) or "no output")
+            )
+
+    @staticmethod
+    def _look_at_start(task: _Task) -> StartLook:
+        """The reads of one :class:`StartLook`, in its order."""
+        assert task.child is not None
+        ended = task.child.poll() is not None
+        recorded = task.dir.read_exit() is not None
+        marked = (task.dir.path / STARTED_MARKER).exists()
+        return StartLook(ended, recorded, marked)
 
     def _abandon(self, task: _Task) -> None:
         """Undo a failed start completely, so the key can be used again."""
