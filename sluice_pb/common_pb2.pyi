@@ -72,7 +72,7 @@ class PhaseSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., image: _Optional[str] = ..., droppable: _Optional[bool] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation", "kind", "service", "speculative", "approximation")
+    __slots__ = ("name", "priority", "phases", "max_retries", "queue", "reservation", "kind", "service", "speculative", "approximation", "on_node_lost")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +83,7 @@ class JobSpec(_message.Message):
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     APPROXIMATION_FIELD_NUMBER: _ClassVar[int]
+    ON_NODE_LOST_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     phases: _containers.RepeatedCompositeFieldContainer[PhaseSpec]
@@ -93,7 +94,8 @@ class JobSpec(_message.Message):
     service: ServiceSpec
     speculative: SpeculativeSpec
     approximation: ApproximationSpec
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ..., kind: _Optional[str] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ..., speculative: _Optional[_Union[SpeculativeSpec, _Mapping]] = ..., approximation: _Optional[_Union[ApproximationSpec, _Mapping]] = ...) -> None: ...
+    on_node_lost: str
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., phases: _Optional[_Iterable[_Union[PhaseSpec, _Mapping]]] = ..., max_retries: _Optional[int] = ..., queue: _Optional[str] = ..., reservation: _Optional[_Union[ReservationSpec, _Mapping]] = ..., kind: _Optional[str] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ..., speculative: _Optional[_Union[SpeculativeSpec, _Mapping]] = ..., approximation: _Optional[_Union[ApproximationSpec, _Mapping]] = ..., on_node_lost: _Optional[str] = ...) -> None: ...
 
 class ApproximationSpec(_message.Message):
     __slots__ = ("drop_ratio",)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StartTaskRequest(_message.Message):
-    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "command", "resources", "image", "env", "grant_token", "service")
+    __slots__ = ("job_id", "task_id", "attempt", "allocation_id", "command", "resources", "image", "env", "grant_token", "service", "run_on_node_lost")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class StartTaskRequest(_message.Message):
     ENV_FIELD_NUMBER: _ClassVar[int]
     GRANT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ON_NODE_LOST_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_id: str
     attempt: int
@@ -36,7 +37,8 @@ class StartTaskRequest(_message.Message):
     env: _containers.ScalarMap[str, str]
     grant_token: bytes
     service: _common_pb2.ServiceSpec
-    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., image: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., grant_token: _Optional[bytes] = ..., service: _Optional[_Union[_common_pb2.ServiceSpec, _Mapping]] = ...) -> None: ...
+    run_on_node_lost: bool
+    def __init__(self, job_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., allocation_id: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., image: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., grant_token: _Optional[bytes] = ..., service: _Optional[_Union[_common_pb2.ServiceSpec, _Mapping]] = ..., run_on_node_lost: _Optional[bool] = ...) -> None: ...
 
 class StartTaskResponse(_message.Message):
     __slots__ = ("status",)

@@ -395,18 +395,20 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., has_swap: _Optional[bool] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("heartbeat_interval_s", "data_plane", "cluster_id", "grant_key", "oversubscription")
+    __slots__ = ("heartbeat_interval_s", "data_plane", "cluster_id", "grant_key", "oversubscription", "node_timeout_s")
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     DATA_PLANE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     GRANT_KEY_FIELD_NUMBER: _ClassVar[int]
     OVERSUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    NODE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_s: float
     data_plane: _common_pb2.DataPlane
     cluster_id: str
     grant_key: bytes
     oversubscription: str
-    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., cluster_id: _Optional[str] = ..., grant_key: _Optional[bytes] = ..., oversubscription: _Optional[str] = ...) -> None: ...
+    node_timeout_s: float
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., data_plane: _Optional[_Union[_common_pb2.DataPlane, _Mapping]] = ..., cluster_id: _Optional[str] = ..., grant_key: _Optional[bytes] = ..., oversubscription: _Optional[str] = ..., node_timeout_s: _Optional[float] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("node_id", "used", "live_tasks", "instance_id", "has_swap", "speculative")
