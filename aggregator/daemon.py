@@ -28,7 +28,7 @@ from plumbing import data_plane, transport
 from plumbing.broker_tls import BrokerTls
 from plumbing.daemon import publish_address, serve_until_signalled
 from plumbing.errors import UserError
-from plumbing.rpc import start_server
+from plumbing.rpc import AGGREGATOR_MAX_RECEIVE, start_server
 from plumbing.tls import Role
 from policies.oversubscription.candidate_sync import MachineList
 from policies.oversubscription.candidates import compute_candidates
@@ -51,7 +51,12 @@ RANKINGS: dict[str, Ranking] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--listen", default="127.0.0.1:7071", help="gRPC host:port (0 = any)")
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:7071",
+        help="gRPC host:port (port 0: any free one, another at every start; the RM hands out the "
+        "address it is given, so give a fixed one, as `sluice local` records the first it bound)",
+    )
     parser.add_argument("--advertise", help="address others use to reach the aggregator")
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
     data_plane.add_arguments(parser, with_aggregator=False)
@@ -213,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         args.listen,
         tls=tls,
         access=ACCESS,
+        max_receive_bytes=AGGREGATOR_MAX_RECEIVE,
     )
     address = args.advertise or f"{args.listen.rsplit(':', 1)[0]}:{port}"
     log.info(

@@ -1,4 +1,5 @@
-"""``sluice local up|down|status``: a whole cluster on this machine, as background processes.
+"""``sluice local up|down|status|restart``: a whole cluster on this machine, as background
+processes.
 
 ``up`` starts the data plane — a Kafka-protocol broker and an MQTT broker (embedded: Tansu and
 amqtt, unless ``--kafka`` / ``--mqtt`` name existing ones) and the cluster aggregator (with
@@ -10,7 +11,10 @@ again first so that it can, then stops every process it started.
 
 Each directory is its own cluster: its cluster id (``local-<hash of the directory>``) names its
 cgroups and containers, so two local clusters on one machine, both with a ``node-1``, never
-touch each other's tasks.  The RM is started on a free port that it then keeps across restarts.
+touch each other's tasks.  The RM is started on free ports (main and bearer-token) that it then
+keeps across restarts in its state directory; ``cluster.json`` records every other daemon's
+command line on the port it bound first, so ``restart`` (one daemon, stopped and started again
+with its recorded command line) brings each back where the others look for it.
 """
 
 from __future__ import annotations
