@@ -2,9 +2,13 @@
 rating (ROSE Alg. 3): one ``OutcomeEvent`` per finished task attempt on the outcomes topic, and a
 final ``job_ended`` event, all keyed by job id so they stay in order on one partition.
 
-Publishing never holds up the job: messages go through a bounded ``KafkaOutbox``, and at the end
-the job master waits a couple of seconds at most for the last ones to leave (not at all while
-Kafka is known to be unreachable), before it reports the job's final state to the RM.
+Publishing never holds up a running job: messages go through a bounded ``KafkaOutbox``, which
+keeps each until the broker acknowledged it and sends it again after an outage or a broker
+restart.  At the end the job master waits, ``FLUSH_AT_END_S`` at most, for what is buffered to
+be delivered, also while Kafka is unreachable (the outbox then retries every fraction of a
+second, so a broker that comes back within the wait gets everything); whatever is still buffered
+then is counted in one warning line.  Only then does it report the job's final state to the RM,
+so a Kafka outage delays that report by the wait, and nothing else does.
 
 A Kafka over TLS (``--kafka-tls``) is published to with the job master's own certificate; a job
 master without one says so and publishes nothing, rather than in plaintext.
@@ -30,7 +34,7 @@ OUTCOME_OF_STATE = {
     TaskState.KILLED: mpb.TASK_OUTCOME_KILLED,
     TaskState.LOST: mpb.TASK_OUTCOME_LOST,
 }
-FLUSH_AT_END_S = 2.0
+FLUSH_AT_END_S = 10.0  # a restarting broker is back within seconds; one that is not delays the end
 CLOSE_S = 1.0  # for the sender thread, then as long for the producer
 
 
@@ -107,17 +111,21 @@ class OutcomeReporter:
             self._outbox.offer(self.job_id, event.SerializeToString())
 
     def job_ended(self, final_state: str) -> None:
-        """Send the end marker and wait up to ``FLUSH_AT_END_S`` for everything to leave (not
-        at all while Kafka is unreachable: the sender is waiting out its backoff), then stop."""
+        """Send the end marker and wait up to ``FLUSH_AT_END_S`` for everything buffered to be
+        delivered (hurrying a sender that waits out an outage's backoff), then stop; say in one
+        line how many were not."""
         if self._outbox is None:
             return
         self._outbox.offer(
             self.job_id, job_ended_event(self.job_id, final_state, time.time()).SerializeToString()
         )
-        if self._outbox.unreachable or not self._outbox.flush(FLUSH_AT_END_S):
+        if not self._outbox.flush(FLUSH_AT_END_S):
             log.warning(
-                "%d task outcomes not delivered to Kafka; the machine rating misses them",
+                "%d task outcomes (with the job's end) not delivered to Kafka at %s within %g s; "
+                "the machine rating misses them",
                 self._outbox.pending,
+                self._outbox.bootstrap,
+                FLUSH_AT_END_S,
             )
         self.close()
 

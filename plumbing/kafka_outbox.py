@@ -7,8 +7,14 @@ buffer; once it is full the oldest is dropped and counted (``dropped``): the agg
 freshest picture of a machine, not a complete history.  The sender reconnects with exponential
 backoff and logs each outage once, when it starts and when it ends.
 
-Delivery is at least once: a batch that failed part-way is sent again whole, and the aggregator
-ignores a sample that is not newer than the one it already holds.
+Delivery is at least once: a message leaves the buffer only once the broker acknowledged it; a
+batch that failed part-way is sent again whole, and the aggregator ignores a sample that is not
+newer than the one it already holds.  A broker that restarts (empty or not) is an outage like any
+other: the producer is dropped and a new one sends what is buffered once the broker is back.
+(Messages a broker acknowledged and then lost with its memory are gone: a Tansu with in-memory
+storage keeps nothing over a restart.)  ``flush`` waits, bounded, for the buffer to empty and
+meanwhile hurries the sender, which retries every ``HURRY_S`` instead of waiting out its backoff:
+whoever is about to exit (a job master) gets what is buffered out as soon as the broker is back.
 
 With a :class:`~plumbing.broker_tls.BrokerTls` the producer speaks TLS (``--kafka-tls``) with the
 holder's certificate.  kafka-python keeps the reason of a failed handshake to its own log, so
@@ -34,6 +40,7 @@ from plumbing.broker_tls import BrokerTls, probe
 DEFAULT_BUFFER = 300  # five minutes of 1 s samples
 MAX_BACKOFF_S = 10.0
 SEND_TIMEOUT_S = 5.0
+HURRY_S = 0.25  # between delivery attempts while someone waits in flush
 
 
 class Producer(Protocol):
@@ -113,6 +120,7 @@ class KafkaOutbox:
         self._dropped = 0
         self._sent = 0
         self._outage = False
+        self._flushing = 0  # callers waiting in flush
 
     # ------------------------------------------------------------------ the agent's side
 
@@ -157,10 +165,19 @@ class KafkaOutbox:
         self._thread.start()
 
     def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the buffer to empty; True if it did."""
+        """Wait up to ``timeout`` seconds for the buffer to empty; True if it did.  Meanwhile a
+        sender waiting out its backoff after a failed delivery retries at once, and then every
+        ``HURRY_S`` (each attempt is bounded by ``SEND_TIMEOUT_S``)."""
         deadline = time.monotonic() + timeout
-        while self.pending and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with self._wakeup:
+            self._flushing += 1
+            self._wakeup.notify_all()
+        try:
+            while self.pending and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            with self._wakeup:
+                self._flushing -= 1
         return not self.pending
 
     def close(self, timeout: float = 5.0) -> None:
@@ -195,8 +212,19 @@ class KafkaOutbox:
                 continue
             if self._stopping.is_set():
                 return
-            self._stopping.wait(backoff)
+            self._pause(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _pause(self, backoff: float) -> None:
+        """Wait ``backoff`` seconds after a failed delivery, or ``HURRY_S`` while someone waits
+        in ``flush``; end at once when stopping."""
+        with self._wakeup:
+            self._wakeup.wait_for(
+                lambda: self._stopping.is_set() or self._flushing > 0, timeout=backoff
+            )
+            hurried = self._flushing > 0
+        if hurried:
+            self._stopping.wait(HURRY_S)
 
     def _deliver(self, batch: list[tuple[bytes, bytes]]) -> bool:
         """Send ``batch`` (the buffer's oldest messages); True when the broker took all of it."""

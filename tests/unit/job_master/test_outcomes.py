@@ -1,7 +1,8 @@
 """The job master's outcome events: which task states are reported and how, the job-ended
 marker, and the reporter (a no-op without Kafka; keyed by job id through the outbox with it;
 over TLS with the job master's certificate when the data plane says so, and never in plaintext
-then)."""
+then; at the end, outcomes kept through an outage are delivered once the broker is back, or
+counted in one line when it stays away)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
 from policies.scheduling.lifecycle import TaskState
 from sluice_pb import metrics_pb2 as mpb
+from tests.unit.plumbing.test_kafka_outbox import wait_until
 
 
 @pytest.mark.parametrize(
@@ -209,3 +211,68 @@ def test_without_a_certificate_a_tls_kafka_gets_nothing_and_the_log_says_why(
         "Kafka at k:9093 is TLS (--kafka-tls) but this job master has no certificate: its task "
         "outcomes are not published"
     )
+
+
+class Outage:
+    """A producer factory whose broker is away for the first ``failures`` attempts."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.producers: list[RecordingProducer] = []
+
+    def __call__(self, bootstrap: str, client_id: str, tls: BrokerTls | None = None) -> Any:
+        from kafka.errors import KafkaConnectionError
+
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise KafkaConnectionError("no broker")
+        self.producers.append(RecordingProducer())
+        return self.producers[-1]
+
+
+def outage_reporter(monkeypatch: pytest.MonkeyPatch, failures: int) -> tuple[Any, Outage]:
+    factory = Outage(failures)
+    monkeypatch.setattr(outcomes, "kafka_producer", factory)
+    reporter = OutcomeReporter("job-1", DataPlane(kafka_bootstrap="k:9092"))
+    for task in ("t1", "t2", "t3"):
+        reporter.task_ended(task, 1, "node-1", TaskState.SUCCEEDED)
+    outbox = reporter._outbox
+    assert outbox is not None
+    wait_until(lambda: outbox.unreachable)  # the outage is noticed: the sender backs off
+    return reporter, factory
+
+
+def test_a_job_master_ending_during_an_outage_delivers_once_the_broker_is_back(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Six failures back off 15.5 s; the end's wait hurries the retries instead (and ends as
+    # soon as all is delivered: its bound is raised here only so a loaded host cannot reach it).
+    reporter, factory = outage_reporter(monkeypatch, failures=6)
+    monkeypatch.setattr(outcomes, "FLUSH_AT_END_S", 60.0)
+    with caplog.at_level(logging.WARNING, logger="sluice.jm.outcomes"):
+        reporter.job_ended("succeeded")
+    (producer,) = factory.producers
+    events = [mpb.OutcomeEvent.FromString(value) for _, _, value in producer.sent]
+    assert [e.task.task_id or e.WhichOneof("event") for e in events] == [
+        "t1",
+        "t2",
+        "t3",
+        "job_ended",
+    ]
+    assert not [r for r in caplog.records if "not delivered" in r.getMessage()]
+
+
+def test_a_job_master_ending_while_kafka_stays_away_says_how_many_it_lost(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    reporter, factory = outage_reporter(monkeypatch, failures=10**9)
+    monkeypatch.setattr(outcomes, "FLUSH_AT_END_S", 0.5)
+    with caplog.at_level(logging.WARNING, logger="sluice.jm.outcomes"):
+        reporter.job_ended("failed")
+    lines = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
+    assert lines == [
+        "4 task outcomes (with the job's end) not delivered to Kafka at k:9092 within 0.5 s; "
+        "the machine rating misses them"
+    ]
+    assert factory.producers == []

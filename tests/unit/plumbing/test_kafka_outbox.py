@@ -252,3 +252,18 @@ def test_close_without_start_is_harmless(outboxes: list[KafkaOutbox]) -> None:
     outbox.offer("n1", b"m0")
     outbox.close()
     assert factory.calls == []
+
+
+def test_flush_hurries_a_sender_that_waits_out_an_outage(outboxes: list[KafkaOutbox]) -> None:
+    """Nine failed deliveries back off 45 s in all (0.5 s doubling to 10 s); a flush waiting
+    meanwhile has the sender retry every HURRY_S instead, and gets the buffer out well within
+    its 30 s once the broker takes it (the tenth attempt)."""
+    factory = Factory(*[KafkaConnectionError("no broker")] * 9)
+    outbox = make(outboxes, factory)
+    for value in values(3):
+        outbox.offer("n1", value)
+    wait_until(lambda: outbox.unreachable)
+    assert outbox.flush(30.0)
+    assert len(factory.calls) == 10
+    assert factory.delivered == values(3)
+    assert outbox.sent == 3 and not outbox.unreachable
