@@ -578,10 +578,14 @@ def restart(directory: Path, daemon: list[str], say: Say) -> dict[str, object]:
     target.record[target.pid_key] = process.pid
     _write_cluster(directory, cluster)  # the new pid, whatever happens next
     try:
-        _wait_serving(cluster, target, process)
+        moved = _wait_serving(cluster, target, process)
     except BaseException:
         _terminate([process.pid])
         raise
+    for note in moved:
+        say(note)
+    if moved:
+        _write_cluster(directory, cluster)
     say(f"{target.name} restarted (pid {process.pid}) and ready")
     return cluster
 
@@ -667,29 +671,38 @@ def _published_files(address_file: Path | None) -> list[Path]:
 
 def _wait_serving(
     cluster: dict[str, object], target: _Daemon, process: subprocess.Popen[bytes]
-) -> None:
+) -> list[str]:
     """Wait until ``target`` serves where ``cluster.json`` says it does; UserError if it exits,
-    does not start in time, or comes up elsewhere."""
+    does not start in time, or comes up where the others do not look for it (the RM's main
+    port, the aggregator's).  What moved where nobody is told (an agent registers its address;
+    the bearer-token port: a cluster started before ports were kept) is updated in ``cluster``
+    and returned, one line each."""
     tls = cluster_client_tls(cluster)
     if target.address_file is None:  # a broker: its port is in its command line
         _wait_port(str(target.record["address"]), process, target.name, target.log_path)
-        return
+        return []
     address = _wait_for_file(target.address_file, process, target.name, target.log_path)
     key = "rm" if target.name == "rm" else "address"
+    moved = []
     if address != target.record.get(key):
-        raise UserError(
-            f"{target.name} came up at {address}, not at {target.record.get(key)} where the "
-            f"cluster looks for it (see {target.log_path})"
-        )
+        if not target.name.startswith("agent "):
+            raise UserError(
+                f"{target.name} came up at {address}, not at {target.record.get(key)} where the "
+                f"cluster looks for it (see {target.log_path})"
+            )
+        moved.append(f"{target.name} moved from {target.record.get(key)} to {address}")
+        target.record[key] = address
+        target.record["argv"] = _pinned(target.argv, address)  # and stays there from now on
     if target.name == "rm":
         tokens = target.address_file.with_name(target.address_file.name + ".tokens")
         recorded_tokens = str(cluster.get("rm_tokens", ""))
         now = tokens.read_text().strip() if tokens.exists() else ""
         if now != recorded_tokens:
-            raise UserError(
-                f"rm: bearer-token port came up at {now or 'none'}, not at "
-                f"{recorded_tokens or 'none'} (see {target.log_path})"
+            moved.append(
+                f"rm: the bearer-token port moved from {recorded_tokens or 'none'} to "
+                f"{now or 'none'}; hand out the new one"
             )
+            cluster["rm_tokens"] = now
         nodes = cluster.get("nodes", [])
         assert isinstance(nodes, list)
         _wait_registered(address, tls, len(nodes), [process], target.log_path.parent)
@@ -697,6 +710,7 @@ def _wait_serving(
         _wait_node_ready(
             str(cluster["rm"]), tls, str(target.record["node_id"]), address, process, target
         )
+    return moved
 
 
 def _wait_port(address: str, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
