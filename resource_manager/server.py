@@ -150,11 +150,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a file of revoked token ids, one per line; re-read when it changes",
     )
     parser.add_argument(
-        "--queues",
-        type=Path,
-        help="the queue file: fair shares and how each queue is preempted (docs/preemption.md); "
-        "re-read on SIGHUP.  Without it: one queue, no preemption",
-    parser.add_argument(
         "--nodes-allowed",
         action="append",
         default=[],
@@ -169,6 +164,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a file of approved node-name globs, one a line (# comments); re-read when it "
         "changes, so a node is approved without restarting the RM",
     )
+    parser.add_argument(
+        "--queues",
+        type=Path,
+        help="the queue file: fair shares and how each queue is preempted (docs/preemption.md); "
+        "re-read on SIGHUP.  Without it: one queue, no preemption",
     )
     parser.add_argument(
         "--reservation",
@@ -269,15 +269,15 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
     for flag in ("max_streams_per_caller", "submissions_per_minute", "max_open_tasks_per_user"):
         if getattr(args, flag) < 0:
             raise UserError(f"--{flag.replace('_', '-')}: must be 0 (no limit) or more")
+    try:
+        node_names = NodeNames(tuple(args.nodes_allowed), args.nodes_allowed_file)
+    except ValueError as error:
+        raise UserError(f"--nodes-allowed-file: {error}") from None
     return CoreSettings(
         cluster_id=cluster_id,
         node_timeout=args.node_timeout,
         max_master_share=args.max_master_share,
         max_master_attempts=args.max_master_attempts,
-    try:
-        node_names = NodeNames(tuple(args.nodes_allowed), args.nodes_allowed_file)
-    except ValueError as error:
-        raise UserError(f"--nodes-allowed-file: {error}") from None
         nodes_to_score=args.nodes_to_score,
         max_open_tasks_per_user=args.max_open_tasks_per_user,
         preemption_interval=args.preemption_interval,
@@ -286,12 +286,12 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         dispatch=DispatchMode(args.dispatch),
         dias=_dias_config(args),
         max_running_jobs=args.max_running_jobs,
+        node_names=node_names,
     )
 
 
 def _default_reservation(args: argparse.Namespace) -> ReservationSpec | None:
     if args.reservation is None:
-        node_names=node_names,
         return None
     try:
         return load_reservation_file(args.reservation)
