@@ -28,7 +28,7 @@ from plumbing import data_plane, transport
 from plumbing.broker_tls import BrokerTls
 from plumbing.daemon import publish_address, serve_until_signalled
 from plumbing.errors import UserError
-from plumbing.rpc import start_server
+from plumbing.rpc import AGGREGATOR_MAX_RECEIVE, start_server
 from plumbing.tls import Role
 from policies.oversubscription.candidate_sync import MachineList
 from policies.oversubscription.candidates import compute_candidates
@@ -218,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         args.listen,
         tls=tls,
         access=ACCESS,
+        max_receive_bytes=AGGREGATOR_MAX_RECEIVE,
     )
     address = args.advertise or f"{args.listen.rsplit(':', 1)[0]}:{port}"
     log.info(

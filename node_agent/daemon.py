@@ -51,7 +51,7 @@ from plumbing.data_plane import DataPlane
 from plumbing.errors import UserError
 from plumbing.intervals import HEARTBEAT_INTERVAL_S, MONITOR_INTERVAL_S
 from plumbing.kafka_outbox import DEFAULT_BUFFER
-from plumbing.rpc import channel, start_server
+from plumbing.rpc import AGENT_MAX_RECEIVE, channel, start_server
 from plumbing.tls import ClientTls, Role, TlsError
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
 from policies.approximation.energy import PowerModel
@@ -651,6 +651,7 @@ def run(args: argparse.Namespace) -> int:
         args.listen,
         tls=tls,
         access=ACCESS,
+        max_receive_bytes=AGENT_MAX_RECEIVE,
     )
     host = args.listen.rsplit(":", 1)[0]
     address = args.advertise or f"{host}:{port}"

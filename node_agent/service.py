@@ -27,7 +27,7 @@ from node_agent.speculative import (
     SpeculativeStatus,
     speculative_allocation_id,
 )
-from plumbing.authz import caller, foreign_job
+from plumbing.authz import caller, foreign_job, log_refusal
 from plumbing.errors import UserError
 from plumbing.grants import Purpose
 from plumbing.wire import TASK_STATE_TO_PB, service_document_from_pb
@@ -53,7 +53,7 @@ def _own_job(context: grpc.ServicerContext, job_id: str) -> None:
 
 def _refuse(context: grpc.ServicerContext, method: str, problem: str) -> NoReturn:
     """PERMISSION_DENIED for ``problem``, logged with who asked."""
-    log.warning("refused %s to %s (%s): %s", method, caller(context), context.peer(), problem)
+    log_refusal(log, method, caller(context), context.peer(), problem)
     _abort(context, grpc.StatusCode.PERMISSION_DENIED, problem)
 
 

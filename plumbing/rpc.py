@@ -7,8 +7,11 @@ Servers and channels take the holder's TLS (:mod:`plumbing.tls`): with it, a ser
 its certificate and requires a client certificate the cluster CA signed (mutual TLS: a caller
 without one cannot even connect), and a channel trusts only that CA and presents its own
 certificate; every call is then checked against the server's access table
-(:mod:`plumbing.authz`).  Without TLS everything is plaintext and unchecked, which only
-``--insecure`` asks for.
+(:mod:`plumbing.authz`), before its request is decoded.  Without TLS everything is plaintext
+and unchecked, which only ``--insecure`` asks for.
+
+Each server reads at most its largest legitimate request (:data:`RM_MAX_RECEIVE`,
+:data:`AGENT_MAX_RECEIVE`, :data:`AGGREGATOR_MAX_RECEIVE`); gRPC refuses more, unread.
 """
 
 from __future__ import annotations
@@ -39,6 +42,38 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]
 
+# What each server reads of one request.  gRPC refuses a larger message with
+# RESOURCE_EXHAUSTED as soon as its length prefix arrives, before reading or decoding it, so a
+# caller can make a server hold at most this much per call; 64 MB let 30 refused submissions
+# grow an RM by 3.8 GB (issue 27).  Each limit is the server's largest legitimate request with
+# room to spare (replies and channels keep 64 MB: a job's detail can be large).
+
+RM_MAX_RECEIVE = 4 * 1024 * 1024
+"""4 MiB, gRPC's own default.  The RM's largest requests: a ``SubmitJob`` (a spec is at most
+``MAX_SPEC_BYTES``, 1 MiB, of YAML; a structured spec's strings count against the same 1 MiB
+with one byte each more, and take at most twice their count on the wire (an empty string: a tag
+and a length byte), so with its numbers, about 40 bytes a phase for at most 1,000 phases, it
+stays under 2.1 MiB); an agent's heartbeat or registration, which lists every task it holds (a
+task's report is about 150 bytes: over 25,000 tasks on one node); a job master's ``Allocate``
+(an ask names at most 4,096 preferred nodes, about 80 KiB with short names).
+``tests/unit/plumbing/test_receive_limits.py`` builds the largest of each and checks it fits."""
+
+AGENT_MAX_RECEIVE = 1024 * 1024
+"""1 MiB.  An agent's largest request is ``StartTask`` (or ``EnqueueSpeculative``, which
+carries one): a command of at most ``MAX_COMMAND_BYTES`` (256 KiB, 4,096 arguments, under
+270 KiB on the wire), three environment variables, ids and a grant token."""
+
+AGGREGATOR_MAX_RECEIVE = 64 * 1024
+"""64 KiB.  Every request of the aggregator's own service is empty; the rest are health checks
+and reflection queries (a symbol or a file name)."""
+
+
+def _server_options(max_receive_bytes: int) -> list[tuple[str, int]]:
+    return [
+        *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
+        ("grpc.max_receive_message_length", max_receive_bytes),
+    ]
+
 
 def start_server(
     registrations: Iterable[tuple[Callable[[Any, grpc.Server], None], object, str]],
@@ -47,15 +82,18 @@ def start_server(
     max_workers: int = 32,
     tls: TlsFiles | None = None,
     access: AccessTable | None = None,
+    max_receive_bytes: int = RM_MAX_RECEIVE,
 ) -> tuple[grpc.Server, int, health.HealthServicer]:
     """Start a server with the given (add_X_to_server, servicer, full service name) triples.
 
-    ``address`` is host:port; port 0 picks a free port.  Returns the server, the bound port and
-    the health servicer (already SERVING for every service and for "")."""
+    ``address`` is host:port; port 0 picks a free port.  ``max_receive_bytes`` bounds one
+    request (a larger one is refused with RESOURCE_EXHAUSTED unread).  Returns the server, the
+    bound port and the health servicer (already SERVING for every service and for "")."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-        options=CHANNEL_OPTIONS,
-        interceptors=[Authorizer(_access(tls, access))] if tls is not None else None,
+        options=_server_options(max_receive_bytes),
+        # Without TLS nothing is checked, but requests are still decoded in the guard.
+        interceptors=[Authorizer(_access(tls, access) if tls is not None else None)],
     )
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     names = _register(server, registrations, health_servicer)
@@ -142,6 +180,7 @@ async def start_aio_server(
     access: AccessTable | None = None,
     tokens: TokenPort | None = None,
     max_streams_per_caller: int = 0,
+    max_receive_bytes: int = RM_MAX_RECEIVE,
 ) -> tuple[grpc.aio.Server, int, health_aio.HealthServicer]:
     """Like :func:`start_server`, for servicers written with ``async def``: one event loop
     serves every call, so a stream that waits (a watcher) holds no thread and no number of them
@@ -154,18 +193,14 @@ async def start_aio_server(
     if tokens is not None and tls is None:
         raise ValueError("bearer tokens need TLS")
     server = grpc.aio.server(
-        options=CHANNEL_OPTIONS,
-        interceptors=(
-            [
-                AioAuthorizer(
-                    _access(tls, access),
-                    tokens.verifier if tokens else None,
-                    max_streams_per_caller,
-                )
-            ]
-            if tls is not None
-            else None
-        ),
+        options=_server_options(max_receive_bytes),
+        interceptors=[
+            AioAuthorizer(
+                _access(tls, access) if tls is not None else None,
+                tokens.verifier if tokens else None,
+                max_streams_per_caller if tls is not None else 0,
+            )
+        ],
     )
     health_servicer = health_aio.HealthServicer()
     names = _register(server, registrations, health_servicer)

@@ -26,7 +26,7 @@ from plumbing.queue_file import (
     load_queue_file,
     load_reservation_file,
 )
-from plumbing.rpc import TokenPort, start_aio_server
+from plumbing.rpc import RM_MAX_RECEIVE, TokenPort, start_aio_server
 from plumbing.tls import Authority, Role, TlsError, TlsFiles, load_job_master_ca
 from policies.approximation.dias_config import DiasConfig
 from policies.approximation.dispatch import DispatchMode
@@ -421,6 +421,7 @@ async def _serve(
             access=ACCESS,
             tokens=tokens,
             max_streams_per_caller=args.max_streams_per_caller,
+            max_receive_bytes=RM_MAX_RECEIVE,
         )
     except (OSError, RuntimeError) as error:
         hint = " (the port this RM bound before; is another process on it?)"

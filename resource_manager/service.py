@@ -26,7 +26,7 @@ from typing import NoReturn, TypeVar
 import grpc
 
 from plumbing import grants, wire
-from plumbing.authz import caller, foreign_job, foreign_node
+from plumbing.authz import caller, foreign_job, foreign_node, log_refusal
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import SCHEDULING_PASS_DELAY_S
 from plumbing.spec_text import load_job_document
@@ -399,10 +399,10 @@ async def _answer_async(
     except AlreadyExistsError as error:
         await _abort(context, grpc.StatusCode.ALREADY_EXISTS, str(error))
     except LimitExceededError as error:
-        log.warning("refused %s to %s (%s): %s", what, caller(context), context.peer(), error)
+        log_refusal(log, what, caller(context), context.peer(), str(error))
         await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))
     except PermissionDeniedError as error:
-        log.warning("refused %s to %s (%s): %s", what, caller(context), context.peer(), error)
+        log_refusal(log, what, caller(context), context.peer(), str(error))
         await _abort(context, grpc.StatusCode.PERMISSION_DENIED, str(error))
     except Exception as error:
         log.warning("%s failed: %s: %s (nothing was changed)", what, type(error).__name__, error)
@@ -679,7 +679,7 @@ async def _own_node(
     already let only agents through)."""
     problem = foreign_node(identity, node_id)
     if problem is not None:
-        log.warning("refused %s (%s): %s", identity, context.peer(), problem)
+        log_refusal(log, "NodeService", identity, context.peer(), problem)
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, problem)
 
 
@@ -705,7 +705,7 @@ async def _own_job(context: grpc.aio.ServicerContext, job_id: str, state: RMStat
         return
     problem = foreign_job(identity, job_id)
     if problem is not None:
-        log.warning("refused %s (%s): %s", identity, context.peer(), problem)
+        log_refusal(log, "MasterService", identity, context.peer(), problem)
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, problem)
 
 
