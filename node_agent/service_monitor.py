@@ -30,14 +30,18 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from node_agent.metrics.pressure import PressureStall, read_cgroup_pressure, read_pressure
 from node_agent.runtime.task_state import atomic_write
 from node_agent.service_probe import probe_once
-from node_agent.service_watch import ServiceWatch
-from policies.oversubscription.anomaly import AnomalyVerdict, IndicatorSample
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.scheduling.service_spec import ServiceSpec, parse_service, service_to_document
+
+if TYPE_CHECKING:  # imported where a service is first watched: it needs numpy and scipy,
+    # which an agent that runs no service never loads (the agent starts fast, docs/architecture.md)
+    from node_agent.service_watch import ServiceWatch
+    from policies.oversubscription.anomaly import AnomalyVerdict, IndicatorSample
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +104,8 @@ class ServiceMonitor:
     # ------------------------------------------------------------------ the agent's calls
 
     def add(self, key: str, service: ServiceSpec) -> None:
+        from node_agent.service_watch import ServiceWatch
+
         with self._lock:
             self._watched.setdefault(key, _Watched(service, ServiceWatch(key)))
             self._saved_at = None  # a new service: saved at the next pass
@@ -291,6 +297,8 @@ def _load(path: Path | None) -> dict[str, tuple[ServiceSpec, ServiceWatch]]:
     except (OSError, ValueError) as error:
         log.warning("service watch in %s unreadable (%s): starting it afresh", path, error)
         return {}
+    from node_agent.service_watch import ServiceWatch
+
     kept: dict[str, tuple[ServiceSpec, ServiceWatch]] = {}
     for key, entry in record.items():
         try:

@@ -32,9 +32,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kafka import KafkaProducer
-from kafka.errors import KafkaError
-
 from plumbing.broker_tls import BrokerTls, probe
 
 DEFAULT_BUFFER = 300  # five minutes of 1 s samples
@@ -58,6 +55,10 @@ def kafka_producer(
 ) -> Producer:
     """A producer that fails fast instead of blocking when the broker is away; over TLS with
     ``tls`` (the holder's CA, certificate and key; the broker's host checked)."""
+    # kafka-python is imported when the first producer is made: a node agent registers before
+    # it publishes anything (it starts fast; tests/unit/node_agent/test_start_imports.py).
+    from kafka import KafkaProducer
+
     producer: Producer = KafkaProducer(
         bootstrap_servers=bootstrap.split(","),
         client_id=client_id,
@@ -228,6 +229,8 @@ class KafkaOutbox:
 
     def _deliver(self, batch: list[tuple[bytes, bytes]]) -> bool:
         """Send ``batch`` (the buffer's oldest messages); True when the broker took all of it."""
+        from kafka.errors import KafkaError  # (here, not at the top: see kafka_producer)
+
         try:
             if self._producer is None:
                 self._producer = self._factory(self.bootstrap)

@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from plumbing.spec_text import load_yaml_document, read_spec_file
-from policies.approximation.dias_config import DiasConfig, parse_dias_config
-from policies.preemption.queues import QueueConfig, QueueError, parse_queue_config
 from policies.scheduling.jobspec import ReservationSpec, SpecError, parse_reservation
+
+if TYPE_CHECKING:  # imported by the loaders that need them: the queues' vectors and DiAS's
+    # accuracy curves need numpy and scipy, which the CLI's other commands and the node agent
+    # never load (they start fast; tests/unit/node_agent/test_start_imports.py)
+    from policies.approximation.dias_config import DiasConfig
+    from policies.preemption.queues import QueueConfig
 
 __all__ = ["QueueFileError", "load_dias_config", "load_queue_file", "load_reservation_file"]
 
@@ -32,7 +36,9 @@ class QueueFileError(ValueError):
 
 def load_queue_file(path: Path) -> QueueConfig:
     """The queues of the file at ``path``; QueueFileError on the first problem."""
-    return _load(path, "queue file", parse_queue_config)
+    from policies.preemption.queues import QueueError, parse_queue_config
+
+    return _load(path, "queue file", parse_queue_config, QueueError)
 
 
 def load_reservation_file(path: Path) -> ReservationSpec:
@@ -43,6 +49,7 @@ def load_reservation_file(path: Path) -> ReservationSpec:
 def load_dias_config(path: Path) -> DiasConfig:
     """The DiAS settings; a ``drop_ratios_from`` file (``sluice model dias --json`` output) is
     read relative to the settings file."""
+    from policies.approximation.dias_config import parse_dias_config
 
     def parse(document: object) -> DiasConfig:
         named = document.get("drop_ratios_from") if isinstance(document, dict) else None
@@ -66,7 +73,10 @@ def load_dias_config(path: Path) -> DiasConfig:
     return _load(path, "DiAS settings file", parse)
 
 
-def _load(path: Path, what: str, parse: Callable[[object], T]) -> T:
+def _load(
+    path: Path, what: str, parse: Callable[[object], T], error_type: type[Exception] = SpecError
+) -> T:
+    """``parse`` the file's YAML document; its SpecError or ``error_type`` becomes one line."""
     try:
         data = read_spec_file(path, field=what)
         return parse(load_yaml_document(data, field=what))
@@ -76,5 +86,5 @@ def _load(path: Path, what: str, parse: Callable[[object], T]) -> T:
         raise QueueFileError(f"{path}: is a directory, not a {what}") from None
     except OSError as error:
         raise QueueFileError(f"{path}: cannot be read: {error.strerror or error}") from None
-    except (SpecError, QueueError) as error:
+    except (SpecError, error_type) as error:
         raise QueueFileError(f"{path}: {error}") from None

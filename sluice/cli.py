@@ -708,8 +708,25 @@ def _add_log_level(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def agent_parser() -> argparse.ArgumentParser:
+    """The parser of ``sluice agent`` alone.  A node agent restarted must register within the
+    RM's node timeout to keep its tasks (docs/architecture.md, "Node timeout and lease"), so its
+    command line does not build every other command's parser (the simulator's imports plotting,
+    the RM's and the aggregator's their numeric and database libraries)."""
+    parser = argparse.ArgumentParser(prog="sluice")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("agent", help="run a node agent (daemon)")
+    _add_log_level(p)
+    from node_agent.daemon import add_arguments as agent_arguments
+
+    agent_arguments(p)
+    p.set_defaults(handler=cmd_agent)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = agent_parser() if argv[:1] == ["agent"] else build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     try:

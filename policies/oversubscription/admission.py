@@ -17,14 +17,14 @@ All quantities are fractions of the node's capacity, per resource in the order o
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
 
 from policies.oversubscription.config import OversubscriptionConfig
 
-FloatArray = NDArray[np.float64]
+# Plain Python, not numpy: three numbers per decision, on the node agent, which imports no
+# numpy (it starts fast; tests/unit/node_agent/test_start_imports.py).
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def admit_to_queue(queue_length: int, config: OversubscriptionConfig) -> Admissi
 
 def admit_launch(
     usage: NodeUsage,
-    demand: ArrayLike,
+    demand: Iterable[float],
     config: OversubscriptionConfig,
     *,
     throttled: bool = False,
@@ -74,28 +74,37 @@ def admit_launch(
         return Admission(False, "queue empty")
     if throttled and config.is_responsiveness_prioritized:
         return Admission(False, "throttled: LRA performance anomaly")
-    thresholds = np.asarray(config.admission_thresholds)
-    over = np.flatnonzero(utilisation > thresholds)
-    if over.size:
-        i = int(over[0])
+    thresholds = config.admission_thresholds
+    over = [
+        i
+        for i, (used, limit) in enumerate(zip(utilisation, thresholds, strict=True))
+        if used > limit
+    ]
+    if over:
+        i = over[0]
         return Admission(
             False, f"{names[i]} utilisation {utilisation[i]:.3g} over {thresholds[i]:.3g}"
         )
-    quota = np.asarray(config.oversubscription_quota)
-    after = oversubscribed + need
-    exceeded = np.flatnonzero(after > quota)
-    if exceeded.size:
-        i = int(exceeded[0])
+    quota = config.oversubscription_quota
+    after = [held + more for held, more in zip(oversubscribed, need, strict=True)]
+    exceeded = [
+        i for i, (total, limit) in enumerate(zip(after, quota, strict=True)) if total > limit
+    ]
+    if exceeded:
+        i = exceeded[0]
         return Admission(
             False, f"{names[i]} oversubscription {after[i]:.3g} would exceed quota {quota[i]:.3g}"
         )
     return Admission(True)
 
 
-def _per_resource(values: ArrayLike, name: str, count: int) -> FloatArray:
-    array = np.asarray(values, dtype=np.float64)
-    if array.shape != (count,):
+def _per_resource(values: Iterable[float], name: str, count: int) -> tuple[float, ...]:
+    try:
+        numbers = tuple(float(v) for v in values)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected {count} values, one per admission resource") from None
+    if len(numbers) != count:
         raise ValueError(f"{name}: expected {count} values, one per admission resource")
-    if not np.isfinite(array).all() or (array < 0).any():
+    if not all(math.isfinite(v) and v >= 0 for v in numbers):
         raise ValueError(f"{name}: values must be non-negative fractions of capacity")
-    return array
+    return numbers
