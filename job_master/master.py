@@ -436,6 +436,7 @@ class JobMaster:
                 "SLUICE_TASK_ID": launch.task_id,
                 "SLUICE_ATTEMPT": str(launch.attempt),
             },
+            run_on_node_lost=plan.spec.on_node_lost == "run_on",  # the agent's fencing spares it
         )
         if plan.spec.service is not None:  # the agent watches a service's tasks
             request.service.CopyFrom(service_to_pb(plan.spec.service))

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from node_agent.cpufreq import SYSFS_CPUS
 from node_agent.cpufreq import detect as detect_cpufreq
+from node_agent.lease import Lease
 from node_agent.preemption import (
     SWAP_GROWTH_BYTES,
     GracefulShrink,
@@ -49,6 +50,7 @@ from node_agent.runtime.base import (
 from node_agent.service_monitor import ServiceMonitor
 from node_agent.speculative import QueueState, SpeculativeQueue
 from node_agent.sprint import NodeSprinter
+from plumbing.intervals import FENCE_STOP_GRACE_S, MONITOR_INTERVAL_S
 from plumbing.tls import write_tls_dir
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.scheduling.cpu_sets import Pinned, choose_cpuset
@@ -126,6 +128,8 @@ class AgentConfig:
     state_dir: Path | None = None
     # Where cpufreq lives (DiAS's DVFS sprint, node_agent/cpufreq.py); tests give a fake tree.
     cpufreq_root: Path = SYSFS_CPUS
+    # How often the monitor loop looks (and checks the lease, node_agent/lease.py).
+    monitor_interval: float = MONITOR_INTERVAL_S
 
 
 class NodeAgent:
@@ -164,6 +168,10 @@ class NodeAgent:
             for observation in runtime.observe():
                 self._observed[observation.task_key] = observation
         self._sweep_master_tls()
+        # Its lease on the RM (fencing, node_agent/lease.py), kept across restarts.
+        self.lease = Lease(config.state_dir, config.monitor_interval)
+        self.lease.keep_only(self._observed)
+        self._fenced: dict[str, str] = {}  # tasks stopped by fencing: why
         # The services it runs, watched (ROSE Sec. 6.2); its probe thread starts with the first.
         self.services = ServiceMonitor(
             self.pressure_dir,
@@ -414,6 +422,48 @@ class NodeAgent:
             with contextlib.suppress(UnknownTaskError):
                 self.stop(key)
         return len(keys)
+
+    # ------------------------------------------------------------------ fencing
+
+    def fence(self, silent_s: float) -> list[str]:
+        """The lease expired (the RM not reached for ``silent_s`` seconds): stop every live
+        task and job master here, but the tasks whose job runs on when its node is lost, and
+        empty the speculative queue; the keys stopped.  Their events say KILLED, "fenced: ...".
+        Logs once, naming the tasks stopped and those left running."""
+        reason = (
+            f"fenced: the resource manager not reached for {silent_s:.1f} s (its node timeout "
+            f"is {self.lease.node_timeout:g} s): it counts this node lost and retries its tasks "
+            "elsewhere"
+        )
+        with self._lock:
+            live = [k for k, o in self._observed.items() if o.state is not RunState.EXITED]
+        self.lease.keep_only(live)
+        kept = [key for key in live if self.lease.runs_on(key)]
+        stopped = [key for key in live if key not in kept]
+        with self._lock:
+            for key in stopped:
+                self._fenced[key] = reason
+        cancelled = self.speculative.cancel_all(reason)
+        log.warning(
+            "%s: stopping %d tasks (%s)%s%s",
+            reason,
+            len(stopped),
+            _listed(stopped),
+            f"; {len(kept)} left running, their jobs say on_node_lost: run_on ({_listed(kept)})"
+            if kept
+            else "",
+            f"; {cancelled} queued speculative tasks cancelled" if cancelled else "",
+        )
+        for key in stopped:
+            try:
+                self.stop(key, FENCE_STOP_GRACE_S)
+            except (UnknownTaskError, RuntimeError_) as error:
+                log.warning("fencing: %s not stopped: %s", key, error)
+        return stopped
+
+    def keep_on_node_lost(self, key: str) -> None:
+        """Task ``key``'s job says ``on_node_lost: run_on``: fencing leaves it running."""
+        self.lease.run_on(key)
 
     def live_keys_of(self, job_id: str, allocation_id: str) -> list[str]:
         """The live tasks running in an allocation (one, normally)."""
@@ -851,6 +901,9 @@ class NodeAgent:
         evicted = self.speculative.eviction_of(observation.task_key)
         if evicted is not None:
             return TaskState.KILLED, f"evicted: {evicted}"
+        fenced = self._fenced.get(observation.task_key)
+        if fenced is not None:
+            return TaskState.KILLED, fenced
         if observation.task_key in self._stop_requested:
             return TaskState.KILLED, f"stopped (exit code {code})"
         if code == 0:
@@ -925,6 +978,13 @@ class NodeAgent:
                 with self._lock:
                     self._reported.pop(key, None)
                     self._stop_requested.discard(key)
+                    self._fenced.pop(key, None)
+
+
+def _listed(keys: Sequence[str], most: int = 10) -> str:
+    """``keys`` for a log line, at most ``most`` of them named."""
+    shown = ", ".join(keys[:most])
+    return shown + (f" and {len(keys) - most} more" if len(keys) > most else "") if keys else "none"
 
 
 def _shown(limits: Resources | None) -> str:

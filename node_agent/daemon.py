@@ -4,8 +4,12 @@ Loops: a monitor (observes tasks every ``--monitor-interval``, sends task events
 as they happen, re-sending what the RM did not acknowledge), a heartbeat (usage and live tasks
 out, RM commands in, over a gRPC stream kept open), and metrics (one ``NodeMetrics`` sample per
 ``--metrics-interval`` to the Kafka topic the RM names at registration, or ``--kafka``).  A
-lost RM is retried with backoff; tasks keep running meanwhile.  SIGTERM stops the agent but not
-its tasks: a restarted agent adopts them.
+lost RM is retried with backoff, cut short as soon as another link (the event reporter) reaches
+it again; tasks keep running meanwhile, until the agent's lease on the RM expires (fencing,
+:mod:`node_agent.lease`: it stops them itself about when the RM counts the node lost).  SIGTERM
+stops the agent but not its tasks: a restarted agent adopts them, if it registers within the
+RM's node timeout (so the agent starts fast: it imports only what its path uses, and the node
+timeout must obey the rule of :mod:`plumbing.intervals`, checked at registration).
 
 The agent's identity lives in ``<state-dir>/identity.json``: its node id, its cluster id and an
 instance id made once.  A restarted agent keeps them, so the RM tells it apart from a second
@@ -49,7 +53,12 @@ from plumbing.broker_tls import BrokerTls
 from plumbing.daemon import publish_address, serve_until_signalled
 from plumbing.data_plane import DataPlane
 from plumbing.errors import UserError
-from plumbing.intervals import HEARTBEAT_INTERVAL_S, MONITOR_INTERVAL_S
+from plumbing.intervals import (
+    HEARTBEAT_INTERVAL_S,
+    MAX_BACKOFF_S,
+    MONITOR_INTERVAL_S,
+    node_timeout_problem,
+)
 from plumbing.kafka_outbox import DEFAULT_BUFFER
 from plumbing.rpc import AGENT_MAX_RECEIVE, channel, start_server
 from plumbing.tls import ClientTls, Role, TlsError
@@ -67,7 +76,8 @@ from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 log = logging.getLogger("sluice.agent")
 
 RPC_TIMEOUT = 5.0
-MAX_BACKOFF = 10.0
+STOP_CHECK_S = 0.2
+"""A wait between heartbeats notices the stop event within this (and a wake-up at once)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,8 +97,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpus", type=float, help="CPU capacity offered (default: all usable CPUs)"
     )
     parser.add_argument("--memory-mb", type=int, help="memory offered (default: all of it)")
-    parser.add_argument("--heartbeat-interval", type=float, default=HEARTBEAT_INTERVAL_S)
+    parser.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=HEARTBEAT_INTERVAL_S,
+        help="seconds between heartbeats; the RM's node timeout must be at least 3 of them + "
+        "4 s (default %(default)s)",
+    )
     parser.add_argument("--monitor-interval", type=float, default=MONITOR_INTERVAL_S)
+    parser.add_argument(
+        "--max-backoff",
+        type=float,
+        default=MAX_BACKOFF_S,
+        help="the longest wait between attempts to reach a lost resource manager (default "
+        "%(default)s s; cut short when another link reaches it)",
+    )
     parser.add_argument("--docker-url", help="Docker Engine URL (default: from the environment)")
     parser.add_argument("--address-file", type=Path, help="write the bound address here once up")
     parser.add_argument(
@@ -321,12 +344,22 @@ class AgentDaemon:
         identity: AgentIdentity | None = None,
         tls: ClientTls | None = None,
         gate: GrantGate | None = None,
+        max_backoff: float = MAX_BACKOFF_S,
     ) -> None:
         """``gate`` (with TLS) learns the node's grant key from each registration."""
         self.agent = agent
         self._gate = gate
         self.identity = identity or AgentIdentity(agent.config.node_id, "", "")
         self.refused: str | None = None  # why the RM refused this agent at its first registration
+        # Why the agent stopped at its first registration: the RM's node timeout is too short
+        # for its heartbeat interval (plumbing/intervals.py).
+        self.misconfigured: str | None = None
+        self._max_backoff = max_backoff
+        self._interval = HEARTBEAT_INTERVAL_S  # heartbeat_loop's
+        # Set when another link (the event reporter) reaches the RM after it was unreachable:
+        # the heartbeat loop stops waiting out its backoff and registers at once.
+        self._wake = threading.Event()
+        self._fencing: threading.Thread | None = None
         self._in_flight: set[tuple[str, str]] = set()
         self._in_flight_lock = threading.Lock()
         self._on_data_plane = on_data_plane
@@ -343,6 +376,12 @@ class AgentDaemon:
         self._stream: _HeartbeatStream | None = None  # the open one, used by heartbeat_loop only
         self._commands = ThreadPoolExecutor(max_workers=4, thread_name_prefix="command")
 
+    def why_refused(self) -> str | None:
+        """Why the agent stopped at its first registration (one line), or None."""
+        if self.refused is not None:
+            return f"the resource manager refused this agent: {self.refused}"
+        return self.misconfigured
+
     # ------------------------------------------------------------------ RM link
 
     def _rm_call_failed(self, what: str, error: grpc.RpcError) -> None:
@@ -354,9 +393,13 @@ class AgentDaemon:
             )
         self._rm_reachable = False
 
-    def _rm_call_ok(self) -> None:
+    def _rm_call_ok(self, *, wake: bool = True) -> None:
+        """A call reached the RM.  ``wake``: it was another link's than the heartbeat loop's,
+        which may be waiting out a long backoff: it is woken."""
         if not self._rm_reachable:
             log.info("resource manager at %s reachable again", self._rm_address)
+            if wake:
+                self._wake.set()
         self._rm_reachable = True
 
     def register(self) -> None:
@@ -372,6 +415,19 @@ class AgentDaemon:
             has_swap=self.agent.has_swap,
         )
         response = self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
+        node_timeout = response.node_timeout_s
+        problem = node_timeout_problem(node_timeout, self._interval) if node_timeout else None
+        if problem is not None and not self._ever_registered:
+            self.misconfigured = (
+                f"--heartbeat-interval {self._interval:g}: the resource manager's --node-timeout "
+                f"does not allow it: {problem}"
+            )
+            log.error("%s", self.misconfigured)
+            self.stop_event.set()
+            return
+        if problem is not None:
+            log.error("the resource manager's --node-timeout is now inconsistent: %s", problem)
+        self.agent.lease.renewed(time.monotonic(), node_timeout)
         if self._gate is not None:
             self._gate.set_key(response.grant_key)
         self._registered = True
@@ -398,6 +454,7 @@ class AgentDaemon:
         closes the stream: at once between heartbeats, else when the heartbeat in flight is
         answered or times out.
         """
+        self._interval = interval
         try:
             self._heartbeat_until_stopped(interval)
         finally:
@@ -406,14 +463,17 @@ class AgentDaemon:
     def _heartbeat_until_stopped(self, interval: float) -> None:
         backoff = interval
         while not self.stop_event.is_set():
+            self._wake.clear()  # (a wake-up from before this attempt is spent)
             try:
                 if not self._registered:
                     self.register()
+                    if self.stop_event.is_set():
+                        return  # misconfigured
                 if self._streaming:
                     self._stream_heartbeat()
                 else:
                     self._heartbeat()
-                self._rm_call_ok()
+                self._rm_call_ok(wake=False)
                 backoff = interval
             except grpc.RpcError as error:
                 self._close_stream()
@@ -436,8 +496,28 @@ class AgentDaemon:
                     log.error("the resource manager refuses to register this agent: %s", details)
                 else:
                     self._rm_call_failed("heartbeat", error)
-                backoff = min(backoff * 2, MAX_BACKOFF)
-            self.stop_event.wait(backoff)
+                self.agent.lease.attempt_failed()
+                backoff = min(backoff * 2, max(self._max_backoff, interval))
+            self._pause(backoff)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, less if the agent stops (noticed within STOP_CHECK_S) or another
+        link reaches the RM again (at once: then the loop registers without waiting out its
+        backoff, and logs that it was woken)."""
+        deadline = time.monotonic() + seconds
+        while not self.stop_event.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self._wake.wait(min(left, STOP_CHECK_S)):
+                log.info(
+                    "heartbeat woken: another link reached the resource manager at %s (%.1f s "
+                    "of a %.1f s wait left): heartbeating at once",
+                    self._rm_address,
+                    left,
+                    seconds,
+                )
+                return
 
     def _stream_heartbeat(self) -> None:
         """One heartbeat over the open stream (opened first if there is none).  Raises
@@ -470,13 +550,15 @@ class AgentDaemon:
         )
 
     def _on_heartbeat_response(self, response: rm_pb.HeartbeatResponse) -> None:
-        """Act on the RM's answer: register again if it does not know this node, else start
-        each command not already being carried out (the RM repeats a command until done)."""
+        """Act on the RM's answer: register again if it does not know this node, else renew
+        the lease and start each command not already being carried out (the RM repeats a
+        command until done)."""
         if response.reregister:
             log.info("the resource manager does not know this node: registering again")
             self._registered = False
             self.register()
             return
+        self.agent.lease.renewed(time.monotonic())
         for command in response.commands:
             kind = command.WhichOneof("command") or ""
             detail = getattr(command, kind) if kind else None
@@ -544,9 +626,22 @@ class AgentDaemon:
                 self.agent.preemption_round()
                 self.agent.monitor_once(time.time())
                 self._report()
+                self._check_lease()
             except Exception:  # keep observing: one bad read must not blind the agent
                 log.exception("monitor pass failed")
             self.stop_event.wait(interval)
+
+    def _check_lease(self) -> None:
+        """Fence if the lease on the RM expired (node_agent/lease.py): the tasks are stopped on
+        a thread of their own, so that the monitor loop goes on observing and reporting them."""
+        silent = self.agent.lease.due(time.monotonic())
+        if silent is None:
+            return
+        self.agent.lease.fenced()
+        self._fencing = threading.Thread(
+            target=self.agent.fence, args=(silent,), name="fence", daemon=True
+        )
+        self._fencing.start()
 
     def _report(self) -> None:
         events = self.agent.take_outbox()
@@ -573,7 +668,7 @@ class AgentDaemon:
 
 
 def run(args: argparse.Namespace) -> int:
-    _check_kafka_flags(args)  # before anything is written
+    _check_kafka_flags(args)  # before anything is written (and the intervals)
     state_dir: Path = args.state_dir
     state_dir.mkdir(parents=True, exist_ok=True)
     node_id: str = args.node_id
@@ -625,6 +720,7 @@ def run(args: argparse.Namespace) -> int:
             masters_tls_root=state_dir / "masters-tls" if tls is not None else None,
             oversubscription=oversubscription_of(args),
             state_dir=state_dir,
+            monitor_interval=args.monitor_interval,
         ),
         tasks,
         masters,
@@ -665,6 +761,7 @@ def run(args: argparse.Namespace) -> int:
         identity=identity,
         tls=ClientTls.of(tls) if tls is not None else None,
         gate=gate,
+        max_backoff=args.max_backoff,
     )
     if args.kafka:
         reporter.use(_override(DataPlane(), args))
@@ -698,15 +795,30 @@ def run(args: argparse.Namespace) -> int:
     tasks.close()
     if masters is not tasks:
         masters.close()
-    if daemon.refused is not None:
-        raise UserError(f"the resource manager refused this agent: {daemon.refused}")
+    why = daemon.why_refused()
+    if why is not None:
+        raise UserError(why)
     log.info("node agent stopped")
     return 0
 
 
+def _check_intervals(args: argparse.Namespace) -> None:
+    """Refuse an interval that is not a positive number of seconds.  (Whether the RM's node
+    timeout allows --heartbeat-interval is checked at the first registration, which tells it.)"""
+    for flag, value in (
+        ("--heartbeat-interval", args.heartbeat_interval),
+        ("--monitor-interval", args.monitor_interval),
+        ("--max-backoff", args.max_backoff),
+    ):
+        if not (math.isfinite(value) and value > 0):
+            raise UserError(f"{flag}: must be a positive number of seconds, got {value:g}")
+
+
 def _check_kafka_flags(args: argparse.Namespace) -> None:
     """Refuse --kafka-tls without --kafka, or without a certificate to speak it with (the
-    agent runs --insecure; otherwise it has a TLS directory or refuses to start anyway)."""
+    agent runs --insecure; otherwise it has a TLS directory or refuses to start anyway); and
+    an interval that is not positive."""
+    _check_intervals(args)
     if args.kafka_tls and not args.kafka:
         raise UserError("--kafka-tls: needs --kafka (without it, the RM says whether it is TLS)")
     try:

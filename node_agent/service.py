@@ -256,6 +256,8 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
                 service,
             ),
         )
+        if request.run_on_node_lost:  # its job's on_node_lost: run_on (fencing spares it)
+            self._agent.keep_on_node_lost(observation.task_key)
         return agent_pb.StartTaskResponse(status=status_to_pb(self._agent, observation))
 
     def StopTask(

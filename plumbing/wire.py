@@ -77,6 +77,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         approximation=None
         if spec.approximation is None
         else pb.ApproximationSpec(drop_ratio=spec.approximation.drop_ratio),
+        on_node_lost=spec.on_node_lost,
     )
 
 
@@ -114,6 +115,8 @@ def spec_document_from_pb(message: pb.JobSpec) -> dict[str, object]:
         document["speculative"] = speculative_document_from_pb(message.speculative)
     if message.HasField("approximation"):
         document["approximation"] = {"drop_ratio": message.approximation.drop_ratio}
+    if message.on_node_lost:
+        document["on_node_lost"] = message.on_node_lost
     return document
 
 

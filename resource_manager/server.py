@@ -20,6 +20,7 @@ from plumbing.bearer import TokenVerifier
 from plumbing.daemon import publish_address, serve_aio_until_signalled
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
+from plumbing.intervals import AGENT_START_BUDGET_S
 from plumbing.queue_file import (
     QueueFileError,
     load_dias_config,
@@ -87,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--node-timeout",
         type=float,
         default=defaults.node_timeout,
-        help="seconds of silence before a node is lost",
+        help="seconds of silence before a node is lost (and its agent stops its tasks); at least "
+        "3 agent heartbeats + 4 s, for a restarted agent to register and adopt its tasks",
     )
     parser.add_argument(
         "--max-master-share",
@@ -252,8 +254,11 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         raise UserError(
             f"--cluster-id: {args.state_dir} holds cluster {recorded!r}, not {cluster_id!r}"
         )
-    if not args.node_timeout > 0:
-        raise UserError("--node-timeout: must be positive")
+    if not args.node_timeout >= AGENT_START_BUDGET_S:  # (agents check their heartbeats)
+        raise UserError(
+            f"--node-timeout: must be at least {AGENT_START_BUDGET_S:g} s, what a restarted agent "
+            f"may take to register and adopt its tasks, got {args.node_timeout:g}"
+        )
     if not 0 < args.max_master_share <= 1:
         raise UserError("--max-master-share: must be in (0, 1]")
     if args.max_master_attempts < 1:

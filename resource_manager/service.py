@@ -741,6 +741,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
             cluster_id=self._state.core.settings.cluster_id,
             grant_key=self._state.node_grant_key(request.node_id),
             oversubscription=self._state.oversubscription,
+            node_timeout_s=self._state.core.settings.node_timeout,  # the agent's lease
         )
 
     async def Heartbeat(

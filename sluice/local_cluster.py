@@ -34,6 +34,7 @@ from pathlib import Path
 import grpc
 
 from plumbing.errors import UserError
+from plumbing.intervals import node_timeout_for
 from plumbing.queue_file import QueueFileError, load_dias_config, load_queue_file
 from plumbing.tls import ClientTls, TlsError
 from sluice import brokers
@@ -207,7 +208,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         "--address-file",
         str(rm_addr_file),
         "--node-timeout",
-        str(max(5.0, spec.heartbeat_interval * 10)),
+        str(node_timeout_for(spec.heartbeat_interval)),
         "--kafka",
         plane["kafka"],
         "--mqtt",

@@ -200,6 +200,9 @@ class JobSpec:
     # Speculative tasks placed straight on node agents (speculative_spec.py); None: never.
     speculative: SpeculativeSpec | None = None
     approximation: ApproximationSpec | None = None  # None: the cluster's ratio for its priority
+    # When its node loses the RM for longer than the node timeout, the node's agent stops its
+    # tasks ("stop": the RM retries them elsewhere) or leaves them running ("run_on").
+    on_node_lost: str = "stop"
 
     @property
     def kind(self) -> str:
@@ -247,7 +250,10 @@ JOB_FIELDS: Mapping[str, bool] = {
     "service": False,
     "speculative": False,
     "approximation": False,
+    "on_node_lost": False,
 }
+ON_NODE_LOST = ("stop", "run_on")
+"""What a job's tasks do while their node has lost the RM (docs/jobspec.md, on_node_lost)."""
 APPROXIMATION_FIELDS: Mapping[str, bool] = {"drop_ratio": True}
 KINDS = ("batch", "service")
 """A batch job ends when its tasks have; a service runs until killed (service_spec.py)."""
@@ -387,7 +393,17 @@ def parse_job_spec(document: object) -> JobSpec:
         service=service,
         speculative=speculative,
         approximation=approximation,
+        on_node_lost=_on_node_lost(doc.get("on_node_lost", "stop")),
     )
+
+
+def _on_node_lost(value: object) -> str:
+    if value == "":  # (a structured spec's unset field)
+        return "stop"
+    if not isinstance(value, str) or value not in ON_NODE_LOST:
+        shown = quoted(value) if isinstance(value, str) else _describe(value)
+        raise SpecError("on_node_lost", f"must be stop or run_on, got {shown}")
+    return value
 
 
 def _approximation(
@@ -562,6 +578,8 @@ def job_spec_to_document(spec: JobSpec) -> dict[str, object]:
         document["speculative"] = speculative_to_document(spec.speculative)
     if spec.approximation is not None:
         document["approximation"] = {"drop_ratio": spec.approximation.drop_ratio}
+    if spec.on_node_lost != "stop":
+        document["on_node_lost"] = spec.on_node_lost
     return document
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from node_agent.agent import AgentConfig, AllocationBusyError, NodeAgent
 from node_agent.daemon import AgentDaemon, AgentIdentity, add_arguments, load_identity
+from node_agent.lease import Lease
 from node_agent.runtime.base import (
     ResourceLimits,
     RunObservation,
@@ -225,6 +226,7 @@ class SlowAgent:
         self.config = AgentConfig(node_id="n1", cpu_ids=(0,), capacity=Resources(1.0, 1024))
         self.used = Resources()
         self.has_swap = False
+        self.lease = Lease(None, 0.2)  # renewed by each heartbeat answered
 
     def launch_master(self, job_id: str, allocation_id: str, *_: object) -> None:
         self.launched.append(allocation_id)

@@ -17,9 +17,11 @@ import pytest
 from node_agent import daemon as daemon_module
 from node_agent.agent import AgentConfig, NodeAgent
 from node_agent.daemon import AgentDaemon, AgentIdentity
+from node_agent.lease import Lease
 from node_agent.speculative import QueueState
 from plumbing.tls import Identity
 from policies.scheduling.resources import Resources
+from resource_manager.core import CoreSettings
 from resource_manager.service import NodeServicer, RMState
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.unit.resource_manager.test_service import SPEC, Served
@@ -37,6 +39,7 @@ class FakeAgent:
         self.has_swap = True
         self.launched: list[tuple[str, str]] = []
         self.launch = threading.Event()
+        self.lease = Lease(None, 0.2)  # renewed by the loop; nothing is fenced here
 
     def live_events(self) -> list[object]:
         return []
@@ -179,9 +182,9 @@ class Running:
         return time.monotonic() - start
 
 
-def serve(silent: int = 0) -> Served:
+def serve(silent: int = 0, node_timeout: float = 10.0) -> Served:
     servicer = type("Servicer", (CountingNodeServicer,), {"silent": silent})
-    return Served(servicer)
+    return Served(servicer, settings=CoreSettings(node_timeout=node_timeout))
 
 
 @pytest.fixture
@@ -246,9 +249,13 @@ def test_an_rm_without_the_stream_gets_unary_heartbeats_for_the_rest_of_the_run(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-def test_setting_the_stop_event_ends_the_loop_at_once_and_closes_the_stream(rm: Served):
+def test_setting_the_stop_event_ends_the_loop_at_once_and_closes_the_stream():
+    rm = serve(node_timeout=1000.0)  # (which allows heartbeats a minute apart)
     counts = counts_of(rm)
-    running = Running(rm.address, interval=60.0)  # the loop waits a minute between heartbeats
-    counts.wait_for(lambda c: c.streamed == 1 and c.open == 1)
-    assert running.stop() < 1.0
-    counts.wait_for(lambda c: c.open == 0)
+    try:
+        running = Running(rm.address, interval=60.0)  # the loop waits a minute between heartbeats
+        counts.wait_for(lambda c: c.streamed == 1 and c.open == 1)
+        assert running.stop() < 1.0
+        counts.wait_for(lambda c: c.open == 0)
+    finally:
+        rm.close()

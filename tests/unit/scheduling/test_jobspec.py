@@ -97,16 +97,16 @@ REFUSALS: list[tuple[object, str]] = [
     ({1: "x", "name": "j", "phases": []}, "job: keys must be strings, not an integer"),
     (
         job_doc(owner="me"),
-        "owner: unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation)",
+        "owner: unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation, on_node_lost)",
     ),
     # a key is shown escaped and cut: the message stays one short line
     (
         job_doc(**{"a\nb": 1}),
-        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation)",
+        "'a\\nb': unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation, on_node_lost)",
     ),
     (
         job_doc(**{"k" * 100_000: 1}),
-        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation)",
+        f"'{'k' * 64}'...: unknown field (allowed: name, priority, phases, max_retries, queue, reservation, kind, service, speculative, approximation, on_node_lost)",
     ),
     (_without(job_doc(), "name"), "name: is required"),
     (_without(job_doc(), "phases"), "phases: is required"),
