@@ -220,8 +220,11 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
-def _refused_submissions(cluster: Cluster, caller: ClientTls, size: int, count: int) -> None:
-    """``count`` SubmitJob calls of ``size`` bytes, 10 at a time, each refused."""
+def _refused_submissions(
+    cluster: Cluster, caller: ClientTls, size: int, count: int, codes: set[grpc.StatusCode]
+) -> None:
+    """``count`` SubmitJob calls of ``size`` bytes, 10 at a time, each refused with one of
+    ``codes``."""
     payload = rm_pb.SubmitJobRequest(spec_yaml="#" * size).SerializeToString()
     ch = channel(_address(cluster, "rm"), caller)
     call: Any = ch.unary_unary(
@@ -233,28 +236,46 @@ def _refused_submissions(cluster: Cluster, caller: ClientTls, size: int, count: 
             for future in futures:
                 with pytest.raises(grpc.RpcError) as caught:
                     future.result()
-                assert caught.value.code() in (
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                ), caught.value.details()
+                assert caught.value.code() in codes, caught.value.details()
     finally:
         ch.close()
 
 
+OVERSIZED = {grpc.StatusCode.RESOURCE_EXHAUSTED}
+SPEC_TOO_LARGE = {grpc.StatusCode.INVALID_ARGUMENT}
+
+
+@pytest.mark.parametrize(
+    ("role", "sizes", "codes"),
+    [
+        # The probe's: turned away by the receive limit, unread.
+        ("client", [60_000_000, 8_000_000], OVERSIZED),
+        # Within the receive limit, refused by the handler (a spec is at most 1 MiB): the
+        # abort's frames held the request in a cycle with the call's state.
+        ("client", [3_500_000], SPEC_TOO_LARGE),
+        # Within the receive limit, refused before decoding (a broker may submit nothing).
+        ("broker", [3_500_000], {grpc.StatusCode.PERMISSION_DENIED}),
+    ],
+    ids=["oversized", "refused-by-the-handler", "refused-by-access"],
+)
 def test_refused_large_requests_leave_no_memory_behind(
-    cluster: Cluster, credentials: dict[str, ClientTls]
+    cluster: Cluster,
+    credentials: dict[str, ClientTls],
+    role: str,
+    sizes: list[int],
+    codes: set[grpc.StatusCode],
 ) -> None:
     """The probe's 30 refused 60 MB submissions grew the RM by 3.8 GB for good.  Here the RM's
-    resident memory after 30 of them (10 at a time, as a client may) is back within 10 % of its
-    level before: the receive limit turns them away before they are read, and a refusal keeps
-    nothing.  (A warm-up round of refused submissions of legitimate size first, so the level
-    before is that of a serving RM; the level after is waited for, so a late collection or a
-    loaded host only delays the answer.)"""
+    resident memory after 30 refused large submissions (10 at a time, as a client may) is back
+    within 10 % of its level before: the receive limit turns the oversized away before they
+    are read, and a refusal keeps nothing of the others.  (A warm-up round of refused
+    submissions of legitimate size first, so the level before is that of a serving RM; the
+    level after is waited for, so a late collection or a loaded host only delays the answer.)"""
     pid = _pid(cluster, "rm")
-    _refused_submissions(cluster, credentials["client"], 1_000_000, 20)
+    _refused_submissions(cluster, credentials["client"], 1_100_000, 20, SPEC_TOO_LARGE)
     before = _rss_kib(pid)
-    _refused_submissions(cluster, credentials["client"], 60_000_000, 30)
-    _refused_submissions(cluster, credentials["client"], 8_000_000, 30)
+    for size in sizes:
+        _refused_submissions(cluster, credentials[role], size, 30, codes)
     settled = wait_until(
         lambda: _rss_kib(pid) <= before * 1.10 or None,
         30,
