@@ -60,8 +60,8 @@ from plumbing.intervals import (
     node_timeout_problem,
 )
 from plumbing.kafka_outbox import DEFAULT_BUFFER
-from plumbing.rpc import AGENT_MAX_RECEIVE, channel, start_server
-from plumbing.tls import ClientTls, Role, TlsError
+from plumbing.rpc import AGENT_MAX_RECEIVE, CHANNEL_OPTIONS, start_server
+from plumbing.tls import ClientTls, Role, TlsError, channel_credentials
 from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
 from policies.approximation.energy import PowerModel
 from policies.oversubscription.config import OversubscriptionConfig
@@ -78,6 +78,23 @@ log = logging.getLogger("sluice.agent")
 RPC_TIMEOUT = 5.0
 STOP_CHECK_S = 0.2
 """A wait between heartbeats notices the stop event within this (and a wake-up at once)."""
+
+RECONNECT_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+"""The agent's channel to the RM tries to reconnect at least once a second while the RM is away
+(gRPC's default backoff grows to two minutes; after a 20 s outage a restarted RM was found 4 s
+late): the event reporter and the heartbeat loop see a restarted RM within a second."""
+
+
+def rm_channel(address: str, tls: ClientTls | None) -> grpc.Channel:
+    """The agent's channel to the RM (:data:`RECONNECT_OPTIONS`)."""
+    options = [*CHANNEL_OPTIONS, *RECONNECT_OPTIONS]
+    if tls is None:
+        return grpc.insecure_channel(address, options=options)
+    return grpc.secure_channel(address, channel_credentials(tls), options=options)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -366,7 +383,7 @@ class AgentDaemon:
         self.address = address
         self.runtime = runtime
         self._rm_address = rm_address
-        self._channel = channel(rm_address, tls)
+        self._channel = rm_channel(rm_address, tls)
         self._rm = rm_grpc.NodeServiceStub(self._channel)
         self.stop_event = stop_event
         self._registered = False
@@ -497,7 +514,10 @@ class AgentDaemon:
                 else:
                     self._rm_call_failed("heartbeat", error)
                 self.agent.lease.attempt_failed()
-                backoff = min(backoff * 2, max(self._max_backoff, interval))
+                longer = min(backoff * 2, max(self._max_backoff, interval))
+                if longer != backoff:  # (a line per doubling: a few per outage)
+                    log.info("next attempt to reach the resource manager in %g s", longer)
+                backoff = longer
             self._pause(backoff)
 
     def _pause(self, seconds: float) -> None:

@@ -297,6 +297,8 @@ def _load(path: Path | None) -> dict[str, tuple[ServiceSpec, ServiceWatch]]:
     except (OSError, ValueError) as error:
         log.warning("service watch in %s unreadable (%s): starting it afresh", path, error)
         return {}
+    if not record:
+        return {}  # no service ran: the service watch (numpy, scipy) is not even imported
     from node_agent.service_watch import ServiceWatch
 
     kept: dict[str, tuple[ServiceSpec, ServiceWatch]] = {}
