@@ -17,6 +17,8 @@ Each server reads at most its largest legitimate request (:data:`RM_MAX_RECEIVE`
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass
@@ -68,7 +70,50 @@ AGGREGATOR_MAX_RECEIVE = 64 * 1024
 and reflection queries (a symbol or a file name)."""
 
 
+LARGE_BUFFER = 1024 * 1024
+"""Allocations of at least this many bytes are mapped on their own (glibc's ``mmap``
+threshold), so freeing one returns its memory to the system at once.  glibc raises the
+threshold by itself after it frees a large block (up to 32 MiB), after which request-sized
+buffers come from the heap, fragment it, and a server's resident memory only grows with the
+large requests it has read and dropped; a fixed threshold keeps it where it was."""
+
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter, from glibc's malloc.h
+
+
+TRIM_PERIOD_S = 10.0
+"""How often a server hands the free memory inside glibc's heaps back to the system: gRPC reads
+a refused request's bytes in flight (up to its flow-control window) into small buffers, which
+free leaves scattered, so a burst of oversized requests would otherwise keep the resident
+memory up.  ``malloc_trim`` takes a few milliseconds on a thread of its own."""
+
+_trimming = threading.Lock()  # one trimmer per process
+
+
+def return_large_buffers() -> None:
+    """Pin glibc's ``mmap`` threshold at :data:`LARGE_BUFFER` for this process and start its
+    trimmer (:data:`TRIM_PERIOD_S`); a no-op elsewhere (musl and others map large blocks on
+    their own already) and when done before."""
+    if not _trimming.acquire(blocking=False):
+        return
+    try:
+        import ctypes  # only servers need it
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BUFFER)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+
+    def trimmer() -> None:
+        while True:
+            time.sleep(TRIM_PERIOD_S)
+            trim(0)
+
+    threading.Thread(target=trimmer, name="malloc-trim", daemon=True).start()
+
+
 def _server_options(max_receive_bytes: int) -> list[tuple[str, int]]:
+    return_large_buffers()  # a server reads and drops requests of up to that size
     return [
         *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
         ("grpc.max_receive_message_length", max_receive_bytes),
