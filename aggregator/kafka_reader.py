@@ -86,18 +86,23 @@ def restarted_partitions(before: LogView | None, now: LogView) -> dict[TopicPart
     at the first), each with why.
 
     A partition is on a new log when the cluster id changed, when its topic's id changed (the
-    topic was created again), when its log end went back, when its log is empty while the
-    position is past 0, or when the position is past the log end and stayed there while the log
-    grew (nothing read although the broker took new messages).  A position merely past the end
-    is no evidence: Tansu reports the end of a log as its last batch's first offset + 1, behind
-    a consumer that read that whole batch; but every new batch moves that end past the position
-    of a consumer that is on the same log."""
+    topic was created again), when its log end went back below a position that had read up to
+    the old end, when its log is empty while the position is past 0, or when the position is
+    past the log end and stayed there while the log grew (nothing read although the broker took
+    new messages).  A position merely past the end is no evidence: Tansu reports the end of a
+    log as its last batch's first offset + 1, behind a consumer that read that whole batch; but
+    every new batch moves that end past the position of a consumer that is on the same log.
+    Nor is an end that went back while the position was behind the old end: a Tansu that just
+    came back reports ends that jump back and forth for a few seconds while producers resend.
+    A partition at position 0 is never on a new log: it reads whatever log from the start."""
     was = before if before is not None else LogView()
     new_cluster = None
     if None not in (was.cluster_id, now.cluster_id) and was.cluster_id != now.cluster_id:
         new_cluster = f"cluster id {now.cluster_id}, was {was.cluster_id}"
     found: dict[TopicPartition, str] = {}
     for tp, position in now.positions.items():
+        if position <= 0:  # reads from the beginning already, whichever log it is on
+            continue
         end = now.ends.get(tp)
         was_end = was.ends.get(tp)
         was_position = was.positions.get(tp)
@@ -109,7 +114,7 @@ def restarted_partitions(before: LogView | None, now: LogView) -> dict[TopicPart
             found[tp] = "topic created again"
         elif end is None:
             continue
-        elif was_end is not None and end < was_end:
+        elif was_end is not None and end < was_end <= position:
             found[tp] = f"log end went back from {was_end}"
         elif end == 0 and position > 0:
             found[tp] = "log empty"

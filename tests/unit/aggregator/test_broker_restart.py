@@ -52,10 +52,14 @@ def view(
         (view({P0: 50}, {P0: 50}), view({P0: 50}, {P0: 0}), {P0: "log end went back from 50"}),
         (view({P0: 50}, {P0: 50}), view({P0: 50}, {P0: 3}), {P0: "log end went back from 50"}),
         (None, view({P0: 50}, {P0: 0}), {P0: "log empty"}),
+        # A Tansu just back reports ends that jump back while producers resend (the consumer,
+        # reset to the new log's beginning, had read 17 of its then 27 messages).
+        (view({}, {P0: 27}), view({P0: 17}, {P0: 13}), {}),
+        (view({P0: 17}, {P0: 13}), view({P0: 17}, {P0: 13}), {}),
         (view({P0: 13}, {P0: 4}), view({P0: 13}, {P0: 6}), {P0: "log grew below the position"}),
         (
-            view({P0: 50, P1: 0}, {P0: 50, P1: 0}),
-            view({P0: 50, P1: 0}, {P0: 50, P1: 0}, cluster_id="c2"),
+            view({P0: 50, P1: 5}, {P0: 50, P1: 5}),
+            view({P0: 50, P1: 5}, {P0: 50, P1: 5}, cluster_id="c2"),
             {P0: "cluster id c2, was c1", P1: "cluster id c2, was c1"},
         ),
         (
@@ -73,6 +77,12 @@ def view(
             {P1: "log end went back from 20"},
         ),
         (view({P0: 50}, {P0: 50}), view({P0: 50}, {}), {}),
+        # A partition still at 0 (an empty topic) reads the new log from its beginning anyway.
+        (
+            view({P0: 0}, {P0: 0}),
+            view({P0: 0}, {P0: 0}, cluster_id="c2", topic_ids={MT: "id-2"}),
+            {},
+        ),
     ],
     ids=[
         "unchanged",
@@ -86,6 +96,8 @@ def view(
         "empty log",
         "shorter log",
         "first look, empty log",
+        "tansu: end jumped back",
+        "tansu: end jumped back, idle",
         "grew below the position",
         "new cluster id",
         "topic created again",
@@ -93,6 +105,7 @@ def view(
         "ids unknown now",
         "one partition of two",
         "no end",
+        "at the beginning",
     ],
 )
 def test_which_partitions_are_on_a_new_log(
