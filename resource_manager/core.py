@@ -45,6 +45,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 
 from policies.approximation.dias_config import DiasConfig
 from policies.approximation.dispatch import (
@@ -168,8 +169,10 @@ class CoreSettings:
     :mod:`policies.approximation.dispatch`): ``priority`` as soon as their job master fits;
     ``dias`` from one buffer per priority, at most ``max_running_jobs`` at once, never evicting;
     ``preemptive`` likewise, evicting a lower-priority job for the head of a higher buffer.
-    ``dias``: drop ratios and sprinting per priority (``--dias-config``).  ``node_names``: the
-    node names the operator approved (``--nodes-allowed``; by default any)."""
+    ``dias``: drop ratios and sprinting per priority (``--dias-config``).  ``nodes_allowed``,
+    ``nodes_allowed_file``: the node names the operator approved, as globs and a file of globs
+    (``--nodes-allowed``, ``--nodes-allowed-file``; :class:`resource_manager.limits.NodeNames`;
+    neither: any name)."""
 
     cluster_id: str = "sluice"
     node_timeout: float = 10.0
@@ -186,7 +189,8 @@ class CoreSettings:
     dispatch: DispatchMode = DispatchMode.PRIORITY
     max_running_jobs: int = 1
     dias: DiasConfig = field(default_factory=DiasConfig)
-    node_names: NodeNames = field(default_factory=NodeNames)
+    nodes_allowed: tuple[str, ...] = ()
+    nodes_allowed_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -288,6 +292,11 @@ class ResourceManagerCore:
         ``queues_source``."""
         self.tables = tables
         self.settings = settings or CoreSettings()
+        file = self.settings.nodes_allowed_file
+        # (ValueError, one line, if the file cannot be read)
+        self.node_names = NodeNames(
+            tuple(self.settings.nodes_allowed), Path(file) if file else None
+        )
         self.profile = profile or baseline_profile(
             max_master_share=self.settings.max_master_share,
             nodes_to_score=self.settings.nodes_to_score,
@@ -474,7 +483,7 @@ class ResourceManagerCore:
         problem = node_id_problem(node_id)
         if problem is not None:
             raise InvalidRequestError("node_id", problem)
-        refused = self.settings.node_names.problem(node_id)
+        refused = self.node_names.problem(node_id)
         if refused is not None:  # (first: a stranger learns nothing else)
             raise PermissionDeniedError(f"node_id: {refused}")
         if not address:

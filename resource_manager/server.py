@@ -275,7 +275,7 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         if getattr(args, flag) < 0:
             raise UserError(f"--{flag.replace('_', '-')}: must be 0 (no limit) or more")
     try:
-        node_names = NodeNames(tuple(args.nodes_allowed), args.nodes_allowed_file)
+        NodeNames((), args.nodes_allowed_file)  # (read at once: a bad file is refused here)
     except ValueError as error:
         raise UserError(f"--nodes-allowed-file: {error}") from None
     return CoreSettings(
@@ -291,7 +291,8 @@ def _settings(args: argparse.Namespace, store: SqliteStore) -> CoreSettings:
         dispatch=DispatchMode(args.dispatch),
         dias=_dias_config(args),
         max_running_jobs=args.max_running_jobs,
-        node_names=node_names,
+        nodes_allowed=tuple(args.nodes_allowed),
+        nodes_allowed_file=str(args.nodes_allowed_file or ""),
     )
 
 

@@ -89,7 +89,7 @@ def test_only_approved_node_names_register(
     if file_lines is not None:
         file = tmp_path / "nodes"
         file.write_text("\n".join(file_lines))
-    core = new_core(node_names=NodeNames(patterns, file))
+    core = new_core(nodes_allowed=patterns, nodes_allowed_file=str(file or ""))
     if allowed:
         add_node(core, node_id)
         assert node_id in core.nodes
@@ -106,7 +106,7 @@ def test_only_approved_node_names_register(
 def test_a_name_added_to_the_file_is_approved_without_a_restart(tmp_path: Path) -> None:
     file = tmp_path / "nodes"
     file.write_text("node-1\n")
-    core = new_core(node_names=NodeNames((), file))
+    core = new_core(nodes_allowed_file=str(file))
     with pytest.raises(PermissionDeniedError):
         add_node(core, "node-2")
     file.write_text("node-1\nnode-2\n")
