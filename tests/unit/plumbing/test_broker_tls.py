@@ -88,7 +88,7 @@ def test_the_producer_and_the_consumer_get_the_options(
 ) -> None:
     client = BrokerTls.of_dir(tls_dir) if with_tls else None
     producer, consumer = Recorder(), Recorder()
-    monkeypatch.setattr(kafka_outbox, "KafkaProducer", producer)
+    monkeypatch.setattr("kafka.KafkaProducer", producer)  # (kafka_outbox imports it when used)
     monkeypatch.setattr(kafka_reader, "KafkaConsumer", consumer)
     kafka_outbox.kafka_producer("k:9093", "sluice-agent", client)
     kafka_reader.kafka_consumer("k:9093", client)
