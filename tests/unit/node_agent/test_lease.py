@@ -161,3 +161,52 @@ def test_fencing_stops_all_but_the_tasks_that_run_on(agent: NodeAgent) -> None:
     (event,) = [e for e in agent.take_outbox() if e.task_id == "stop-0"]
     assert event.state is TaskState.KILLED
     assert event.message.startswith("fenced: the resource manager not reached for 9.0 s")
+
+
+# ------------------------------------------------------------------ the rule, checked at start
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["rm", "--node-timeout", "2"],
+            "--node-timeout: must be at least 4 s, what a restarted agent may take to register "
+            "and adopt its tasks, got 2",
+        ),
+        (
+            ["agent", "--rm", "127.0.0.1:1", "--heartbeat-interval", "0"],
+            "--heartbeat-interval: must be a positive number of seconds, got 0",
+        ),
+        (
+            ["agent", "--rm", "127.0.0.1:1", "--max-backoff", "nan"],
+            "--max-backoff: must be a positive number of seconds, got nan",
+        ),
+    ],
+)
+def test_inconsistent_flags_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    from sluice.cli import main
+
+    state = ["--state-dir", str(tmp_path / "state"), "--insecure"]
+    assert main([*argv, *state]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"sluice: error: {message}"
+
+
+def test_an_agent_whose_heartbeats_the_rms_node_timeout_does_not_allow_stops_at_once() -> None:
+    from tests.unit.node_agent.test_heartbeat_loop import DEADLINE, Running, serve
+
+    rm = serve(node_timeout=5.0)
+    try:
+        running = Running(rm.address, interval=2.0)
+        running.thread.join(DEADLINE)  # it stops by itself, at its first registration
+        assert not running.thread.is_alive()
+        running.daemon.close()
+    finally:
+        rm.close()
+    assert running.daemon.why_refused() == (
+        "--heartbeat-interval 2: the resource manager's --node-timeout does not allow it: a node "
+        "timeout of 5 s is too short for heartbeats every 2 s: it must be at least 3 heartbeats "
+        "+ 4 s for a restarted agent to register, 10 s"
+    )
