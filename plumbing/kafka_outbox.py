@@ -277,5 +277,11 @@ class KafkaOutbox:
             try:
                 self._producer.close(timeout=0)
             except Exception:
+                # kafka-python 3 flushes before it closes and raises while batches are pending,
+                # which leaves the producer's network thread running, one more every outage:
+                # stop it without sending (what it held is still in our buffer).
+                force_close = getattr(getattr(self._producer, "_sender", None), "force_close", None)
+                if force_close is not None:
+                    force_close()
                 self._log.debug("closing the broken Kafka producer failed", exc_info=True)
             self._producer = None

@@ -267,3 +267,35 @@ def test_flush_hurries_a_sender_that_waits_out_an_outage(outboxes: list[KafkaOut
     assert len(factory.calls) == 10
     assert factory.delivered == values(3)
     assert outbox.sent == 3 and not outbox.unreachable
+
+
+@dataclass
+class Sender:
+    forced: int = 0
+
+    def force_close(self) -> None:
+        self.forced += 1
+
+
+@dataclass
+class UnclosableProducer(FakeProducer):
+    """kafka-python 3's: ``close`` flushes first, and raises while batches are pending."""
+
+    _sender: Sender = field(default_factory=Sender)
+
+    def close(self, timeout: float | None = None) -> None:
+        super().close(timeout)
+        raise KafkaTimeoutError("Timeout waiting for future")
+
+
+def test_a_broken_producer_that_cannot_close_has_its_network_thread_stopped(
+    outboxes: list[KafkaOutbox],
+) -> None:
+    broken = UnclosableProducer(send_error=KafkaConnectionError("gone"))
+    factory = Factory(broken)
+    outbox = make(outboxes, factory)
+    outbox.offer("n1", b"m0")
+    wait_until(lambda: len(factory.built) == 2 and outbox.pending == 0)
+    assert broken.closed_with == [0]
+    assert broken._sender.forced == 1  # else its thread would outlive it, one per outage
+    assert factory.delivered == [b"m0"]
