@@ -464,12 +464,15 @@ class AgentDaemon:
         The heartbeats go over one ``HeartbeatStream`` kept open from one to the next: one
         request per interval, each of which must be answered within RPC_TIMEOUT, else the stream
         has failed (and is cancelled).  On any failure the loop logs it (once until the RM
-        answers again), backs off (doubling up to MAX_BACKOFF), registers again if needed and
-        opens a new stream.  An RM that answers the stream UNIMPLEMENTED (an older RM) gets
-        unary ``Heartbeat`` calls for the rest of the run.  A refusal of the first registration
-        stops the agent (:attr:`refused`).  ``stop_event`` ends the loop at its next wait and
-        closes the stream: at once between heartbeats, else when the heartbeat in flight is
-        answered or times out.
+        answers again), backs off (doubling up to ``max_backoff``, a line per doubling; cut
+        short as soon as another link reaches the RM again), registers again if needed and
+        opens a new stream.  Each answered registration or heartbeat renews the agent's lease
+        (node_agent/lease.py).  An RM that answers the stream UNIMPLEMENTED (an older RM) gets
+        unary ``Heartbeat`` calls for the rest of the run.  A refusal of the first registration,
+        or an RM whose node timeout does not allow ``interval``, stops the agent
+        (:meth:`why_refused`).  ``stop_event`` ends the loop at its next wait (within
+        STOP_CHECK_S) and closes the stream: at once between heartbeats, else when the
+        heartbeat in flight is answered or times out.
         """
         self._interval = interval
         try:
