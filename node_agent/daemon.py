@@ -76,6 +76,10 @@ from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 log = logging.getLogger("sluice.agent")
 
 RPC_TIMEOUT = 5.0
+EVENTS_PER_REPORT = 1000
+"""Task events per ReportTaskEvents call: an event is about 120 bytes, at most about 700 with
+its message (:data:`MAX_EVENT_MESSAGE`), so a batch stays far below the RM's 4 MiB receive limit
+however long the outbox grew."""
 STOP_CHECK_S = 0.2
 """A wait between heartbeats notices the stop event within this (and a wake-up at once)."""
 
@@ -201,6 +205,17 @@ def _total_memory_mb() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
 
 
+MAX_EVENT_MESSAGE = 512
+"""Characters of a task event's message sent to the RM (a runtime's error can be long): with
+:data:`EVENTS_PER_REPORT` this bounds a report well below the RM's receive limit."""
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_EVENT_MESSAGE:
+        return message
+    return message[: MAX_EVENT_MESSAGE - 1] + "…"
+
+
 def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
     return pb.TaskEvent(
         job_id=event.job_id,
@@ -209,7 +224,7 @@ def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
         allocation_id=event.allocation_id,
         state=TASK_STATE_TO_PB[event.state],
         exit_code=event.exit_code,
-        message=event.message,
+        message=_bounded(event.message),
         timestamp=event.timestamp,
         node_id=node_id,
         start_time=event.start_time,
@@ -667,23 +682,26 @@ class AgentDaemon:
         self._fencing.start()
 
     def _report(self) -> None:
+        """Send the outbox in batches of at most ``EVENTS_PER_REPORT``: a backlog kept through
+        a long RM outage must not outgrow the RM's receive limit (plumbing/rpc.py) and be
+        refused whole.  A batch the RM did not take goes back, with everything after it."""
         events = self.agent.take_outbox()
-        if not events:
-            return
-        try:
-            self._rm.ReportTaskEvents(
-                rm_pb.ReportTaskEventsRequest(
-                    node_id=self.agent.config.node_id,
-                    events=[_event_to_pb(e, self.agent.config.node_id) for e in events],
-                ),
-                timeout=RPC_TIMEOUT,
-            )
-        except grpc.RpcError as error:
-            self.agent.requeue(events)
-            self._rm_call_failed("reporting task events", error)
-            return
-        self._rm_call_ok()
-        self.agent.acknowledged(events)
+        for start in range(0, len(events), EVENTS_PER_REPORT):
+            batch = events[start : start + EVENTS_PER_REPORT]
+            try:
+                self._rm.ReportTaskEvents(
+                    rm_pb.ReportTaskEventsRequest(
+                        node_id=self.agent.config.node_id,
+                        events=[_event_to_pb(e, self.agent.config.node_id) for e in batch],
+                    ),
+                    timeout=RPC_TIMEOUT,
+                )
+            except grpc.RpcError as error:
+                self.agent.requeue(events[start:])
+                self._rm_call_failed("reporting task events", error)
+                return
+            self._rm_call_ok()
+            self.agent.acknowledged(batch)
 
     def close(self) -> None:
         self._commands.shutdown(wait=False, cancel_futures=True)
