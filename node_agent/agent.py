@@ -805,6 +805,9 @@ class NodeAgent:
                         self._reported[key] = event.state
                         self._outbox.append(event)
             self._prune(observed, now)
+            fenced = self.lease.fenced_problem()
+            if fenced is not None:  # nothing queued is admitted while fenced (a race's leftover)
+                self.speculative.cancel_all(f"fenced: {fenced}")
             starts = self.speculative.run_pass(observed, now)
         self.speculative.start(starts)  # (the next pass need not wait for the containers)
 
@@ -812,6 +815,8 @@ class NodeAgent:
         """The speculative queue's pass over what the last monitor pass observed, and the tasks
         started since: admission at once when a task is enqueued, without asking the runtime
         about every task again (a Docker engine takes a call per container)."""
+        if self.lease.fenced_problem() is not None:
+            return  # fenced: nothing is admitted until the RM is reached again
         with self._monitor_lock:
             with self._lock:
                 observed = dict(self._observed)

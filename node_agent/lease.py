@@ -128,6 +128,19 @@ class Lease:
         with self._lock:
             self._fenced = True
 
+    def fenced_problem(self) -> str | None:
+        """Why no new work may start here now (the agent fenced and has not reached the RM
+        since: the RM counts this node lost, so anything started would run beside its retry),
+        or None."""
+        with self._lock:
+            if not self._fenced:
+                return None
+            timeout = self._node_timeout
+        return (
+            "this node has not reached the resource manager for longer than its node timeout "
+            f"({timeout:g} s) and has fenced its tasks; nothing starts here until it is back"
+        )
+
     @property
     def node_timeout(self) -> float:
         with self._lock:

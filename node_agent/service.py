@@ -57,6 +57,14 @@ def _refuse(context: grpc.ServicerContext, method: str, problem: str) -> NoRetur
     _abort(context, grpc.StatusCode.PERMISSION_DENIED, problem)
 
 
+def _not_fenced(context: grpc.ServicerContext, agent: NodeAgent) -> None:
+    """UNAVAILABLE while the agent has fenced (node_agent/lease.py): the RM counts this node
+    lost and retries its work elsewhere, so nothing new may start here beside the retries."""
+    problem = agent.lease.fenced_problem()
+    if problem is not None:
+        _abort(context, grpc.StatusCode.UNAVAILABLE, problem)
+
+
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
     context.abort(code, message)
     raise AssertionError("unreachable")
@@ -221,6 +229,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
         self, request: agent_pb.StartTaskRequest, context: grpc.ServicerContext
     ) -> agent_pb.StartTaskResponse:
         _own_job(context, request.job_id)
+        _not_fenced(context, self._agent)
         problem = start_request_problem(request)
         if problem is not None:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
@@ -338,6 +347,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     ) -> agent_pb.EnqueueSpeculativeResponse:
         task = request.task
         _own_job(context, task.job_id)
+        _not_fenced(context, self._agent)
         problem = speculative_request_problem(task)
         if problem is not None:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
@@ -372,6 +382,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
         self, request: agent_pb.UpgradeSpeculativeRequest, context: grpc.ServicerContext
     ) -> agent_pb.SpeculativeTask:
         _own_job(context, request.task.job_id)
+        _not_fenced(context, self._agent)
         if request.resources.cpu <= 0 or request.resources.memory_mb <= 0:
             _abort(
                 context,

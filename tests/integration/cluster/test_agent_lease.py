@@ -25,11 +25,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
 
 from sluice import local_cluster
 from sluice_pb import common_pb2 as pb
+from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import (
     Cluster,
@@ -161,6 +163,21 @@ def test_an_agent_cut_off_from_the_rm_stops_its_tasks_unless_their_job_runs_on(
         ]
         assert re.search(r"node timeout is [\d.]+ s", line)
         assert f"{kept_job}.long-0.1" not in line.split("left running")[0]
+        # Fenced, the node starts nothing new beside the retries the RM will place elsewhere.
+        with pytest.raises(grpc.RpcError) as refused:
+            cluster.agent(fenced_task.node_address).StartTask(
+                agent_pb.StartTaskRequest(
+                    job_id=fenced_job,
+                    task_id="long-1",
+                    attempt=1,
+                    allocation_id="a-late",
+                    command=["true"],
+                    resources=pb.Resources(cpu=0.1, memory_mb=16),
+                ),
+                timeout=10,
+            )
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "fenced its tasks" in str(refused.value.details())
     finally:
         os.kill(rm_pid, signal.SIGCONT)
 

@@ -210,3 +210,14 @@ def test_an_agent_whose_heartbeats_the_rms_node_timeout_does_not_allow_stops_at_
         "timeout of 5 s is too short for heartbeats every 2 s: it must be at least 3 heartbeats "
         "+ 4 s for a restarted agent to register, 10 s"
     )
+
+
+def test_a_fenced_lease_refuses_new_work_until_it_is_renewed() -> None:
+    lease = Lease(None, 0.2)
+    lease.renewed(100.0, node_timeout=6.0)
+    assert lease.fenced_problem() is None
+    lease.fenced()
+    problem = lease.fenced_problem()
+    assert problem is not None and "6 s" in problem and "fenced its tasks" in problem
+    lease.renewed(200.0)
+    assert lease.fenced_problem() is None
