@@ -245,7 +245,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
                 f"agent {node['node_id']}",
                 logs / f"{node['node_id']}.log",
             )
-            node["argv"] = _pinned(node["argv"], str(node["address"]))  # type: ignore[arg-type]
+            node["argv"] = pinned_argv(node["argv"], str(node["address"]))  # type: ignore[arg-type]
         _wait_registered(rm_address, client_tls, spec.nodes, started, logs)
     except BaseException:
         _terminate([p.pid for p in started] + [int(str(s["pid"])) for s in services])
@@ -401,13 +401,13 @@ def _start_data_plane(
     services.append({"name": "aggregator", "pid": process.pid, "argv": argv})
     address = _wait_for_file(addr_file, process, "the aggregator", log_path)
     services[-1]["address"] = address
-    services[-1]["argv"] = _pinned(argv, address)  # the RM's --aggregator stays right
+    services[-1]["argv"] = pinned_argv(argv, address)  # the RM's --aggregator stays right
     storage = f"InfluxDB {spec.influx_url}" if spec.influx_url else "windows in memory only"
     say(f"aggregator at {address} (ranking every {spec.aggregator_period:g} s; {storage})")
     return {"kafka": kafka, "mqtt": mqtt, "aggregator": address}
 
 
-def _pinned(argv: list[str], address: str) -> list[str]:
+def pinned_argv(argv: list[str], address: str) -> list[str]:
     """``argv`` listening on ``address``, the one it bound first (port 0 picks another port on
     every start): the command line ``cluster.json`` records, to start the daemon again with."""
     if "--listen" in argv:
@@ -693,7 +693,7 @@ def _wait_serving(
             )
         moved.append(f"{target.name} moved from {target.record.get(key)} to {address}")
         target.record[key] = address
-        target.record["argv"] = _pinned(target.argv, address)  # and stays there from now on
+        target.record["argv"] = pinned_argv(target.argv, address)  # and stays there from now on
     if target.name == "rm":
         tokens = target.address_file.with_name(target.address_file.name + ".tokens")
         recorded_tokens = str(cluster.get("rm_tokens", ""))

@@ -189,7 +189,7 @@ class Cluster:
         """SIGKILL the agent and start it again with its command line, on the same address."""
         node = self.node(node_id)
         self.kill_process(int(node["pid"]))
-        argv = [*node["argv"], "--listen", node["address"]]
+        argv = local_cluster.pinned_argv(node["argv"], node["address"])
         node["pid"] = _spawn(argv, self.directory / "logs" / f"{node_id}.log").pid
         self._rewrite()
 

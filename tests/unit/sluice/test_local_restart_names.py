@@ -78,4 +78,4 @@ def test_a_cluster_recorded_without_command_lines_says_how_to_get_them(tmp_path:
 def test_a_recorded_command_line_names_the_port_bound_first(
     argv: list[str], pinned: list[str]
 ) -> None:
-    assert local_cluster._pinned(argv, "127.0.0.1:5") == pinned
+    assert local_cluster.pinned_argv(argv, "127.0.0.1:5") == pinned
