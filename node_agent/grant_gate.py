@@ -57,6 +57,15 @@ class GrantGate:
         with self._lock:
             self._key = key or None
 
+    def _key_or_problem(self, field: str, what: str) -> tuple[bytes | None, str]:
+        """The node's key, or None and why ``what`` cannot be checked yet (one line)."""
+        with self._lock:
+            key = self._key
+        return key, (
+            f"{field}: this agent has not registered with the resource manager yet, so it "
+            f"cannot check {what}; try again shortly"
+        )
+
     def start_problem(
         self, job_id: str, allocation_id: str, resources: Resources, token: bytes
     ) -> str | None:
@@ -64,13 +73,9 @@ class GrantGate:
         is remembered with its token."""
         if not self._enforced:
             return None
-        with self._lock:
-            key = self._key
+        key, unregistered = self._key_or_problem("grant_token", "grants")
         if key is None:
-            return (
-                "grant_token: this agent has not registered with the resource manager yet, so "
-                "it cannot check grants; try again shortly"
-            )
+            return unregistered
         if not token:
             return (
                 "grant_token: missing; a task starts only in a container the resource manager "
@@ -95,13 +100,9 @@ class GrantGate:
         ``job_id`` on this node (one line), or None."""
         if not self._enforced:
             return None
-        with self._lock:
-            key = self._key
+        key, unregistered = self._key_or_problem(field, "passes")
         if key is None:
-            return (
-                f"{field}: this agent has not registered with the resource manager yet, so it "
-                "cannot check passes; try again shortly"
-            )
+            return unregistered
         if not token:
             return f"{field}: missing; {_WHERE[purpose]}"
         if not grants.verify_pass(key, token, purpose, job_id):
