@@ -382,6 +382,10 @@ class AgentDaemon:
         self.agent = agent
         self._gate = gate
         self.identity = identity or AgentIdentity(agent.config.node_id, "", "")
+        # This process's own id, sent with its registrations and task events: the RM does not
+        # lose for missing from a registration's snapshot what this process reported by events
+        # that reached it first (a task started after the snapshot was taken).
+        self.session = uuid.uuid4().hex
         self.refused: str | None = None  # why the RM refused this agent at its first registration
         # Why the agent stopped at its first registration: the RM's node timeout is too short
         # for its heartbeat interval (plumbing/intervals.py).
@@ -445,6 +449,7 @@ class AgentDaemon:
             instance_id=self.identity.instance_id,
             cluster_id=self.identity.cluster_id,
             has_swap=self.agent.has_swap,
+            session=self.session,
         )
         response = self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
         node_timeout = response.node_timeout_s
@@ -693,6 +698,7 @@ class AgentDaemon:
                     rm_pb.ReportTaskEventsRequest(
                         node_id=self.agent.config.node_id,
                         events=[_event_to_pb(e, self.agent.config.node_id) for e in batch],
+                        session=self.session,
                     ),
                     timeout=RPC_TIMEOUT,
                 )

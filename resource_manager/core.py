@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
+from typing import TypeVar
 
 from policies.approximation.dias_config import DiasConfig
 from policies.approximation.dispatch import (
@@ -114,6 +116,7 @@ from resource_manager.records import (
     NodeState,
     Now,
     PreemptionStep,
+    TaskKey,
     TaskRecord,
     TaskReport,
     evolve,
@@ -125,6 +128,14 @@ from resource_manager.tables import Tables
 log = logging.getLogger(__name__)
 
 MASTER_RESOURCES = Resources(cpu=0.1, memory_mb=256)
+
+MAX_SESSION_LENGTH = 64
+"""An agent's session id (a random id drawn when its process starts) has at most this many
+characters."""
+
+_NOTHING_REPORTED: Mapping[TaskKey, str] = MappingProxyType({})
+
+V = TypeVar("V")
 
 __all__ = [
     "MASTER_RESOURCES",
@@ -326,6 +337,16 @@ class ResourceManagerCore:
         self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
         self.sprints = SprintBook(self.settings.dias, tables)  # DiAS's sprint budget
         self._execution_changed: dict[str, None] = {}  # jobs in or out since the sprints heard
+        # Nodes that hold work in the recovered state and have not registered since this RM
+        # started (nodes are kept in memory only): each is lost unless it registers within the
+        # node timeout of :meth:`started` (all share that one deadline).
+        self._unheard: dict[str, None] = dict.fromkeys(sorted(tables.nodes_holding_work()))
+        self._started: float | None = None  # monotonic, set by started()
+        # node -> the agent process (session) its registration came from
+        self._sessions: dict[str, str] = {}
+        # node -> (agent session, {task key: allocation}): live attempts and job masters that
+        # session reported by events before its registration (:meth:`report_events`)
+        self._early: dict[str, tuple[str, dict[TaskKey, str]]] = {}
         for job in tables.jobs.values():
             self._sync_master_ask(job)  # task asks are soft state: job masters send them again
 
@@ -471,18 +492,24 @@ class ResourceManagerCore:
         instance_id: str = "",
         cluster_id: str = "",
         has_swap: bool = False,
+        session: str = "",
     ) -> None:
         """Admit a node (again).  Refuses a bad node id, a capacity no machine has
         (:func:`resource_manager.limits.capacity_problem`), a node name the operator did not
         approve, an agent of another cluster, and a second agent for a node id whose agent
         still heartbeats (another state directory).
 
-        ``live_tasks`` is everything the agent holds (what it adopted from a predecessor): on
-        every registration, what the RM believes was started on the node and the node does not
-        report is lost, as if the node had been (:meth:`_reconcile_registration`)."""
+        ``live_tasks`` is everything the agent holds (what it adopted from a predecessor), as
+        a snapshot taken before the request was sent; ``session`` names the agent process that
+        sends it (drawn at its start; empty from an older agent).  On every registration, what
+        the RM believes was started on the node and the node does not report is lost, as if the
+        node had been (:meth:`_reconcile_registration`), except what the same agent process
+        reported by events ahead of this registration (:meth:`report_events`).  A node that
+        held work when this RM started stops waiting to be lost (:meth:`started`)."""
         problem = node_id_problem(node_id)
         if problem is not None:
             raise InvalidRequestError("node_id", problem)
+        _check_session(session)
         refused = self.node_names.problem(node_id)
         if refused is not None:  # (first: a stranger learns nothing else)
             raise PermissionDeniedError(f"node_id: {refused}")
@@ -531,11 +558,25 @@ class ResourceManagerCore:
             capacity.memory_mb,
             "" if has_swap else ", no swap: preemption takes only CPU from its live tasks",
         )
+        if node_id in self._unheard:
+            del self._unheard[node_id]
+            self.tables.journal(lambda: self._unheard.__setitem__(node_id, None))
+        early = self._early.pop(node_id, None)
+        if early is not None:
+            self.tables.journal(lambda: self._early.__setitem__(node_id, early))
+        known = self._sessions.get(node_id)
+        self._sessions[node_id] = session
+        self.tables.journal(partial(_restore, self._sessions, node_id, known))
+        reported = early[1] if early is not None and session and early[0] == session else {}
         self._observe_reports(node_id, live_tasks, now)
-        self._reconcile_registration(node_id, live_tasks, now)
+        self._reconcile_registration(node_id, live_tasks, now, reported)
 
     def _reconcile_registration(
-        self, node_id: str, live_tasks: Sequence[TaskReport], now: Now
+        self,
+        node_id: str,
+        live_tasks: Sequence[TaskReport],
+        now: Now,
+        reported: Mapping[TaskKey, str] = _NOTHING_REPORTED,
     ) -> None:
         """What the RM believes was started on the node and the (re-)registering agent does
         not hold is lost, through the path of a lost node (:meth:`_lose`): task attempts it
@@ -548,9 +589,17 @@ class ResourceManagerCore:
         (a job master has yet to start its task there; a kept one between two tasks), and the
         job master of a job still STARTING (its heartbeat answer launches it again).  An agent
         restarted within the node timeout adopted its tasks and reports them: nothing is lost.
-        O(what the RM holds on the node)."""
+
+        ``reported`` (task key -> allocation) is what the registering agent process reported
+        live by events that reached the RM before its registration: the snapshot may predate
+        them (a task started after it was taken), so they count as held.  The rule: the RM
+        loses only what neither the snapshot shows nor the same agent process reported ahead
+        of it.  That process still runs such an attempt, or will report its end (its events
+        leave in the order they were queued).  O(what the RM holds on the node)."""
         keys = {(r.job_id, r.task_id, r.attempt) for r in live_tasks}
+        keys.update(reported)
         held = {r.allocation_id for r in live_tasks}
+        held.update(reported.values())
         tasks = [t for t in self.tables.live_tasks_of_node(node_id) if t.key not in keys]
         gone: dict[str, AllocationRecord] = {}
         for task in tasks:
@@ -622,16 +671,91 @@ class ResourceManagerCore:
         self.update_sprints(now)  # (a job master ended, or a node was found lost)
         return False, self._commands_for(node_id, live_tasks, now, reasons)
 
-    def report_events(self, node_id: str, events: Iterable[TaskReport], *, now: Now) -> None:
-        self._observe_reports(node_id, list(events), now)
+    def report_events(
+        self, node_id: str, events: Iterable[TaskReport], *, now: Now, session: str = ""
+    ) -> None:
+        """Apply a node's task events (whether or not the node is registered).  ``session``
+        names the agent process that sends them (as in :meth:`register_node`).  Events of a
+        process that has not registered yet (the node unknown or lost, or registered by
+        another process) may reach the RM before its registration, whose snapshot of live
+        tasks may then predate them: the live attempts and job masters they report are noted
+        for that registration (:meth:`_reconcile_registration`), and forgotten when they
+        end.  O(len(events)); nothing is noted once the process is registered."""
+        _check_session(session)
+        reports = list(events)
+        self._observe_reports(node_id, reports, now)
+        if session:
+            self._note_early(node_id, session, reports)
         self.update_sprints(now)
+
+    def _note_early(self, node_id: str, session: str, reports: Sequence[TaskReport]) -> None:
+        """Note what ``reports`` show live of what the RM holds on the node, if the agent
+        process ``session`` has not registered the node (see :meth:`report_events`)."""
+        node = self.nodes.get(node_id)
+        if (
+            node is not None
+            and node.state is NodeState.READY
+            and self._sessions.get(node_id) == session
+        ):
+            return  # registered by this very process: its next registration is a later one
+        before = self._early.get(node_id)
+        noted = dict(before[1]) if before is not None and before[0] == session else {}
+        for report in reports:
+            key = (report.job_id, report.task_id, report.attempt)
+            if report.state.is_final or not self._holds(node_id, report):
+                noted.pop(key, None)
+            else:
+                noted[key] = report.allocation_id
+        if noted == (before[1] if before is not None and before[0] == session else {}):
+            return
+        self._early[node_id] = (session, noted)
+        self.tables.journal(partial(_restore, self._early, node_id, before))
+
+    def _holds(self, node_id: str, report: TaskReport) -> bool:
+        """Does the RM hold the live attempt or job master ``report`` names on ``node_id``?"""
+        if report.job_master:
+            allocation = self.allocations.get(report.allocation_id)
+            return allocation is not None and allocation.is_master and allocation.node_id == node_id
+        task = self.tasks.get((report.job_id, report.task_id, report.attempt))
+        return task is not None and task.node_id == node_id and not task.state.is_final
+
+    def started(self, now: Now) -> None:
+        """The RM serves from ``now`` on (the shell calls it once, at start; :meth:`tick` calls
+        it too, for a shell that does not).  Nodes are kept in memory only, so a restarted RM
+        knows none: every node that holds a container or a live task attempt in the recovered
+        state counts as silent since ``now``, and is lost after the node timeout, through the
+        path of a node lost by silence (its tasks retried or failed as their job says, its
+        containers freed), unless it registers before (then its registration reconciles what
+        it holds).  Later calls change nothing."""
+        if self._started is not None:
+            return
+        self._started = now.monotonic
+        if self._unheard:
+            log.info(
+                "%d nodes hold work in the recovered state (%s): each is lost unless it "
+                "registers within %g s",
+                len(self._unheard),
+                ", ".join(list(self._unheard)[:5]) + (", ..." if len(self._unheard) > 5 else ""),
+                self.settings.node_timeout,
+            )
 
     def tick(self, now: Now) -> None:
         """Time-driven housekeeping: declare silent nodes lost (by the monotonic clock, so a step
-        of the wall clock loses nobody), and forget nodes lost long ago.  Finds them from timers
-        in O(what is due), so it may run as often as :meth:`next_wakeup` asks."""
+        of the wall clock loses nobody), nodes that held work when this RM started and have not
+        registered since (:meth:`started`), and forget nodes lost long ago.  Finds them from
+        timers in O(what is due), so it may run as often as :meth:`next_wakeup` asks."""
         self._wall_minus_monotonic = now.wall - now.monotonic
+        self.started(now)
         timeout = self.settings.node_timeout
+        if (
+            self._unheard
+            and self._started is not None
+            and is_lost(self._started, now.monotonic, timeout)
+        ):
+            # (first: they were last heard of before any node registered since, so the lost
+            # nodes' list stays oldest first)
+            for node_id in list(self._unheard):
+                self._lose_unheard(node_id, self._started, now)
         silent = self.tables.silent_nodes(before=now.monotonic - timeout)
         for node_id in sorted(silent):
             if is_lost(self.nodes[node_id].last_seen, now.monotonic, timeout):
@@ -705,6 +829,8 @@ class ResourceManagerCore:
         oldest = self.tables.oldest_heartbeat()
         if oldest is not None:
             times.append(oldest + self.settings.node_timeout)
+        if self._unheard and self._started is not None:
+            times.append(self._started + self.settings.node_timeout)
         for since in self._lost_since.values():
             times.append(since + self.settings.lost_node_retention)
             break
@@ -1906,6 +2032,30 @@ class ResourceManagerCore:
             )
         return None  # STOP is a stop reason, answered above
 
+    def _lose_unheard(self, node_id: str, since: float, now: Now) -> None:
+        """A node that held work when this RM started (at ``since``, monotonic) and has not
+        registered since is lost: listed as lost (its address and capacity unknown to this
+        RM), and what it held is lost as a silent node's is."""
+        del self._unheard[node_id]
+        self.tables.journal(lambda: self._unheard.__setitem__(node_id, None))
+        log.warning(
+            "node %s held work when this resource manager started and has not registered since",
+            node_id,
+        )
+        self.tables.put_node(
+            NodeRecord(
+                node_id=node_id,
+                address="",
+                runtime="",
+                capacity=Resources(),
+                instance_id="",
+                last_heartbeat=since + (now.wall - now.monotonic),
+                last_seen=since,
+                state=NodeState.LOST,
+            )
+        )
+        self._lose_node(node_id, now)
+
     def _lose_node(self, node_id: str, now: Now) -> None:
         node = self.nodes[node_id]
         self.tables.put_node(replace(node, state=NodeState.LOST))
@@ -1960,6 +2110,21 @@ class ResourceManagerCore:
                 ),
                 now,
             )
+
+
+def _check_session(session: str) -> None:
+    if len(session) > MAX_SESSION_LENGTH:
+        raise InvalidRequestError(
+            "session", f"must be at most {MAX_SESSION_LENGTH} characters, got {len(session)}"
+        )
+
+
+def _restore(table: dict[str, V], key: str, value: V | None) -> None:
+    """Put ``table[key]`` back as it was (None: absent): a rolled-back unit's undo."""
+    if value is None:
+        table.pop(key, None)
+    else:
+        table[key] = value
 
 
 def _step_shown(

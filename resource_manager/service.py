@@ -164,6 +164,9 @@ class RMState:
         self._foreign_logged_at: float | None = None  # the last line about foreign reports
         self._foreign_unlogged = 0  # foreign reports dropped since that line
         self._state_refusals = 0  # units refused since the state directory failed (0: fine)
+        # From now on the RM serves: nodes holding work in the recovered state are waited for
+        # from here (memory only: nothing to commit).
+        core.started(clock())
 
     def node_grant_key(self, node_id: str) -> bytes:
         """The key of a node's grant tokens (empty without TLS)."""
@@ -731,6 +734,7 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     instance_id=request.instance_id,
                     cluster_id=request.cluster_id,
                     has_swap=request.has_swap,
+                    session=request.session,
                 )
             )
 
@@ -872,7 +876,11 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
 
         def report() -> None:
             events = self._state.reports(request.node_id, list(request.events))
-            self._state.run(lambda core, now: core.report_events(request.node_id, events, now=now))
+            self._state.run(
+                lambda core, now: core.report_events(
+                    request.node_id, events, now=now, session=request.session
+                )
+            )
 
         await _answer(context, "ReportTaskEvents", report)
         return rm_pb.ReportTaskEventsResponse()

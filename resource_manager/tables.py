@@ -362,6 +362,11 @@ class Tables:
     def live_tasks_of_node(self, node_id: str) -> list[TaskRecord]:
         return [self.tasks[key] for key in self._live_tasks_of_node.get(node_id)]
 
+    def nodes_holding_work(self) -> set[str]:
+        """The nodes that hold a container or a live task attempt (a restarted RM waits for
+        each of them to register).  O(such nodes)."""
+        return set(self._allocations_of_node.groups) | set(self._live_tasks_of_node.groups)
+
     def _index_task(self, old: TaskRecord | None, new: TaskRecord | None) -> None:
         if old is not None and new is not None and old.node_id == new.node_id:
             # The same attempt in a new state (every task event): only liveness may move.

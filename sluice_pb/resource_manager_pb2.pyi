@@ -375,7 +375,7 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node_id", "address", "capacity", "runtime", "live_tasks", "instance_id", "cluster_id", "has_swap")
+    __slots__ = ("node_id", "address", "capacity", "runtime", "live_tasks", "instance_id", "cluster_id", "has_swap", "session")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -384,6 +384,7 @@ class RegisterNodeRequest(_message.Message):
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     HAS_SWAP_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     capacity: _common_pb2.Resources
@@ -392,7 +393,8 @@ class RegisterNodeRequest(_message.Message):
     instance_id: str
     cluster_id: str
     has_swap: bool
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., has_swap: _Optional[bool] = ...) -> None: ...
+    session: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., runtime: _Optional[str] = ..., live_tasks: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., instance_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., has_swap: _Optional[bool] = ..., session: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("heartbeat_interval_s", "data_plane", "cluster_id", "grant_key", "oversubscription", "node_timeout_s")
@@ -525,12 +527,14 @@ class StopAllocation(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ReportTaskEventsRequest(_message.Message):
-    __slots__ = ("node_id", "events")
+    __slots__ = ("node_id", "events", "session")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     events: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskEvent]
-    def __init__(self, node_id: _Optional[str] = ..., events: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ...) -> None: ...
+    session: str
+    def __init__(self, node_id: _Optional[str] = ..., events: _Optional[_Iterable[_Union[_common_pb2.TaskEvent, _Mapping]]] = ..., session: _Optional[str] = ...) -> None: ...
 
 class ReportTaskEventsResponse(_message.Message):
     __slots__ = ()

@@ -77,6 +77,7 @@ def reporter(outbox: Outbox, rm: RM) -> AgentDaemon:
     daemon._rm = rm  # type: ignore[assignment]
     daemon._rm_reachable = True
     daemon._rm_address = "rm:1"
+    daemon.session = "0" * 32  # (as long as a real one)
     return daemon
 
 
