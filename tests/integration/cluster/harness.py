@@ -191,7 +191,7 @@ class Cluster:
         self.kill_process(int(node["pid"]))
         argv = local_cluster.pinned_argv(node["argv"], node["address"])
         node["pid"] = _spawn(argv, self.directory / "logs" / f"{node_id}.log").pid
-        self._rewrite()
+        self.save_info()
 
     def restart_rm(self, extra: list[str] | None = None) -> None:
         """SIGKILL the RM and start it again with the very command line `local up` used (its
@@ -199,7 +199,7 @@ class Cluster:
         self.kill_process(int(self.info["rm_pid"]))
         argv = [*self.info["rm_argv"], *(extra or [])]
         self.info["rm_pid"] = _spawn(argv, self.directory / "logs" / "rm.log").pid
-        self._rewrite()
+        self.save_info()
 
     def service(self, name: str) -> dict[str, Any]:
         return next(s for s in self.info["services"] if s["name"] == name)
@@ -212,9 +212,11 @@ class Cluster:
         # Listen where it listened, so the RM's --aggregator stays right.
         argv[argv.index("--listen") + 1] = aggregator["address"]
         aggregator["pid"] = _spawn(argv, self.directory / "logs" / "aggregator.log").pid
-        self._rewrite()
+        self.save_info()
 
-    def _rewrite(self) -> None:
+    def save_info(self) -> None:
+        """Write ``info`` back to cluster.json: a test that starts a daemon itself records its
+        pid there, so that `local down` (every test's teardown) stops it."""
         import json
 
         (self.directory / "cluster.json").write_text(json.dumps(self.info))

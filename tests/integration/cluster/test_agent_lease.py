@@ -243,4 +243,4 @@ def _respawn_rm(cluster: Cluster) -> None:
             start_new_session=True,
         )
     cluster.info["rm_pid"] = process.pid
-    cluster._rewrite()
+    cluster.save_info()

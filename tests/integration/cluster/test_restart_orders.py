@@ -92,8 +92,9 @@ def _drain_agents(cluster: Cluster) -> None:
 def _start_agents(cluster: Cluster) -> None:
     """Each agent again, with its command line, state directory and address."""
     for node in cluster.info["nodes"]:
-        argv = [*node["argv"], "--listen", node["address"]]
+        argv = local_cluster.pinned_argv(node["argv"], node["address"])
         node["pid"] = _spawn(argv, cluster.directory / "logs" / f"{node['node_id']}.log")
+    cluster.save_info()  # so that `local down` (the teardown) stops these, not the old ones
 
 
 def _stop_rm(cluster: Cluster) -> None:
@@ -102,6 +103,7 @@ def _stop_rm(cluster: Cluster) -> None:
 
 def _start_rm(cluster: Cluster) -> None:
     cluster.info["rm_pid"] = _spawn(cluster.info["rm_argv"], cluster.directory / "logs" / "rm.log")
+    cluster.save_info()  # so that `local down` (the teardown) stops this RM, not the old one
 
 
 def _agents_only(cluster: Cluster) -> Cluster:
