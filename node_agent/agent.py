@@ -764,14 +764,25 @@ class NodeAgent:
         with self._lock:
             return list(self._observed.values())
 
+    def registration_events(self) -> list[TaskEvent]:
+        """What a registration tells the RM, from one look: the events not yet taken from the
+        outbox (a task that ended since the last report: its final event, or the RM would count
+        it lost for missing from the snapshot and ignore the late success), then the current
+        state of every task not yet reported final."""
+        with self._lock:
+            return [*self._outbox, *self._live_events_locked()]
+
     def live_events(self) -> list[TaskEvent]:
         """The current state of every task not yet reported final (heartbeat reconciliation)."""
         with self._lock:
-            return [
-                self.event_for(o)
-                for key, o in self._observed.items()
-                if not self._reported.get(key, TaskState.RUNNING).is_final
-            ]
+            return self._live_events_locked()
+
+    def _live_events_locked(self) -> list[TaskEvent]:
+        return [
+            self.event_for(o)
+            for key, o in self._observed.items()
+            if not self._reported.get(key, TaskState.RUNNING).is_final
+        ]
 
     def monitor_once(self, now: float) -> None:
         """Observe the runtimes, queue events for changed tasks, refresh usage, prune old tasks.

@@ -386,6 +386,10 @@ class AgentDaemon:
         # lose for missing from a registration's snapshot what this process reported by events
         # that reached it first (a task started after the snapshot was taken).
         self.session = uuid.uuid4().hex
+        # Held while events are taken from the outbox and sent, and while a registration takes
+        # its snapshot and is sent: a registration then shows every event not yet delivered,
+        # none being in flight beside it.
+        self._reporting = threading.Lock()
         self.refused: str | None = None  # why the RM refused this agent at its first registration
         # Why the agent stopped at its first registration: the RM's node timeout is too short
         # for its heartbeat interval (plumbing/intervals.py).
@@ -440,18 +444,21 @@ class AgentDaemon:
 
     def register(self) -> None:
         config = self.agent.config
-        request = rm_pb.RegisterNodeRequest(
-            node_id=config.node_id,
-            address=self.address,
-            capacity=resources_to_pb(config.capacity),
-            runtime=self.runtime,
-            live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
-            instance_id=self.identity.instance_id,
-            cluster_id=self.identity.cluster_id,
-            has_swap=self.agent.has_swap,
-            session=self.session,
-        )
-        response = self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
+        with self._reporting:  # no report in flight: the snapshot holds every undelivered event
+            request = rm_pb.RegisterNodeRequest(
+                node_id=config.node_id,
+                address=self.address,
+                capacity=resources_to_pb(config.capacity),
+                runtime=self.runtime,
+                live_tasks=[
+                    _event_to_pb(e, config.node_id) for e in self.agent.registration_events()
+                ],
+                instance_id=self.identity.instance_id,
+                cluster_id=self.identity.cluster_id,
+                has_swap=self.agent.has_swap,
+                session=self.session,
+            )
+            response = self._rm.RegisterNode(request, timeout=RPC_TIMEOUT)
         node_timeout = response.node_timeout_s
         problem = node_timeout_problem(node_timeout, self._interval) if node_timeout else None
         if problem is not None and not self._ever_registered:
@@ -689,7 +696,16 @@ class AgentDaemon:
     def _report(self) -> None:
         """Send the outbox in batches of at most ``EVENTS_PER_REPORT``: a backlog kept through
         a long RM outage must not outgrow the RM's receive limit (plumbing/rpc.py) and be
-        refused whole.  A batch the RM did not take goes back, with everything after it."""
+        refused whole.  A batch the RM did not take goes back, with everything after it.
+        Skipped while a registration is being sent: it carries the outbox itself."""
+        if not self._reporting.acquire(blocking=False):
+            return
+        try:
+            self._send_outbox()
+        finally:
+            self._reporting.release()
+
+    def _send_outbox(self) -> None:
         events = self.agent.take_outbox()
         for start in range(0, len(events), EVENTS_PER_REPORT):
             batch = events[start : start + EVENTS_PER_REPORT]

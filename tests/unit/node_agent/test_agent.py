@@ -26,6 +26,7 @@ from node_agent.runtime.base import (
 from node_agent.service import start_request_problem
 from node_agent.speculative import QueueState
 from plumbing.errors import UserError
+from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
@@ -38,6 +39,7 @@ class RecordingRuntime:
 
     name: str = "fake"
     started: dict[str, TaskLaunch] = field(default_factory=dict)
+    exited: set[str] = field(default_factory=set)  # observed exited (status 0) from now on
 
     def start(self, launch: TaskLaunch) -> None:
         self.started[launch.task_key] = launch
@@ -50,8 +52,9 @@ class RecordingRuntime:
                 task_id=launch.task_id,
                 attempt=launch.attempt,
                 allocation_id=launch.allocation_id,
-                state=RunState.RUNNING,
+                state=RunState.EXITED if key in self.exited else RunState.RUNNING,
                 limits=launch.limits,
+                exit_code=0 if key in self.exited else None,
             )
             for key, launch in self.started.items()
         ]
@@ -182,6 +185,22 @@ def test_job_master_attempts_have_names_of_their_own_and_are_flagged() -> None:
     assert {e.task_id: e.job_master for e in agent.live_events()} == {"master": True}
 
 
+def test_a_registration_carries_the_end_of_a_task_not_yet_reported() -> None:
+    """A task that ended since the last report: its final event waits in the outbox, and the
+    live snapshot no longer shows it, so the registration carries the outbox (else the RM
+    would count it lost for missing from the snapshot and ignore its late success)."""
+    agent, runtime = new_agent()
+    agent.start_task("j", "p-0", 1, "a1", ["true"], Resources(0.5, 64), None)
+    agent.start_task("j", "p-1", 1, "a2", ["true"], Resources(0.5, 64), None)
+    agent.monitor_once(1.0)
+    agent.take_outbox()  # both RUNNING, reported
+    runtime.exited.add("j.p-1.1")
+    agent.monitor_once(2.0)
+    assert {e.task_id for e in agent.live_events()} == {"p-0"}
+    told = {(e.task_id, e.state) for e in agent.registration_events()}
+    assert told == {("p-0", TaskState.RUNNING), ("p-1", TaskState.SUCCEEDED)}
+
+
 # (case, the agent runs with TLS, the RM sent a certificate, the job master's TLS flags or None:
 # not started)
 MASTER_TLS = [
@@ -233,6 +252,9 @@ class SlowAgent:
         self.release.wait(5)
 
     def live_events(self) -> list[object]:
+        return []
+
+    def registration_events(self) -> list[object]:
         return []
 
     def queue_state(self) -> QueueState:

@@ -4,6 +4,7 @@ to the outbox with everything after it, in order."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import grpc
@@ -77,6 +78,7 @@ def reporter(outbox: Outbox, rm: RM) -> AgentDaemon:
     daemon._rm = rm  # type: ignore[assignment]
     daemon._rm_reachable = True
     daemon._rm_address = "rm:1"
+    daemon._reporting = threading.Lock()
     daemon.session = "0" * 32  # (as long as a real one)
     return daemon
 

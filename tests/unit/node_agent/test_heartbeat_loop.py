@@ -44,6 +44,9 @@ class FakeAgent:
     def live_events(self) -> list[object]:
         return []
 
+    def registration_events(self) -> list[object]:
+        return []
+
     def queue_state(self) -> QueueState:
         return QueueState()
 

@@ -242,3 +242,22 @@ def test_a_session_longer_than_an_id_is_refused_naming_the_field() -> None:
     assert str(refused.value) == "session: must be at most 64 characters, got 65"
     add_node(core, "n1")  # (an older agent: no session)
     assert core.nodes["n1"].state is NodeState.READY
+
+
+def test_an_end_still_in_the_outbox_comes_with_the_registration(tmp_path: Path) -> None:
+    """p-1 started and was reported by an earlier agent process; it ended before the new
+    process took its snapshot, and its final event had not left the outbox: the registration
+    carries it (``NodeAgent.registration_events``), so p-1 ends succeeded and is not lost."""
+    path = tmp_path / "rm.sqlite3"
+    job_id, (first, second) = _before_restart(path)
+    core = new_core(path, node_timeout=TIMEOUT)
+    core.started(now=START)
+    running = observation(job_id, "p-1", TaskState.RUNNING, allocation_id=second)
+    core.report_events("n1", [running], now=START + 1.0, session="s0")
+    snapshot = [
+        observation(job_id, "p-1", TaskState.SUCCEEDED, allocation_id=second),  # the outbox
+        observation(job_id, "p-0", TaskState.RUNNING, allocation_id=first),  # live
+    ]
+    _register(core, snapshot, now=START + 2.0, session="s1")
+    assert core.tasks[(job_id, "p-0", 1)].state is TaskState.RUNNING
+    assert core.tasks[(job_id, "p-1", 1)].state is TaskState.SUCCEEDED
