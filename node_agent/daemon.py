@@ -210,6 +210,25 @@ MAX_EVENT_MESSAGE = 512
 :data:`EVENTS_PER_REPORT` this bounds a report well below the RM's receive limit."""
 
 
+PROBE_TIMEOUT_S = 0.5
+"""A connection to the RM that has not been accepted or refused by then is not a refusal (a
+partition that drops packets): the monitor pass goes on."""
+
+
+def rm_refuses_connections(address: str) -> bool:
+    """Whether a TCP connection to ``address`` (host:port, [v6]:port) is refused: the machine
+    answers and no process listens on the port.  A connection accepted (even by a stopped
+    process: the kernel queues it), timed out or failing otherwise is not a refusal."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def _bounded(message: str) -> str:
     if len(message) <= MAX_EVENT_MESSAGE:
         return message
@@ -412,6 +431,7 @@ class AgentDaemon:
         self._registered = False
         self._ever_registered = False
         self._rm_reachable = True
+        self._rm_down_said = False  # said once per outage that no RM runs (see _check_lease)
         self._streaming = True  # until the RM answers the stream UNIMPLEMENTED (an older RM)
         self._stream: _HeartbeatStream | None = None  # the open one, used by heartbeat_loop only
         self._commands = ThreadPoolExecutor(max_workers=4, thread_name_prefix="command")
@@ -436,6 +456,7 @@ class AgentDaemon:
     def _rm_call_ok(self, *, wake: bool = True) -> None:
         """A call reached the RM.  ``wake``: it was another link's than the heartbeat loop's,
         which may be waiting out a long backoff: it is woken."""
+        self._rm_down_said = False
         if not self._rm_reachable:
             log.info("resource manager at %s reachable again", self._rm_address)
             if wake:
@@ -683,8 +704,29 @@ class AgentDaemon:
 
     def _check_lease(self) -> None:
         """Fence if the lease on the RM expired (node_agent/lease.py): the tasks are stopped on
-        a thread of their own, so that the monitor loop goes on observing and reporting them."""
-        silent = self.agent.lease.due(time.monotonic())
+        a thread of their own, so that the monitor loop goes on observing and reporting them.
+
+        Unless no RM runs at all: a connection to the RM's address refused means its machine
+        answers and nothing listens there (the RM stopped, or restarting), so nothing counts
+        this node lost, and a restarted RM gives it the whole node timeout to register
+        (:meth:`Lease.not_counting`).  Only an RM that may be running and cannot be reached (a
+        partition, a machine gone, a hung RM: the connection times out or is accepted) fences
+        the tasks.  So restarting the RM, however slowly it starts, stops no task."""
+        now = time.monotonic()
+        # Looked at on every pass while the RM is unreachable, so that the lease runs from the
+        # last refusal, within a monitor interval of the restarted RM's first answer.
+        if not self._rm_reachable and rm_refuses_connections(self._rm_address):
+            if not self._rm_down_said:
+                log.warning(
+                    "resource manager at %s not reachable, and nothing listens there "
+                    "(connection refused): no resource manager runs to count this node lost, "
+                    "so its tasks run on until one answers",
+                    self._rm_address,
+                )
+                self._rm_down_said = True
+            self.agent.lease.not_counting(now)
+            return
+        silent = self.agent.lease.due(now)
         if silent is None:
             return
         self.agent.lease.fenced()

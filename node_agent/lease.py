@@ -108,6 +108,19 @@ class Lease:
         if save:
             self._save(now)
 
+    def not_counting(self, now: float) -> None:
+        """No RM runs at its address (a connection there was refused): nobody can count this
+        node lost, and an RM that starts there gives every node it recovered the whole node
+        timeout to register, so the lease runs from ``now`` (monotonic), as if renewed.  Not
+        after fencing: a fenced agent stays fenced until an RM answers."""
+        with self._lock:
+            if self._fenced:
+                return
+            self._renewed_at = now
+            save = self._saved_at is None or now - self._saved_at >= SAVE_EVERY_S
+        if save:
+            self._save(now)
+
     def attempt_failed(self) -> None:
         """An attempt to reach the RM failed: from now on a restarted agent may fence."""
         with self._lock:

@@ -20,6 +20,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -203,12 +204,10 @@ def test_the_event_reporter_reaching_a_restarted_rm_wakes_the_heartbeat_loop(
     job_id = gate.kill_on_close(cluster, cluster.submit(_held_job(gate, "woken", marker)))
     task = cluster.wait_task_running(job_id, "long-0")
     cluster.kill_process(int(cluster.info["rm_pid"]))
-    # With the RM gone the agent fences its task: an event its reporter must deliver.
-    wait_until(
-        lambda: "fenced: the resource manager not reached" in _log(cluster, task.node_id),
-        60,
-        "the agent fenced its task",
-    )
+    # With the RM gone, the task ends: an event its reporter must deliver.
+    for pid in wait_until(lambda: _pids_running(marker), 30, "the task's processes"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     wait_until(
         lambda: "next attempt to reach the resource manager in 16 s" in _log(cluster, task.node_id),
         90,
@@ -231,6 +230,40 @@ def test_the_event_reporter_reaching_a_restarted_rm_wakes_the_heartbeat_loop(
     assert reached < woken < first("registered with the resource manager")
     nodes = cluster.client.jobs.ListNodes(rm_pb.ListNodesRequest(), timeout=30).nodes
     assert [n.state for n in nodes if n.node_id == task.node_id] == [rm_pb.NODE_READY]
+
+
+def test_an_rm_that_is_down_fences_nothing_and_its_restart_loses_nothing(
+    new_cluster: Callable[..., Cluster], gate: Gate
+) -> None:
+    """A stopped RM (its port refuses connections) counts no node lost, and a restarted one
+    gives every node the whole node timeout to register: the agents keep their tasks however
+    long it stays down, and the job goes on with the same attempt."""
+    cluster = new_cluster(1)
+    marker = f"kept-{uuid.uuid4().hex[:8]}"
+    job_id = gate.kill_on_close(cluster, cluster.submit(_held_job(gate, "kept", marker)))
+    task = cluster.wait_task_running(job_id, "long-0")
+    pids = wait_until(lambda: _pids_running(marker), 30, "the task's processes")
+    argv = list(cluster.info["rm_argv"])
+    timeout = float(argv[len(argv) - 1 - argv[::-1].index("--node-timeout") + 1])
+    cluster.kill_process(int(cluster.info["rm_pid"]))
+    killed_at = time.monotonic()
+    wait_until(
+        lambda: "nothing listens there (connection refused)" in _log(cluster, task.node_id),
+        60,
+        "the agent saw that no RM runs",
+    )
+    # The outage must outlast the lease (twice the node timeout): waited for, not asserted.
+    wait_until(
+        lambda: time.monotonic() - killed_at > 2 * timeout, 120, "two node timeouts of outage"
+    )
+    assert _log(cluster, task.node_id).count("nothing listens there") == 1  # said once
+    assert "fenced" not in _log(cluster, task.node_id)
+    assert all(_alive(pid) for pid in pids)
+    _respawn_rm(cluster)
+    gate.open(cluster, job_id, ["long-0"])
+    detail = cluster.wait_final(job_id, timeout=120)
+    assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
+    assert [t.attempt for t in _attempts(cluster, job_id)] == [1]
 
 
 def _respawn_rm(cluster: Cluster) -> None:

@@ -5,6 +5,7 @@ real NodeAgent fencing real processes."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from node_agent.agent import AgentConfig, NodeAgent
+from node_agent.daemon import rm_refuses_connections
 from node_agent.lease import LEASE_FILE, Lease, LeaseView, fence_due
 from node_agent.runtime.base import RunState
 from node_agent.runtime.process_runtime import ProcessRuntime
@@ -221,3 +223,32 @@ def test_a_fenced_lease_refuses_new_work_until_it_is_renewed() -> None:
     assert problem is not None and "6 s" in problem and "fenced its tasks" in problem
     lease.renewed(200.0)
     assert lease.fenced_problem() is None
+
+
+def test_no_rm_running_restarts_the_lease_but_not_after_fencing() -> None:
+    lease = Lease(None, 0.2)
+    lease.renewed(100.0, node_timeout=6.0)
+    assert lease.due(110.0) is not None  # silent for 10 s: due
+    lease.not_counting(110.0)  # ...but nothing listens at the RM's address
+    assert lease.due(110.5) is None
+    assert lease.due(120.0) is not None  # counted again from the last refusal
+    lease.fenced()
+    lease.not_counting(121.0)
+    assert lease.fenced_problem() is not None  # fenced stays fenced until an RM answers
+
+
+def _refused_port() -> int:
+    """A port nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_refused_connection_is_told_from_a_listener_and_from_nonsense() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert not rm_refuses_connections(f"127.0.0.1:{port}")
+    assert rm_refuses_connections(f"127.0.0.1:{_refused_port()}")
+    assert not rm_refuses_connections("no-port-here")
