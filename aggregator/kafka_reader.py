@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -81,7 +81,16 @@ class LogView:
         return replace(self, cluster_id=None, topic_ids={})
 
 
-def restarted_partitions(before: LogView | None, now: LogView) -> dict[TopicPartition, str]:
+SETTLE_S = 30.0
+"""After a partition was read again from the beginning, its log end alone is no evidence of
+another restart for this long: a Tansu that just came back reports ends that jump back and forth
+while producers resend, even below what the reset consumer has read since (seen in CI: one
+restart logged twice).  A new cluster id, a topic created again or an empty log still count."""
+
+
+def restarted_partitions(
+    before: LogView | None, now: LogView, settling: Collection[TopicPartition] = ()
+) -> dict[TopicPartition, str]:
     """The partitions of ``now`` that are on a new log since ``before`` (the previous look; None
     at the first), each with why.
 
@@ -94,7 +103,9 @@ def restarted_partitions(before: LogView | None, now: LogView) -> dict[TopicPart
     every new batch moves that end past the position of a consumer that is on the same log.
     Nor is an end that went back while the position was behind the old end: a Tansu that just
     came back reports ends that jump back and forth for a few seconds while producers resend.
-    A partition at position 0 is never on a new log: it reads whatever log from the start."""
+    A partition at position 0 is never on a new log: it reads whatever log from the start.
+    A partition in ``settling`` (reset less than :data:`SETTLE_S` ago) is judged by the ids and
+    an empty log only."""
     was = before if before is not None else LogView()
     new_cluster = None
     if None not in (was.cluster_id, now.cluster_id) and was.cluster_id != now.cluster_id:
@@ -114,10 +125,12 @@ def restarted_partitions(before: LogView | None, now: LogView) -> dict[TopicPart
             found[tp] = "topic created again"
         elif end is None:
             continue
-        elif was_end is not None and end < was_end <= position:
+        elif tp not in settling and was_end is not None and end < was_end <= position:
             found[tp] = f"log end went back from {was_end}"
         elif end == 0 and position > 0:
             found[tp] = "log empty"
+        elif tp in settling:
+            continue
         elif position > end and was_end is not None and end > was_end and was_position == position:
             found[tp] = "log grew below the position"
     return found
@@ -176,6 +189,7 @@ class TopicReader:
         self._backoff = 0.5
         self._outage = False
         self._view: LogView | None = None
+        self._reset_at: dict[TopicPartition, float] = {}  # when each was last reset (monotonic)
         self.records_read = 0
         self.resets = 0  # times the broker was found to have come back empty
 
@@ -267,12 +281,15 @@ class TopicReader:
 
     def _check_for_new_logs(self) -> None:
         view = self._look().remembered(self._view)
-        restarted = restarted_partitions(self._view, view)
+        now = time.monotonic()
+        settling = {tp for tp, at in self._reset_at.items() if now - at < SETTLE_S}
+        restarted = restarted_partitions(self._view, view, settling)
         if not restarted:
             self._view = view
             return
         partitions = sorted(restarted, key=lambda tp: (tp.topic, tp.partition))
         self._consumer.seek_to_beginning(*partitions)
+        self._reset_at.update((tp, now) for tp in partitions)
         self.resets += 1
         named = [
             f"{tp.topic}[{tp.partition}] at {view.positions[tp]}, log end {view.ends.get(tp)} "
