@@ -129,6 +129,38 @@ def test_an_agent_restarted_within_the_node_timeout_adopts_its_running_task(
     assert [t.attempt for t in _attempts(cluster, job_id)] == [1]  # adopted, never retried
 
 
+def test_an_agent_back_after_the_node_timeout_stops_its_old_attempt_beside_the_retry(
+    new_cluster: Callable[..., Cluster], gate: Gate
+) -> None:
+    """An agent down longer than the node timeout: the RM counts its node lost and retries its
+    task on the other node; while the agent is down nobody can stop the old attempt (its
+    processes outlive the agent), but the agent back stops it first thing, and the job ends
+    with the retry's result only."""
+    cluster = new_cluster(2, max_master_share=0.5)
+    marker = f"late-{uuid.uuid4().hex[:8]}"
+    job_id = gate.kill_on_close(cluster, cluster.submit(_held_job(gate, "late", marker, retries=1)))
+    task = cluster.wait_task_running(job_id, "long-0")
+    old = wait_until(lambda: _pids_running(marker), 30, "the first attempt's processes")
+    cluster.kill_process(int(cluster.node(task.node_id)["pid"]))
+    wait_until(
+        lambda: any(
+            t.attempt == 2 and t.state == pb.TASK_RUNNING for t in _attempts(cluster, job_id)
+        ),
+        120,
+        "the task retried on the other node",
+    )
+    assert all(_alive(pid) for pid in old)  # the agent is down: nothing stopped them
+    cluster.restart_agent(task.node_id)
+    wait_until(lambda: not any(_alive(pid) for pid in old), 60, "the old attempt stopped")
+    retry = _pids_running(marker)
+    assert retry and not retry & old  # the retry runs on, alone
+    gate.open(cluster, job_id, ["long-0"])
+    detail = cluster.wait_final(job_id, timeout=120)
+    assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
+    states = {t.attempt: t.state for t in _attempts(cluster, job_id)}
+    assert states[2] == pb.TASK_SUCCEEDED and states[1] != pb.TASK_SUCCEEDED
+
+
 def test_an_agent_cut_off_from_the_rm_stops_its_tasks_unless_their_job_runs_on(
     new_cluster: Callable[..., Cluster], gate: Gate
 ) -> None:
