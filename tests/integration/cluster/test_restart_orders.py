@@ -169,6 +169,9 @@ def _running_attempt(cluster: Cluster, job_id: str, attempt: int) -> bool:
         ("process", "rm first", 1),
         ("process", "agents first", 1),
         ("process", "both (local down + up)", 1),
+        ("docker", "agents only", 1),
+        ("docker", "rm first", 1),
+        ("docker", "agents first", 1),
         ("docker", "both (local down + up)", 1),
     ],
 )
