@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -40,6 +38,7 @@ from plumbing.tls import ClientTls, TlsError
 from sluice import brokers
 from sluice.client import RMClient, agent_stub, cluster_client_tls, cluster_file, read_cluster
 from sluice.cluster_certs import ClusterCerts, ensure_certificates
+from sluice.process_identity import ProcessIdentity, Recorded, Verdict, judge, read_identity, stop
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
@@ -113,24 +112,73 @@ def _last_line(log_path: Path) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _alive(pid: int) -> bool:
+def _identity_key(pid_key: str) -> str:
+    """Where a record keeps the identity of the pid under ``pid_key``: ``rm_identity`` beside
+    ``rm_pid``, ``identity`` beside ``pid``."""
+    return pid_key.removesuffix("pid") + "identity"
+
+
+def _record_pid(
+    record: dict[str, object], pid_key: str, process: subprocess.Popen[bytes]
+) -> dict[str, object]:
+    """Record ``process`` (a child just started) in ``record``: its pid under ``pid_key``, its
+    identity beside it (start time, boot, command line: what tells it from a later process
+    with the same pid).  Returns ``record``."""
+    record[pid_key] = process.pid
+    # Until reaped (poll() reaps), a child keeps its pid: what /proc shows is this process.
+    identity = read_identity(process.pid) if process.poll() is None else None
+    if identity is not None:
+        record[_identity_key(pid_key)] = identity.to_record()
+    else:  # it already exited: a later process with its pid is not it (no start time matches)
+        record[_identity_key(pid_key)] = ProcessIdentity(process.pid, -1, "", ()).to_record()
+    return record
+
+
+def _recorded_process(record: dict[str, object], name: str, pid_key: str, argv: object) -> Recorded:
+    """The process ``record`` names under ``pid_key``, with the identity recorded beside it."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours still "exists"; reap it if so.
-    with contextlib.suppress(ChildProcessError):
-        finished, _ = os.waitpid(pid, os.WNOHANG)
-        if finished == pid:
-            return False
-    # So does another process's zombie (a daemon `local up` started from a process that still
-    # runs, restarted from another): it is gone all the same.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+        pid = int(str(record.get(pid_key, 0)))
+    except ValueError:
+        pid = 0
+    return Recorded(
+        name,
+        pid,
+        ProcessIdentity.from_record(record.get(_identity_key(pid_key))),
+        [str(a) for a in argv] if isinstance(argv, list) else [],
+    )
+
+
+def _rm_process(cluster: dict[str, object]) -> Recorded:
+    return _recorded_process(cluster, "the RM", "rm_pid", cluster.get("rm_argv"))
+
+
+def _node_process(node: dict[str, object]) -> Recorded:
+    return _recorded_process(node, f"{node['node_id']}'s agent", "pid", node.get("argv"))
+
+
+def _service_process(service: dict[str, object]) -> Recorded:
+    name = str(service.get("name"))
+    label = "the aggregator" if name == "aggregator" else f"the {name} broker"
+    return _recorded_process(service, label, "pid", service.get("argv"))
+
+
+def _services(services: list[dict[str, object]]) -> list[Recorded]:
+    return [_service_process(s) for s in services]
+
+
+def _children(processes: list[subprocess.Popen[bytes]]) -> list[Recorded]:
+    """Children of ours still running, to stop (one that exited, and was reaped, is left)."""
+    return [
+        _recorded_process(_record_pid({}, "pid", p), f"pid {p.pid}", "pid", p.args)
+        for p in processes
+        if p.poll() is None
+    ]
+
+
+def _still_ours(process: Recorded) -> bool:
+    """Whether the recorded process still runs (under its pid: not another one that got it)."""
+    now = read_identity(process.pid) if process.pid > 0 else None
+    return judge(process.pid, process.identity, process.argv, now) is Verdict.OURS
 
 
 def _rm_options(spec: LocalClusterSpec) -> list[str]:
@@ -174,7 +222,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     directory = spec.directory.resolve()
     if cluster_file(directory).exists():
         existing = read_cluster(directory)
-        if _alive(int(existing.get("rm_pid", 0))):  # type: ignore[call-overload]
+        if _still_ours(_rm_process(existing)):
             raise UserError(
                 f"a local cluster already runs in {directory} (`sluice local down` first)"
             )
@@ -190,7 +238,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     try:
         plane = _start_data_plane(spec, directory, logs, services, say, certs)
     except BaseException:
-        _terminate([int(str(s["pid"])) for s in services])
+        stop(_services(services), say)
         raise
     rm_addr_file = directory / "rm.addr"
     rm_addr_file.unlink(missing_ok=True)
@@ -228,7 +276,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         say(f"resource manager at {rm_address}")
         tokens_file = rm_addr_file.with_name(rm_addr_file.name + ".tokens")
         rm_tokens = tokens_file.read_text().strip() if tokens_file.exists() else ""
-        nodes = []
+        nodes: list[dict[str, object]] = []
         for node_id in node_ids:
             addr_file = directory / f"{node_id}.addr"
             addr_file.unlink(missing_ok=True)
@@ -236,7 +284,9 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
             agent = _spawn(argv, logs / f"{node_id}.log")
             started.append(agent)
             nodes.append(
-                {"node_id": node_id, "pid": agent.pid, "addr_file": str(addr_file), "argv": argv}
+                _record_pid(
+                    {"node_id": node_id, "addr_file": str(addr_file), "argv": argv}, "pid", agent
+                )
             )
         for node, agent in zip(nodes, started[1:], strict=True):
             node["address"] = _wait_for_file(
@@ -248,13 +298,12 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
             node["argv"] = pinned_argv(node["argv"], str(node["address"]))  # type: ignore[arg-type]
         _wait_registered(rm_address, client_tls, spec.nodes, started, logs)
     except BaseException:
-        _terminate([p.pid for p in started] + [int(str(s["pid"])) for s in services])
+        stop([*_children(started), *_services(services)], say)
         raise
     cluster: dict[str, object] = {
         "cluster_id": cluster_id,
         "rm": rm_address,
         "rm_tokens": rm_tokens,  # the bearer-token port ("" without TLS)
-        "rm_pid": rm.pid,
         "rm_argv": rm_argv,
         "runtime": spec.runtime,
         "directory": str(directory),
@@ -264,6 +313,7 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         "client_tls": str(certs.client) if certs is not None else "",
         "started": time.time(),
     }
+    _record_pid(cluster, "rm_pid", rm)
     _write_cluster(directory, cluster)
     say(f"{spec.nodes} nodes registered ({spec.runtime} runtime); see {cluster_file(directory)}")
     return cluster
@@ -398,7 +448,7 @@ def _start_data_plane(
     argv += ["--mode", spec.oversubscription, *spec.aggregator_args]
     log_path = logs / "aggregator.log"
     process = _spawn(argv, log_path)
-    services.append({"name": "aggregator", "pid": process.pid, "argv": argv})
+    services.append(_record_pid({"name": "aggregator", "argv": argv}, "pid", process))
     address = _wait_for_file(addr_file, process, "the aggregator", log_path)
     services[-1]["address"] = address
     services[-1]["argv"] = pinned_argv(argv, address)  # the RM's --aggregator stays right
@@ -420,26 +470,12 @@ def _service_record(broker: brokers.ServiceProcess) -> dict[str, object]:
     """An embedded broker as ``cluster.json`` records it (its port is in its command line)."""
     argv = broker.process.args
     assert isinstance(argv, list)
-    return {
+    record: dict[str, object] = {
         "name": broker.name,
-        "pid": broker.process.pid,
         "address": broker.address,
         "argv": [str(a) for a in argv],
     }
-
-
-def _terminate(pids: list[int], timeout: float = 10.0) -> None:
-    """SIGTERM ``pids``, then SIGKILL those still alive after ``timeout`` seconds."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in pids:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    return _record_pid(record, "pid", broker.process)
 
 
 def _wait_registered(
@@ -475,26 +511,25 @@ def down(directory: Path, say: Say) -> None:
     assert isinstance(nodes, list)
     tls = cluster_client_tls(cluster)
     for node in nodes:
-        say(f"{node['node_id']}: {_drain(node, directory, tls)}")
-    pids = [int(n["pid"]) for n in nodes] + [int(cluster["rm_pid"])]  # type: ignore[call-overload]
-    _terminate(pids)
+        say(f"{node['node_id']}: {_drain(node, directory, tls, say)}")
+    # Each pid is signalled only while it is still the recorded process (process_identity).
+    stop([*(_node_process(n) for n in nodes), _rm_process(cluster)], say)
     # The data plane last: the agents and the RM no longer publish to it.
     services = cluster.get("services", [])
     assert isinstance(services, list)
-    _terminate([int(s["pid"]) for s in reversed(services)])
+    stop(_services(list(reversed(services))), say)
     cluster_file(directory).unlink(missing_ok=True)
     say(f"local cluster in {directory} stopped")
 
 
-def _drain(node: dict[str, object], directory: Path, tls: ClientTls | None) -> str:
+def _drain(node: dict[str, object], directory: Path, tls: ClientTls | None, say: Say) -> str:
     """Stop every task of the node and remove its cgroups and containers, through the agent's
     Drain.  An agent that is not answering is started again first (it adopts what its
     predecessor left: tasks, cgroups, containers) and then drained."""
     stopped = _drain_at(str(node["address"]), tls)
     if stopped is not None:
         return f"stopped {stopped} tasks"
-    if _alive(int(str(node["pid"]))):
-        _terminate([int(str(node["pid"]))])  # alive but not answering: replace it
+    stop([_node_process(node)], say)  # alive but not answering: replace it
     argv = node.get("argv")
     if not isinstance(argv, list):
         return "agent not answering, and its command line is unknown: nothing cleaned up"
@@ -505,11 +540,11 @@ def _drain(node: dict[str, object], directory: Path, tls: ClientTls | None) -> s
     try:
         address = _wait_for_file(addr_file, process, f"agent {node['node_id']}", log_path)
     except UserError as error:
-        _terminate([process.pid])
+        stop(_children([process]), say)
         return f"agent not answering, and it could not be restarted to clean up: {error}"
-    node["pid"] = process.pid
+    _record_pid(node, "pid", process)
     stopped = _drain_at(address, tls)
-    _terminate([process.pid])
+    stop([_node_process(node)], say)
     if stopped is None:
         return "agent restarted to clean up, but its Drain failed"
     return f"agent was not answering; restarted it and stopped {stopped} tasks"
@@ -529,11 +564,11 @@ def _drain_at(address: str, tls: ClientTls | None) -> int | None:
 
 def status(directory: Path) -> dict[str, object]:
     cluster = read_cluster(directory.resolve())
-    processes = {"rm": _alive(int(cluster["rm_pid"]))}  # type: ignore[call-overload]
+    processes = {"rm": _still_ours(_rm_process(cluster))}
     for node in cluster.get("nodes", []):  # type: ignore[attr-defined]
-        processes[str(node["node_id"])] = _alive(int(node["pid"]))
+        processes[str(node["node_id"])] = _still_ours(_node_process(node))
     for service in cluster.get("services", []):  # type: ignore[attr-defined]
-        processes[str(service["name"])] = _alive(int(service["pid"]))
+        processes[str(service["name"])] = _still_ours(_service_process(service))
     return {"cluster": cluster, "alive": processes}
 
 
@@ -564,24 +599,22 @@ def restart(directory: Path, daemon: list[str], say: Say) -> dict[str, object]:
     directory = directory.resolve()
     cluster = read_cluster(directory)
     target = _find_daemon(cluster, directory, daemon)
-    pid = int(str(target.record.get(target.pid_key, 0)))
-    if pid > 0 and _alive(pid) and _runs(pid, target.argv):
-        say(f"stopping {target.name} (pid {pid})")
-        _terminate([pid], STOP_TIMEOUT)
-    elif pid > 0 and _alive(pid):
-        say(f"{target.name}: pid {pid} is another program now; not stopping it")
-    else:
+    recorded = _recorded_process(target.record, target.name, target.pid_key, target.argv)
+    if _still_ours(recorded):
+        say(f"stopping {target.name} (pid {recorded.pid})")
+    # Signalled only while still the recorded process; another one with its pid is said.
+    if stop([recorded], say, STOP_TIMEOUT)[target.name] is Verdict.GONE:
         say(f"{target.name} was not running")
     say(f"starting {target.name} (log: {target.log_path})")
     for stale in _published_files(target.address_file):
         stale.unlink(missing_ok=True)
     process = _spawn(target.argv, target.log_path)
-    target.record[target.pid_key] = process.pid
+    _record_pid(target.record, target.pid_key, process)
     _write_cluster(directory, cluster)  # the new pid, whatever happens next
     try:
         moved = _wait_serving(cluster, target, process)
     except BaseException:
-        _terminate([process.pid])
+        stop(_children([process]), say)
         raise
     for note in moved:
         say(note)
@@ -650,17 +683,6 @@ def _recorded_argv(argv: object, name: str) -> list[str]:
             "`sluice local down` and `up` again"
         )
     return [str(a) for a in argv]
-
-
-def _runs(pid: int, argv: list[str]) -> bool:
-    """Whether ``pid`` still runs the program ``argv`` starts (a pid is reused once its process
-    ended: never signal someone else's)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    head = [a.encode() for a in argv[:4]]
-    return cmdline[: len(head)] == head
 
 
 def _published_files(address_file: Path | None) -> list[Path]:
