@@ -337,6 +337,8 @@ class ResourceManagerCore:
         self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
         self.sprints = SprintBook(self.settings.dias, tables)  # DiAS's sprint budget
         self._execution_changed: dict[str, None] = {}  # jobs in or out since the sprints heard
+        if self.sprints.enabled:  # (the sprint clock starts at a job's first running task)
+            tables.running_changed = dict.fromkeys(self.sprints.jobs_in())  # (recheck them)
         # Nodes that hold work in the recovered state and have not registered since this RM
         # started (nodes are kept in memory only): each is lost unless it registers within the
         # node timeout of :meth:`started` (all share that one deadline).
@@ -929,10 +931,17 @@ class ResourceManagerCore:
         if not self.sprints.enabled:
             return
         due = self.sprints.next_change()
-        if not self._execution_changed and (due is None or due > now.wall):
+        flips = self.tables.running_changed
+        if not (self._execution_changed or flips) and (due is None or due > now.wall):
             return  # (the common case, every heartbeat)
         changed, self._execution_changed = self._execution_changed, {}
         self.tables.journal(lambda: self._execution_changed.update(changed))
+        if flips:  # jobs whose tasks started or stopped running (none: 0 -> some, or back)
+            flipped = dict(flips)
+            flips.clear()
+            self.tables.journal(lambda: flips.update(flipped))
+        else:
+            flipped = {}
         entered: list[tuple[str, int, float]] = []
         left: list[tuple[str, float]] = []
         for job_id in changed:
@@ -943,7 +952,12 @@ class ResourceManagerCore:
                 entered.append((job_id, job.spec.priority, job.execution.dispatched_at or now.wall))
             else:
                 left.append((job_id, job.finish_time or now.wall))
-        for job_id in self.sprints.update(now.wall, entered, left):
+        running = [
+            (job_id, self.tables.running_of_job.get(job_id, 0) > 0)
+            for job_id in {**changed, **flipped}
+            if job_id in self.tables.in_execution
+        ]
+        for job_id in self.sprints.update(now.wall, entered, left, running):
             for allocation in self.tables.allocations_of_job(job_id):
                 if not allocation.is_master:
                     self._tell(allocation.node_id)

@@ -4,7 +4,10 @@
 The RM keeps the budget and decides which jobs in execution sprint; the nodes carry it out on
 the jobs' task containers (docs/approximation.md).  A job enters the sprinter when it enters
 execution (its job master's container is granted) with its priority's timeout ``T_k`` from the
-cluster's DiAS settings, and leaves it when it leaves execution (it ends, or is evicted).
+cluster's DiAS settings, and leaves it when it leaves execution (it ends, or is evicted).  Its
+timer starts when the RM first sees one of its tasks running, not at the grant (a job master
+takes seconds to start), and its sprint spends the budget only while it has tasks running
+(between phases it keeps sprinting, spending nothing, and its next tasks sprint as they start).
 
 What it holds (the budget as of a time, the jobs in execution and whether they sprint, and the
 last sprints for ``sluice sprint``) is kept in the RM's store with the unit of work that changed
@@ -29,6 +32,7 @@ from policies.approximation.sprinting import (
     finish,
     initial_sprinter,
     next_change,
+    tasks_changed,
 )
 from resource_manager.tables import Tables
 
@@ -70,6 +74,10 @@ class SprintBook:
         job = self.state.job(job_id) if self.state is not None else None
         return job is not None and job.sprinting
 
+    def jobs_in(self) -> list[str]:
+        """The jobs in the sprinter (in execution, as last told)."""
+        return [j.job_id for j in self.state.jobs] if self.state is not None else []
+
     def at(self, now: float) -> SprinterState:
         """The sprinter as it is at ``now`` (nothing is changed)."""
         if self.state is None:
@@ -92,9 +100,12 @@ class SprintBook:
         now: float,
         entered: Sequence[tuple[str, int, float]] = (),
         left: Sequence[tuple[str, float]] = (),
+        running: Sequence[tuple[str, bool]] = (),
     ) -> list[str]:
-        """Bring the sprinter to ``now``: jobs that ``entered`` execution (id, priority, when)
-        and that ``left`` it (id, when); returns the jobs whose sprinting changed."""
+        """Bring the sprinter to ``now``: jobs that ``entered`` execution (id, priority, when),
+        that ``left`` it (id, when), and whether jobs have tasks ``running`` as of ``now`` (id,
+        any running: a job that entered counts none until said here); returns the jobs whose
+        sprinting changed."""
         if not self.enabled:
             return []
         before = self.state if self.state is not None else initial_sprinter(self.config, now)
@@ -110,8 +121,13 @@ class SprintBook:
             if state.job(job_id) is not None:
                 continue
             timeout = self.dias.policy_of(priority).sprint_timeout_s
-            state = dispatch(state, self.config, job_id, timeout, max(when, state.clock))
-        state = advance(state, self.config, max(now, state.clock))
+            state = dispatch(
+                state, self.config, job_id, timeout, max(when, state.clock), tasks_running=False
+            )
+        at = max(now, state.clock)
+        for job_id, any_running in running:
+            state = tasks_changed(state, self.config, job_id, any_running, at)
+        state = advance(state, self.config, at)
         changed = [j.job_id for j in state.jobs if j.sprinting != was.get(j.job_id, False)] + [
             job_id for job_id, sprinted in was.items() if sprinted and state.job(job_id) is None
         ]
@@ -156,6 +172,9 @@ class SprintBook:
                 sprinting=bool(j["sprinting"]),
                 sprint_over=bool(j["sprint_over"]),
                 sprinted_time=float(j["sprinted_time"]),
+                # (a record kept before the clock started at the first task: as it was)
+                first_task_at=float(j.get("first_task_at", j["dispatched_at"])),
+                running=bool(j.get("running", True)),
             )
             for j in record.get("jobs", [])
         )
@@ -174,6 +193,6 @@ def _close(history: list[SprintRecord], job: SprintingJob, at: float, why: str) 
 
 
 def _jobs_changed(before: SprinterState, after: SprinterState) -> bool:
-    """Did a job enter, leave, or start or stop sprinting?"""
-    flags = [(j.job_id, j.sprinting, j.sprint_over) for j in before.jobs]
-    return flags != [(j.job_id, j.sprinting, j.sprint_over) for j in after.jobs]
+    """Did a job enter, leave, start or stop sprinting, or start or stop running tasks?"""
+    flags = [(j.job_id, j.sprinting, j.sprint_over, j.running) for j in before.jobs]
+    return flags != [(j.job_id, j.sprinting, j.sprint_over, j.running) for j in after.jobs]

@@ -32,7 +32,7 @@ from typing import Generic, TypeVar
 
 from policies.scheduling.capacity_index import CapacityIndex
 from policies.scheduling.framework import AllocationKind
-from policies.scheduling.lifecycle import JobState
+from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.records import (
     AllocationRecord,
@@ -124,6 +124,10 @@ class Tables:
         self.version = 0  # moves with every change of a job or an allocation
         self.freed = True  # capacity was freed or added since the scheduler last looked
         self._touched_jobs: set[str] = set()
+        # job -> its hot attempts in state RUNNING; with ``running_changed`` set (the DiAS sprint
+        # budget watches), the jobs whose count went from or to 0 since it was last emptied
+        self.running_of_job: dict[str, int] = {}
+        self.running_changed: dict[str, None] | None = None
         hot = store.load_hot()
         for job in hot.jobs:
             self._index_job(None, job)
@@ -294,6 +298,7 @@ class Tables:
             self._live_tasks_of_node.discard(task.node_id, key)
         self._tasks_of_job.groups.pop(job_id, None)
         self._events_of_job.pop(job_id, None)
+        self.running_of_job.pop(job_id, None)  # (a final job's attempts run no more)
 
     # ------------------------------------------------------------------ tasks
 
@@ -368,6 +373,8 @@ class Tables:
         return set(self._allocations_of_node.groups) | set(self._live_tasks_of_node.groups)
 
     def _index_task(self, old: TaskRecord | None, new: TaskRecord | None) -> None:
+        self._count_running(old, -1)
+        self._count_running(new, 1)
         if old is not None and new is not None and old.node_id == new.node_id:
             # The same attempt in a new state (every task event): only liveness may move.
             self.tasks[new.key] = new
@@ -386,6 +393,17 @@ class Tables:
             self._tasks_of_job.add(new.job_id, new.key)
             if not new.state.is_final:
                 self._live_tasks_of_node.add(new.node_id, new.key)
+
+    def _count_running(self, task: TaskRecord | None, sign: int) -> None:
+        if task is None or task.state is not TaskState.RUNNING:
+            return
+        count = self.running_of_job.get(task.job_id, 0) + sign
+        if count > 0:
+            self.running_of_job[task.job_id] = count
+        else:
+            self.running_of_job.pop(task.job_id, None)
+        if self.running_changed is not None and count == max(sign, 0):  # (0 -> 1, or 1 -> 0)
+            self.running_changed[task.job_id] = None
 
     # ------------------------------------------------------------------ allocations
 

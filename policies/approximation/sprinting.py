@@ -2,13 +2,17 @@
 5.1).
 
 Each priority ``k`` has a sprinting timeout ``T_k``.  A job still in execution ``T_k`` after its
-dispatch sprints until it ends or the budget is spent; the timeout is moot if the job ends
-sooner.  The budget replenishes continuously at a configured rate (e.g. 6 sprinting minutes per
-hour) up to a capacity, also while jobs sprint.
+first task started sprints until it ends or the budget is spent; the timeout is moot if the job
+ends sooner.  A sprint spends the budget only while the job has tasks running: before its first
+task (its job master starting) and between its phases it spends nothing.  The paper's job, a
+Spark application, computes from its dispatch; :func:`dispatch` with ``tasks_running=True`` (the
+default) is exactly that: the timer starts at dispatch and the job always runs.  The budget
+replenishes continuously at a configured rate (e.g. 6 sprinting minutes per hour) up to a
+capacity, also while jobs sprint.
 
 The paper's engine runs one job at a time; Sluice may run several (``--max-running-jobs``), so
-the budget is shared: it drains at ``drain_rate`` per second for *each* sprinting job.  With one
-job in execution this is exactly the paper's sprinter.
+the budget is shared: it drains at ``drain_rate`` per second for *each* sprinting job with tasks
+running.  With one job in execution this is the paper's sprinter.
 
 Budget units are the operator's: with ``drain_rate = 1`` the budget is in sprint-seconds; with
 ``drain_rate`` set to the extra power of a sprint (e.g. 90 W) it is in joules (the paper's 22 kJ).
@@ -16,7 +20,8 @@ Budget units are the operator's: with ``drain_rate = 1`` the budget is in sprint
 Choices the paper leaves open, made explicit here: a timer that fires with an empty budget does
 not sprint; when the budget runs dry every sprinting job stops, and a job whose sprint ended so
 does not sprint again (otherwise it would flap at the replenishing rate).  ``T_k = 0`` sprints
-at dispatch; ``T_k = inf`` never.
+after the first task starts; ``T_k = inf`` never.  A job whose timer fired while no task ran
+sprints (its next tasks are sprinted as they start) and spends nothing until one runs.
 
 All transitions are pure: the current time is passed in and a new state returned.  The shell
 raises or lowers the jobs' CPU (frequency, or quota) whenever a job's ``sprinting`` changes and
@@ -49,8 +54,9 @@ class SprintConfig:
 
 @dataclass(frozen=True)
 class SprintingJob:
-    """A job in execution: its timeout ``T_k``, whether it sprints now, whether its sprint is
-    over, the time it sprinted."""
+    """A job in execution: its timeout ``T_k``, when it entered execution, whether it sprints
+    now, whether its sprint is over, the time it sprinted (with tasks running), when its first
+    task started (``inf``: none yet) and whether it has tasks running now."""
 
     job_id: str
     timeout: float
@@ -58,11 +64,18 @@ class SprintingJob:
     sprinting: bool = False
     sprint_over: bool = False
     sprinted_time: float = 0.0
+    first_task_at: float = math.inf
+    running: bool = False
 
     @property
     def due(self) -> float:
-        """When its timer fires."""
-        return self.dispatched_at + self.timeout
+        """When its timer fires: ``T_k`` after its first task started (``inf`` until then)."""
+        return self.first_task_at + self.timeout
+
+    @property
+    def spending(self) -> bool:
+        """It sprints with tasks running: the budget drains for it."""
+        return self.sprinting and self.running
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,11 @@ class SprinterState:
         """How many jobs sprint now."""
         return sum(job.sprinting for job in self.jobs)
 
+    @property
+    def spending(self) -> int:
+        """How many jobs sprint with tasks running (each drains the budget)."""
+        return sum(job.spending for job in self.jobs)
+
 
 def initial_sprinter(config: SprintConfig, now: float) -> SprinterState:
     """A sprinter with a full budget and no job, at time ``now``."""
@@ -91,17 +109,43 @@ def initial_sprinter(config: SprintConfig, now: float) -> SprinterState:
 
 
 def dispatch(
-    state: SprinterState, config: SprintConfig, job_id: str, timeout: float, now: float
+    state: SprinterState,
+    config: SprintConfig,
+    job_id: str,
+    timeout: float,
+    now: float,
+    *,
+    tasks_running: bool = True,
 ) -> SprinterState:
     """A job enters execution at ``now`` with sprinting timeout ``timeout`` (≥ 0; ``inf``:
-    never); its timer starts."""
+    never).  ``tasks_running``: it computes from now on (the paper's Spark job), its timer
+    starts now; else its timer starts when :func:`tasks_changed` first says tasks run."""
     if math.isnan(timeout) or timeout < 0:
         raise ValueError(f"a sprinting timeout must be 0 or more (inf: never), got {timeout}")
     state = advance(state, config, now)
     if state.job(job_id) is not None:
         raise ValueError(f"job {job_id} is already in execution")
     job = SprintingJob(job_id=job_id, timeout=timeout, dispatched_at=now)
+    if tasks_running:
+        job = replace(job, first_task_at=now, running=True)
     return _fire_timers(replace(state, jobs=(*state.jobs, job)))
+
+
+def tasks_changed(
+    state: SprinterState, config: SprintConfig, job_id: str, running: bool, now: float
+) -> SprinterState:
+    """The job has tasks running from ``now`` on (``running``), or none: its first running task
+    starts its timer; a sprint spends only while tasks run.  A job not in execution: unchanged
+    (after advancing)."""
+    state = advance(state, config, now)
+    job = state.job(job_id)
+    if job is None or job.running == running:
+        return state
+    moved = replace(job, running=running)
+    if running and not math.isfinite(job.first_task_at):
+        moved = replace(moved, first_task_at=now)
+    jobs = tuple(moved if j.job_id == job_id else j for j in state.jobs)
+    return _fire_timers(replace(state, jobs=jobs))
 
 
 def finish(
@@ -132,8 +176,8 @@ def next_change(state: SprinterState, config: SprintConfig) -> float:
     dry); ``inf`` if never."""
     timers = [j.due for j in state.jobs if not (j.sprinting or j.sprint_over)]
     change = min(timers, default=math.inf)
-    net = config.replenish_rate - config.drain_rate * state.sprinting
-    if state.sprinting and net < 0:
+    net = config.replenish_rate - config.drain_rate * state.spending
+    if state.spending and net < 0:
         change = min(change, state.clock + state.budget / -net)
     return change
 
@@ -157,15 +201,14 @@ def _fires(job: SprintingJob, clock: float) -> bool:
 def _run_until(state: SprinterState, config: SprintConfig, until: float) -> SprinterState:
     """Advance to ``until``, no later than the next change, so every job's mode is constant."""
     elapsed = until - state.clock
-    sprinting = state.sprinting
-    if not sprinting:
+    spending = state.spending
+    if not spending:
         budget = min(config.capacity, state.budget + config.replenish_rate * elapsed)
         return replace(state, budget=budget, clock=until)
     jobs = tuple(
-        replace(j, sprinted_time=j.sprinted_time + elapsed) if j.sprinting else j
-        for j in state.jobs
+        replace(j, sprinted_time=j.sprinted_time + elapsed) if j.spending else j for j in state.jobs
     )
-    net = config.replenish_rate - config.drain_rate * sprinting
+    net = config.replenish_rate - config.drain_rate * spending
     if net < 0 and until >= state.clock + state.budget / -net:
         # The budget ran dry exactly now (clamping away the division's rounding): every sprint
         # stops, and none starts again.
