@@ -142,15 +142,15 @@ def stop(
         pidfd = _open_pidfd(process.pid)  # before the check: then it is the checked process
         verdict = judge(process.pid, process.identity, process.argv, read_identity(process.pid))
         verdicts[process.name] = verdict
+        if verdict is not Verdict.GONE and process.by_command_line:
+            say(
+                f"{process.name} (pid {process.pid}): no start time recorded (a cluster "
+                "started by an older sluice, or the pid rewritten): checked by command line only"
+            )
         if verdict is Verdict.OTHER:
             say(
                 f"{process.name} (pid {process.pid}) is gone; pid now belongs to another "
                 "process: not signalled"
-            )
-        elif verdict is Verdict.OURS and process.by_command_line:
-            say(
-                f"{process.name} (pid {process.pid}): no start time recorded (a cluster "
-                "started by an older sluice, or the pid rewritten): checked by command line only"
             )
         if verdict is not Verdict.OURS:
             _close(pidfd)
