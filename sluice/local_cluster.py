@@ -7,7 +7,9 @@ InfluxDB when ``--influx-url`` is given) — then one resource manager and N nod
 its own process, in its own session, logging to ``DIR/logs``.  It waits until every node has
 registered and writes ``DIR/cluster.json``.  ``down`` drains every agent (stopping its tasks and
 removing their cgroups and containers) through its ``Drain`` RPC, starting an agent that died
-again first so that it can, then stops every process it started.
+again first so that it can, then stops every process it started (each pid only while it is
+still that process: ``cluster.json`` records each one's identity beside its pid, see
+``sluice.process_identity``).
 
 Each directory is its own cluster: its cluster id (``local-<hash of the directory>``) names its
 cgroups and containers, so two local clusters on one machine, both with a ``node-1``, never
