@@ -31,6 +31,7 @@ from job_master.candidate_feed import AggregatorResync, CandidateFeed
 from job_master.outcomes import OutcomeReporter
 from job_master.plan import (
     Attempt,
+    AttemptKind,
     AttemptRecord,
     Container,
     JobPlan,
@@ -421,6 +422,13 @@ class JobMaster:
         return stub
 
     def _launch(self, plan: JobPlan, launch: Launch) -> None:
+        """Start one decided attempt.  A straggler copy whose task ended after the plan decided
+        it (the end came with an RM answer absorbed while this launch waited) is not started."""
+        if launch.kind is AttemptKind.COPY:
+            with self._lock:
+                if plan.withdrawn(launch):
+                    log.info("copy of %s not started: the task ended meanwhile", launch.task_id)
+                    return
         container = launch.container
         request = agent_pb.StartTaskRequest(
             job_id=self.job_id,

@@ -155,6 +155,7 @@ class JobPlan(SpeculativeAttempts):
         self._kept_changed: dict[str, None] = {}  # containers to report (kept_changes)
         self._refits_seen = 0
         self._copied: set[str] = set()  # tasks that have had a copy (each gets one at most)
+        self._copies_wanted: set[str] = set()  # copies the last round decided, to confirm
         self.speculation = None if spec.speculative is None else SpeculationBook(spec.speculative)
         # node -> READY tasks whose speculative attempt runs there (for upgrades in place)
         self._speculating_on: dict[str, dict[str, None]] = {}
@@ -208,6 +209,7 @@ class JobPlan(SpeculativeAttempts):
         self._idle.discard(allocation_id)
         if container is not None:
             self._unkeep(container)
+            self._asks = None  # (it may have been draining for its phase)
         if container is None or container.task_id is None:
             return
         task = self.tasks[container.task_id]
@@ -343,6 +345,16 @@ class JobPlan(SpeculativeAttempts):
             raise ValueError(f"container {allocation_id} is not an idle {task.phase} container")
         return self._launch(task, container, kind)
 
+    def withdrawn(self, launch: Launch) -> bool:
+        """Has the plan ended ``launch``'s attempt since deciding it (its task's end arrived
+        meanwhile, say)?  Then the caller must not start it, and the attempt's container is
+        free again at once (a kept one idles for its phase: nothing will run there to exit)."""
+        task = self.tasks.get(launch.task_id)
+        if task is not None and launch.attempt in task.attempts:
+            return False
+        self._drained(launch.task_id, launch.attempt)
+        return True
+
     # ------------------------------------------------------------------ decisions
 
     def decide(
@@ -380,12 +392,13 @@ class JobPlan(SpeculativeAttempts):
         releases = [*self.finished_containers, *releases]
         self.finished_containers = []  # (the ended attempts' containers go back first)
         if self._asks is None:  # (cached with progress: both move only with the counts)
+            # A kept container whose stopped attempt has not exited yet serves its phase soon:
+            # nothing is asked for it (a copy that won leaves the loser's container so).
+            draining = self._draining_kept()
             self._asks = tuple(
-                PhaseAsk(
-                    name, phase.counts[Step.READY], phase.spec.resources, self._input_nodes(name)
-                )
+                PhaseAsk(name, wanted, phase.spec.resources, self._input_nodes(name))
                 for name, phase in self._phases.items()
-                if phase.counts[Step.READY]
+                if (wanted := phase.counts[Step.READY] - draining.get(name, 0)) > 0
             )
         asks = self._asks
         if self._slots is not None:
@@ -499,12 +512,38 @@ class JobPlan(SpeculativeAttempts):
             self.speculation.finished(task.phase, self.now - winner.started_at)
         if task.step is Step.COVERED:  # the reserve was not needed: it goes back
             self._release_reserve(task)
-        self._end_attempt(task, winner, completed=True)
+        self._keep_on_completion(task, winner)
+        self._end_attempt(task, winner)
         for other in list(task.attempts.values()):
             self._stop_attempt(task, other, f"attempt {winner.number} succeeded")
         if not task.step.is_final:
             self._move(task, Step.SUCCEEDED)  # a ready entry left behind is skipped later
             self._task_done(task)
+
+    def _keep_on_completion(self, task: Task, winner: Attempt) -> None:
+        """Alg. 1 for the task's completion (slot reservation), taken once per task.  The slot
+        it decides is the one the task holds that is not kept already: the winner's container,
+        or, when the winner is a copy in a container kept already, the container of the attempt
+        it overtook.  So a copy that wins costs its job no slot: the copy's container stays kept
+        as it was, and the loser's is kept by Alg. 1 as the winner's would have been (the paper
+        keeps every slot the phase held); it serves once its stopped attempt has exited."""
+        if self._slots is None:
+            return
+        held = [
+            container
+            for attempt in (winner, *(a for a in task.attempts.values() if a is not winner))
+            if attempt.kind is not AttemptKind.SPECULATIVE
+            and (container := self.containers.get(attempt.allocation_id)) is not None
+            and container.task_id == task.task_id
+        ]
+        if not held:
+            return
+        slot = next((container for container in held if container.kept is None), None)
+        resources = (slot or held[0]).resources
+        kept = self._slots.decide_slot(task.phase, resources, self.now, free=slot is not None)
+        if slot is not None and kept is not None:
+            slot.kept = kept
+            self._kept_changed[slot.allocation_id] = None
 
     def _service_ended(
         self, task: Task, attempt: Attempt, problem: str, *, preempted: bool
@@ -543,13 +582,11 @@ class JobPlan(SpeculativeAttempts):
         else:
             self._make_ready(task)
 
-    def _end_attempt(
-        self, task: Task, attempt: Attempt, *, completed: bool = False, stopping: bool = False
-    ) -> None:
+    def _end_attempt(self, task: Task, attempt: Attempt, *, stopping: bool = False) -> None:
         """The attempt is over: its container goes back to the RM at the next round, unless it
-        is kept (slot reservation): the winner's by Alg. 1 (``completed``), one that was kept
-        already in any case, once what runs in it has exited (``stopping``: when the stop is
-        seen done, :meth:`_drained`)."""
+        is kept (slot reservation: by Alg. 1 at the task's completion,
+        :meth:`_keep_on_completion`, or kept already), once what runs in it has exited
+        (``stopping``: when the stop is seen done, :meth:`_drained`)."""
         del task.attempts[attempt.number]
         if attempt.kind is AttemptKind.COPY:
             self._copies -= 1
@@ -563,14 +600,9 @@ class JobPlan(SpeculativeAttempts):
         container = self.containers.get(attempt.allocation_id)
         if container is None or container.task_id != task.task_id:
             return
-        if completed and self._slots is not None:
-            free = container.kept is None
-            kept = self._slots.decide_slot(task.phase, container.resources, self.now, free=free)
-            if free and kept is not None:
-                container.kept = kept
-                self._kept_changed[container.allocation_id] = None
         if container.kept is not None and stopping:
             self._draining[(task.task_id, attempt.number)] = container.allocation_id
+            self._asks = None  # a phase's ask counts what drains for it
             return
         if container.kept is not None:
             container.task_id = None
@@ -581,9 +613,21 @@ class JobPlan(SpeculativeAttempts):
         self._idle.discard(attempt.allocation_id)
         self.finished_containers.append(attempt.allocation_id)
 
+    def _draining_kept(self) -> dict[str, int]:
+        """Phase -> kept containers of it whose stopped attempt has not exited yet.
+        O(draining containers)."""
+        counts: dict[str, int] = {}
+        for allocation_id in self._draining.values():
+            container = self.containers.get(allocation_id)
+            if container is not None and container.kept is not None:
+                counts[container.kept.phase] = counts.get(container.kept.phase, 0) + 1
+        return counts
+
     def _drained(self, task_id: str, attempt: int) -> None:
         """A stopped attempt in a kept container is seen ended: the container is idle again."""
         allocation_id = self._draining.pop((task_id, attempt), None)
+        if allocation_id is not None:
+            self._asks = None
         container = self.containers.get(allocation_id) if allocation_id is not None else None
         if container is None or container.task_id != task_id:
             return
@@ -611,8 +655,9 @@ class JobPlan(SpeculativeAttempts):
 
     def next_deadline(self) -> float:
         """The earliest time (the plan's clock) it will decide something no event announces,
-        or ``math.inf``: an idle kept container going back, a phase starved long enough for
-        speculative tasks, a queued one timing out.  A caller that runs rounds only on events
+        or ``math.inf``: an idle kept container going back, a straggler copy to confirm (the
+        next round), a phase starved long enough for speculative tasks, a queued one timing
+        out.  A caller that runs rounds only on events
         wakes the plan then.  O(phases that kept idle containers + starving phases + queued
         speculative attempts)."""
         deadline = math.inf
@@ -620,6 +665,8 @@ class JobPlan(SpeculativeAttempts):
             deadline = min(
                 (self._slots.expiry(origin) for origin in self._idle.origins()), default=math.inf
             )
+            if self._copies_wanted:  # copies to confirm: the next round
+                deadline = self.now
         if self.speculation is not None and self.outcome is None:
             due = self.speculation.next_dispatch()
             for _, attempt in self._queued_attempts():
@@ -658,10 +705,17 @@ class JobPlan(SpeculativeAttempts):
     def _straggler_copies(self) -> list[Launch]:
         """Sec. IV-C: once a phase's ongoing tasks are no more than the idle containers kept
         from it, each ongoing task gets one copy there, the longest-running first, within the
-        spec's ``max_copies``."""
+        spec's ``max_copies``.
+
+        Copies are decided from the latest view of the tasks' ends: a copy is started only
+        when two rounds in a row decide it, with the RM's answer (every task end it has
+        reported) absorbed in between, so a task whose end was already at the RM when its copy
+        was first considered gets none.  The caller absorbs each RM answer before its next
+        :meth:`decide` (the job master and the simulator do); a copy waits one round."""
         assert self._slots is not None
         room = self._slots.settings.max_copies
         launches: list[Launch] = []
+        wanted, self._copies_wanted = self._copies_wanted, set()
         if room is not None and self._copies >= room:
             return launches
         for origin in self._idle.origins():
@@ -681,8 +735,11 @@ class JobPlan(SpeculativeAttempts):
                 )
             )
             for copy in planned:
-                if room is not None and self._copies >= room:
+                if room is not None and self._copies + len(self._copies_wanted) >= room:
                     return launches
+                if copy.task_id not in wanted:  # first seen: confirmed by the next round
+                    self._copies_wanted.add(copy.task_id)
+                    continue
                 task = self.tasks[copy.task_id]
                 container = self.containers[copy.slot_id]
                 self._copied.add(task.task_id)
