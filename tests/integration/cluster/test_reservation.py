@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 
 from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import Cluster, Gate, phase, running_cluster, wait_until
 
 
@@ -78,3 +80,57 @@ def test_the_rm_shows_the_kept_container_and_its_deadline_while_the_barrier_hold
     down = {t.allocation_id for t in detail.tasks if t.phase == "down"}
     assert slot.allocation_id in down
     assert list(detail.kept) == []
+
+
+def test_a_copy_that_wins_leaves_both_its_and_the_losers_container_kept_for_the_next_phase(
+    cluster: Cluster, gate: Gate
+) -> None:
+    # b-1's first attempt would run ten minutes; its copy (attempt 2) waits for the gate, so
+    # the test sees it running on the container b-0 left, then lets it win.
+    straggle = (
+        '[ "$SLUICE_TASK_ID/$SLUICE_ATTEMPT" = b-1/1 ] && sleep 600; '
+        f'[ "$SLUICE_TASK_ID" = b-1 ] && {{ {gate.hold("true")}; }}; true'
+    )
+    marks = f"{gate.path}-c"
+    both_running = (
+        f"touch {marks}-$SLUICE_TASK_ID; "
+        f"while [ ! -e {marks}-c-0 ] || [ ! -e {marks}-c-1 ]; do sleep 0.1; done"
+    )
+    document = {
+        "name": "copy-wins",
+        "priority": 10,
+        "max_retries": 0,
+        "reservation": {"isolation": 0.9, "straggler_copies": True},
+        "phases": [
+            phase("a", 2, "true", cpu=0.5, mem=64),
+            phase("b", 2, straggle, after=["a"], cpu=0.5, mem=64),
+            # Each c task waits until both run: neither container goes back to its phase's
+            # own copies before the loser's has served (a final phase keeps its freed ones).
+            phase("c", 2, both_running, after=["b"], cpu=0.5, mem=64),
+        ],
+    }
+    job_id = gate.kill_on_close(cluster, cluster.submit(yaml.safe_dump(document)))
+
+    def copy_running() -> rm_pb.JobDetail | None:
+        detail = cluster.job(job_id)
+        running = any(
+            t.task_id == "b-1" and t.attempt == 2 and t.state == pb.TASK_RUNNING
+            for t in detail.tasks
+        )
+        return detail if running else None
+
+    held = wait_until(copy_running, 90, "b-1's copy running")
+    b_0 = next(t.allocation_id for t in held.tasks if t.task_id == "b-0")
+    attempts = {t.attempt: t for t in held.tasks if t.task_id == "b-1"}
+    assert attempts[2].allocation_id == b_0  # the copy runs on the container b-0 left
+    loser = attempts[1].allocation_id
+    gate.open(cluster, job_id, ["b-1"])
+    detail = cluster.wait_final(job_id, timeout=90)
+    assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
+    attempts = {t.attempt: t for t in detail.tasks if t.task_id == "b-1"}
+    assert (attempts[1].state, attempts[2].state) == (pb.TASK_KILLED, pb.TASK_SUCCEEDED)
+    # The next phase runs on both: the winner's and the loser's, no new container.
+    assert {t.allocation_id for t in detail.tasks if t.phase == "c"} == {b_0, loser}
+    assert list(detail.kept) == []
+    for task in ("c-0", "c-1"):
+        Path(f"{marks}-{task}").unlink(missing_ok=True)
