@@ -657,6 +657,9 @@ class JobMaster:
                 timeout=RPC_TIMEOUT,
             )
         except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:  # never started (a withdrawn copy)
+                log.debug("%s attempt %d is not on its node: nothing to stop", task_id, attempt)
+                return
             log.warning("stopping %s failed (the RM will stop it): %s", task_id, error)
 
 
