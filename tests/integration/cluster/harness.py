@@ -182,13 +182,20 @@ class Cluster:
     # ------------------------------------------------------------------ failures
 
     def kill_process(self, pid: int) -> None:
-        os.kill(pid, signal.SIGKILL)
+        """SIGKILL ``pid`` and wait until it is gone (it may be gone already: killed before and
+        reaped)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
         wait_until(lambda: not _alive(pid), 10, f"pid {pid} gone")
 
     def restart_agent(self, node_id: str) -> None:
         """SIGKILL the agent and start it again with its command line, on the same address."""
+        self.kill_process(int(self.node(node_id)["pid"]))
+        self.start_agent(node_id)
+
+    def start_agent(self, node_id: str) -> None:
+        """Start the (stopped) agent again with its command line, on the same address."""
         node = self.node(node_id)
-        self.kill_process(int(node["pid"]))
         argv = local_cluster.pinned_argv(node["argv"], node["address"])
         node["pid"] = _spawn(argv, self.directory / "logs" / f"{node_id}.log").pid
         self.save_info()

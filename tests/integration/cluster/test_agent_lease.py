@@ -150,7 +150,7 @@ def test_an_agent_back_after_the_node_timeout_stops_its_old_attempt_beside_the_r
         "the task retried on the other node",
     )
     assert all(_alive(pid) for pid in old)  # the agent is down: nothing stopped them
-    cluster.restart_agent(task.node_id)
+    cluster.start_agent(task.node_id)
     wait_until(lambda: not any(_alive(pid) for pid in old), 60, "the old attempt stopped")
     retry = _pids_running(marker)
     assert retry and not retry & old  # the retry runs on, alone
