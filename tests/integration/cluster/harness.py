@@ -204,6 +204,10 @@ class Cluster:
         """SIGKILL the RM and start it again with the very command line `local up` used (its
         port 0 included: the RM keeps the port it first bound)."""
         self.kill_process(int(self.info["rm_pid"]))
+        self.start_rm(extra)
+
+    def start_rm(self, extra: list[str] | None = None) -> None:
+        """Start the (stopped) RM again with its recorded command line (and ``extra``)."""
         argv = [*self.info["rm_argv"], *(extra or [])]
         self.info["rm_pid"] = _spawn(argv, self.directory / "logs" / "rm.log").pid
         self.save_info()

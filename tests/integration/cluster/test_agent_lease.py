@@ -19,7 +19,6 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -246,7 +245,7 @@ def test_the_event_reporter_reaching_a_restarted_rm_wakes_the_heartbeat_loop(
         "the heartbeat loop in a long backoff",
     )
     before = len(_log(cluster, task.node_id))
-    _respawn_rm(cluster)  # the loop waits 16 s more: the reporter finds the RM first
+    cluster.start_rm()  # the loop waits 16 s more: the reporter finds the RM first
 
     def registered_again() -> bool:
         return "registered with the resource manager" in _log(cluster, task.node_id)[before:]
@@ -291,21 +290,8 @@ def test_an_rm_that_is_down_fences_nothing_and_its_restart_loses_nothing(
     assert _log(cluster, task.node_id).count("nothing listens there") == 1  # said once
     assert "fenced" not in _log(cluster, task.node_id)
     assert all(_alive(pid) for pid in pids)
-    _respawn_rm(cluster)
+    cluster.start_rm()
     gate.open(cluster, job_id, ["long-0"])
     detail = cluster.wait_final(job_id, timeout=120)
     assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
     assert [t.attempt for t in _attempts(cluster, job_id)] == [1]
-
-
-def _respawn_rm(cluster: Cluster) -> None:
-    """Start the (killed) RM again with its command line: it keeps its port."""
-    with (cluster.directory / "logs" / "rm.log").open("ab") as out:
-        process = subprocess.Popen(
-            list(cluster.info["rm_argv"]),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    cluster.info["rm_pid"] = process.pid
-    cluster.save_info()

@@ -13,7 +13,6 @@ Before the fix the job stayed ``running`` forever, its CPU held.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from tests.integration.cluster.harness import (
     FINAL,
     Cluster,
     Gate,
+    _alive,
     job_spec,
     phase,
     start_cluster,
@@ -62,21 +62,6 @@ def _require(runtime: str) -> None:
         unavailable("cgroups are not writable here")
 
 
-def _spawn(argv: list[str], log: Path) -> int:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        ).pid
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
 def _gone(pid: int) -> Callable[[], bool]:
     return lambda: not _alive(pid)
 
@@ -92,18 +77,11 @@ def _drain_agents(cluster: Cluster) -> None:
 def _start_agents(cluster: Cluster) -> None:
     """Each agent again, with its command line, state directory and address."""
     for node in cluster.info["nodes"]:
-        argv = local_cluster.pinned_argv(node["argv"], node["address"])
-        node["pid"] = _spawn(argv, cluster.directory / "logs" / f"{node['node_id']}.log")
-    cluster.save_info()  # so that `local down` (the teardown) stops these, not the old ones
+        cluster.start_agent(node["node_id"])
 
 
 def _stop_rm(cluster: Cluster) -> None:
     cluster.kill_process(int(cluster.info["rm_pid"]))
-
-
-def _start_rm(cluster: Cluster) -> None:
-    cluster.info["rm_pid"] = _spawn(cluster.info["rm_argv"], cluster.directory / "logs" / "rm.log")
-    cluster.save_info()  # so that `local down` (the teardown) stops this RM, not the old one
 
 
 def _agents_only(cluster: Cluster) -> Cluster:
@@ -115,7 +93,7 @@ def _agents_only(cluster: Cluster) -> Cluster:
 def _rm_first(cluster: Cluster) -> Cluster:
     _drain_agents(cluster)
     _stop_rm(cluster)
-    _start_rm(cluster)
+    cluster.start_rm()
     wait_until(lambda: _listed(cluster) is not None, 60, "the restarted RM answers")
     _start_agents(cluster)
     return cluster
@@ -125,7 +103,7 @@ def _agents_first(cluster: Cluster) -> Cluster:
     _drain_agents(cluster)
     _stop_rm(cluster)
     _start_agents(cluster)  # they find no RM and retry
-    _start_rm(cluster)
+    cluster.start_rm()
     return cluster
 
 
