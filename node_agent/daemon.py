@@ -418,6 +418,7 @@ class AgentDaemon:
         # Set when another link (the event reporter) reaches the RM after it was unreachable:
         # the heartbeat loop stops waiting out its backoff and registers at once.
         self._wake = threading.Event()
+        self._woken_by = ""  # what set _wake, for the log
         self._fencing: threading.Thread | None = None
         self._in_flight: set[tuple[str, str]] = set()
         self._in_flight_lock = threading.Lock()
@@ -460,6 +461,7 @@ class AgentDaemon:
         if not self._rm_reachable:
             log.info("resource manager at %s reachable again", self._rm_address)
             if wake:
+                self._woken_by = "another link reached the resource manager"
                 self._wake.set()
         self._rm_reachable = True
 
@@ -582,8 +584,9 @@ class AgentDaemon:
                 return
             if self._wake.wait(min(left, STOP_CHECK_S)):
                 log.info(
-                    "heartbeat woken: another link reached the resource manager at %s (%.1f s "
-                    "of a %.1f s wait left): heartbeating at once",
+                    "heartbeat woken: %s at %s (%.1f s of a %.1f s wait left): heartbeating at "
+                    "once",
+                    self._woken_by,
                     self._rm_address,
                     left,
                     seconds,
@@ -725,6 +728,15 @@ class AgentDaemon:
                 )
                 self._rm_down_said = True
             self.agent.lease.not_counting(now)
+            return
+        if not self._rm_reachable and self._rm_down_said:
+            # Refused before, listening now: an RM has just started there, and it gives every
+            # node it recovered the whole node timeout from its start; the heartbeat loop, which
+            # may be waiting out its backoff, registers at once.
+            self._rm_down_said = False
+            self.agent.lease.not_counting(now)
+            self._woken_by = "a resource manager listens again"
+            self._wake.set()
             return
         silent = self.agent.lease.due(now)
         if silent is None:
