@@ -54,6 +54,11 @@ def knob(node_id: str, key: str, hierarchy: str, name: str) -> str:
     )
 
 
+def set_knob(node_id: str, key: str, hierarchy: str, name: str, value: str) -> None:
+    path = Path("/sys/fs/cgroup") / hierarchy / "sluice" / scope_name("sluice", node_id) / key
+    (path / name).write_text(value)
+
+
 def cpu_seconds(node_id: str, key: str) -> float:
     return int(knob(node_id, key, "cpuacct", "cpuacct.usage")) / 1e9
 
@@ -121,9 +126,13 @@ def test_resize_changes_quota_cpuset_and_memory_of_running_task(
 def test_lowering_memory_below_usage_fails_clearly_and_changes_nothing(
     runtime: ProcessRuntime, node_id: str
 ) -> None:
-    # A shell variable pins ~24 MiB of anonymous memory, which cannot be reclaimed (no swap).
+    # A shell variable pins ~24 MiB of anonymous memory, which cannot be reclaimed: the test
+    # forbids this cgroup to swap (swappiness 0 keeps a memory cgroup's anonymous pages out of
+    # swap), so whether the host has a swap file on does not matter.  With swap allowed, the
+    # lowering would succeed by swapping the pages out, as preemption means it to.
     hog = "x=$(head -c 25000000 /dev/zero | tr '\\0' a); echo ready; sleep 30"
     runtime.start(launch("hog", hog, memory_mb=64))
+    set_knob(node_id, "hog", "memory", "memory.swappiness", "0")
     wait_until(lambda: b"ready" in runtime.logs("hog"))
     with pytest.raises(RuntimeError_, match=r"memory.limit_in_bytes failed: busy"):
         runtime.resize("hog", ResourceLimits(cpu=0.5, memory_mb=4))
