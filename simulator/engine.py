@@ -794,9 +794,18 @@ class Simulation:
         if process.state.is_final:
             return
         job_id = process.job_id
-        registration = self._unit(
-            lambda core, now: core.register_master(job_id, attempt=process.attempt, now=now)
-        )
+        try:
+            registration = self._unit(
+                lambda core, now: core.register_master(job_id, attempt=process.attempt, now=now)
+            )
+        except ConflictError as error:
+            # Its attempt was dropped while it started (the job was evicted, or a newer
+            # attempt replaced it; the stop would reach the node only at its next heartbeat):
+            # the RM refuses the registration and the process exits, as a live job master
+            # does on FAILED_PRECONDITION (job_master.master.SupersededError).
+            if node is not None:
+                self._stop(node, process.allocation_id, TaskState.KILLED, str(error))
+            return
         spec = registration.job.spec
         plan = JobPlan(
             spec,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from policies.approximation.dispatch import DispatchMode
 from policies.scheduling.containers import Goal
 from policies.scheduling.framework import (
     PassContext,
@@ -414,3 +415,29 @@ def test_a_downstream_task_away_from_its_input_runs_slower_after_the_locality_wa
     (outcome,) = simulation.run().outcomes
     assert outcome.finish_time - outcome.start_time == pytest.approx(expected, abs=1.5)
     assert simulation.nonlocal_tasks.get(outcome.job_id, 0) == (1 if locality else 0)
+
+
+def fixed_job(name: str, priority: int, at: float) -> dict[str, object]:
+    return {
+        "name": name,
+        "priority": priority,
+        "arrival": {"process": "fixed", "times": [at]},
+        "phases": [{"name": "map", "tasks": 4, "cpu": 1, "memory_mb": 256, "duration": 5}],
+    }
+
+
+@pytest.mark.parametrize("high_at", [1.2, 0.6, 3.0])
+def test_a_job_evicted_while_its_job_master_starts_is_executed_again(high_at: float):
+    """Preemptive dispatch evicts the low-priority job while its job master is starting (at
+    1.2 s: launched, not yet registered; the stop reaches the node at its next heartbeat): the
+    process's registration is refused and it exits, instead of the run dying of the refusal.
+    (The live core's side of the race: tests/unit/resource_manager/
+    test_evicted_while_starting.py.)"""
+    jobs = jobs_of(workload(fixed_job("low", 0, 0.0), fixed_job("high", 1, high_at)))
+    core = CoreSettings(dispatch=DispatchMode.PREEMPTIVE, max_running_jobs=1)
+    simulation = simulate(jobs, nodes=2, node_cpu=2.0, node_memory_mb=4096, core=core)
+    outcomes = {o.job_class: o for o in simulation.result.outcomes}  # type: ignore[attr-defined]
+    assert {c: o.state for c, o in outcomes.items()} == {"low": "succeeded", "high": "succeeded"}
+    assert outcomes["high"].finish_time < outcomes["low"].finish_time
+    low = next(j for j, job in simulation.sim_jobs.items() if job.job_class == "low")
+    assert simulation.core.job(low).execution.evictions == 1
