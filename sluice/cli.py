@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 import grpc
 
@@ -26,7 +27,7 @@ from plumbing.tls import TlsError
 from plumbing.wire import JOB_STATE_FROM_PB
 from policies.approximation.dispatch import DispatchMode
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
-from sluice import ca, local_cluster, machines
+from sluice import local_cluster, machines
 from sluice.client import (
     RMClient,
     agent_stub,
@@ -499,10 +500,14 @@ def _add_cluster_options(parser: argparse.ArgumentParser, *, rm: bool = True) ->
     parser.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=DIR_HELP)
 
 
-def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list reads best
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list reads best
+    """The ``sluice`` command's parser.  With ``only`` (the command named, or "" for none), the
+    commands of ``_LAZY_COMMANDS`` other than that one are listed by name and help alone, their
+    modules not imported; without it, every command is built in full."""
     parser = argparse.ArgumentParser(
         prog="sluice", description="Sluice: a two-tier cluster scheduler for shared clusters."
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     parser.add_argument("--rm", help=RM_HELP)
     parser.add_argument("--dir", type=Path, default=default_dir(), help=DIR_HELP)
     parser.add_argument("--tls-dir", type=Path, default=None, help=TLS_HELP)
@@ -660,45 +665,11 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one flat list 
     _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_status)
 
-    p = sub.add_parser("rm", help="run a resource manager (daemon)")
-    _add_log_level(p)
-    from resource_manager.server import add_arguments as rm_arguments
-
-    rm_arguments(p)
-    p.set_defaults(handler=cmd_rm)
-
-    p = sub.add_parser("agent", help="run a node agent (daemon)")
-    _add_log_level(p)
-    from node_agent.daemon import add_arguments as agent_arguments
-
-    agent_arguments(p)
-    p.set_defaults(handler=cmd_agent)
-
-    p = sub.add_parser("aggregator", help="run the cluster aggregator (daemon)")
-    _add_log_level(p)
-    from aggregator.daemon import add_arguments as aggregator_arguments
-
-    aggregator_arguments(p)
-    p.set_defaults(handler=cmd_aggregator)
-
-    p = sub.add_parser("demo", help="run the bundled workload on a throw-away local cluster")
-    p.add_argument("--runtime", choices=["process", "docker"], default="process")
-    p.add_argument("--nodes", type=int, default=2)
-    p.set_defaults(handler=cmd_demo)
-
-    from simulator.cli import register as register_sim
-
-    register_sim(sub)
-    ca.register(sub)
-
-    model = sub.add_parser("model", help="the policies' models, for choosing their knobs")
-    topics = model.add_subparsers(dest="model_command", required=True, metavar="MODEL")
-    for topic in MODEL_TOPICS:
-        try:
-            module = importlib.import_module(f"sluice.model.{topic}")
-        except ModuleNotFoundError:
-            continue
-        module.register(topics)
+    for name, (help_text, register) in _LAZY_COMMANDS.items():
+        if only is None or only == name:
+            register(sub, help_text)
+        else:
+            sub.add_parser(name, help=help_text)  # listed in --help; never parsed
     return parser
 
 
@@ -708,26 +679,135 @@ def _add_log_level(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def agent_parser() -> argparse.ArgumentParser:
-    """The parser of ``sluice agent`` alone.  A node agent restarted must register within the
-    RM's node timeout to keep its tasks (docs/architecture.md, "Node timeout and lease"), so its
-    command line does not build every other command's parser (the simulator's imports plotting,
-    the RM's and the aggregator's their numeric and database libraries)."""
-    parser = argparse.ArgumentParser(prog="sluice")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("agent", help="run a node agent (daemon)")
-    _add_log_level(p)
-    from node_agent.daemon import add_arguments as agent_arguments
+# ---------------------------------------------------------------------------- lazy commands
+#
+# These commands take their arguments from modules that are slow to import (a daemon's, with its
+# numeric and database libraries; the simulator's, with plotting; the models'; the CA's, with
+# cryptography): their parsers are built only when the command is named, so that every other
+# command, and `sluice --help`, answers at once.  A restarted node agent, too, must register
+# within the RM's node timeout to keep its tasks (docs/architecture.md, "Node timeout and lease").
 
-    agent_arguments(p)
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _register_rm(sub: Subparsers, help_text: str) -> None:
+    from resource_manager.server import add_arguments
+
+    p = sub.add_parser("rm", help=help_text)
+    _add_log_level(p)
+    add_arguments(p)
+    p.set_defaults(handler=cmd_rm)
+
+
+def _register_agent(sub: Subparsers, help_text: str) -> None:
+    from node_agent.daemon import add_arguments
+
+    p = sub.add_parser("agent", help=help_text)
+    _add_log_level(p)
+    add_arguments(p)
     p.set_defaults(handler=cmd_agent)
-    return parser
+
+
+def _register_aggregator(sub: Subparsers, help_text: str) -> None:
+    from aggregator.daemon import add_arguments
+
+    p = sub.add_parser("aggregator", help=help_text)
+    _add_log_level(p)
+    add_arguments(p)
+    p.set_defaults(handler=cmd_aggregator)
+
+
+def _register_demo(sub: Subparsers, help_text: str) -> None:
+    p = sub.add_parser("demo", help=help_text)
+    p.add_argument("--runtime", choices=["process", "docker"], default="process")
+    p.add_argument("--nodes", type=int, default=2)
+    p.set_defaults(handler=cmd_demo)
+
+
+def _register_sim(sub: Subparsers, help_text: str) -> None:
+    from simulator.cli import register
+
+    register(sub)
+
+
+def _register_ca(sub: Subparsers, help_text: str) -> None:
+    from sluice import ca
+
+    ca.register(sub)
+
+
+def _register_model(sub: Subparsers, help_text: str) -> None:
+    model = sub.add_parser("model", help=help_text)
+    topics = model.add_subparsers(dest="model_command", required=True, metavar="MODEL")
+    for topic in MODEL_TOPICS:
+        try:
+            module = importlib.import_module(f"sluice.model.{topic}")
+        except ModuleNotFoundError as error:
+            if error.name != f"sluice.model.{topic}":
+                raise  # a library the model needs is missing: main says which
+            continue
+        module.register(topics)
+
+
+# name -> (help, what builds its parser); in the order `sluice --help` lists them.
+_LAZY_COMMANDS: dict[str, tuple[str, Callable[[Subparsers, str], None]]] = {
+    "rm": ("run a resource manager (daemon)", _register_rm),
+    "agent": ("run a node agent (daemon)", _register_agent),
+    "aggregator": ("run the cluster aggregator (daemon)", _register_aggregator),
+    "demo": ("run the bundled workload on a throw-away local cluster", _register_demo),
+    "sim": ("simulate a workload on the scheduler's own code", _register_sim),
+    "ca": ("the cluster's certificate authority (mutual TLS)", _register_ca),
+    "model": ("the policies' models, for choosing their knobs", _register_model),
+}
+
+# The top-level options that take a value, to find the command in a command line.
+_VALUED_OPTIONS = ("--rm", "--dir", "--tls-dir")
+
+
+def command_of(argv: Sequence[str]) -> str:
+    """The command a command line names (its first word past the top-level options), or ""
+    when it names none (``sluice --help``, ``sluice --version``)."""
+    words = iter(argv)
+    for word in words:
+        if word in _VALUED_OPTIONS:
+            next(words, None)
+        elif word == "--":
+            return next(words, "")
+        elif not word.startswith("-"):
+            return word
+    return ""
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed distribution's version, read only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"sluice {version('sluice')}")
+        except PackageNotFoundError:
+            print("sluice (not installed: running from a source tree)")
+        parser.exit()
+
+
+# A missing library of an optional extra, by its top-level module: the hint that names the extra.
+_EXTRA_HINTS = {
+    "matplotlib": "the simulator needs `pip install 'sluice[sim]'`",
+    "scipy": "the simulator and the models need `pip install 'sluice[sim]'`",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = agent_parser() if argv[:1] == ["agent"] else build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser(command_of(argv))
+        args = parser.parse_args(argv)
+    except ModuleNotFoundError as error:
+        return _missing_extra(error)
     handler: Handler = args.handler
     try:
         return handler(args)
@@ -738,6 +818,18 @@ def main(argv: list[str] | None = None) -> int:
         target = args.rm or "the resource manager"
         print(f"sluice: error: {describe_rpc_error(error, target)}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as error:
+        return _missing_extra(error)
     except KeyboardInterrupt:
         print("sluice: interrupted", file=sys.stderr)
         return 130
+
+
+def _missing_extra(error: ModuleNotFoundError) -> int:
+    """A library of an optional extra is not installed: one line naming the extra; anything
+    else missing is a broken installation, and its traceback is kept."""
+    missing = (error.name or "").split(".")[0]
+    if missing not in _EXTRA_HINTS:
+        raise error
+    print(f"sluice: error: no module {missing!r}: {_EXTRA_HINTS[missing]}", file=sys.stderr)
+    return EXIT_USER_ERROR
