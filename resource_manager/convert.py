@@ -15,6 +15,7 @@ from policies.scheduling.resources import Resources
 from resource_manager.queues import QueueStatus
 from resource_manager.records import (
     AllocationRecord,
+    Goal,
     JobRecord,
     NodeRecord,
     NodeState,
@@ -57,12 +58,16 @@ def job_summary_to_pb(
             evictions=job.execution.evictions,
             wasted_s=job.execution.wasted_s,
             sprinting=sprint is not None and sprint.sprinting,
-            sprinted_s=sprint.sprinted_time if sprint is not None else 0.0,
+            sprinted_s=job.execution.sprinted_s
+            + (sprint.sprinted_time if sprint is not None else 0.0),
         ),
     )
 
 
-def task_to_pb(task: TaskRecord, node_address: str) -> rm_pb.TaskInfo:
+def task_to_pb(
+    task: TaskRecord, node_address: str, allocation: AllocationRecord | None = None
+) -> rm_pb.TaskInfo:
+    """``allocation``: the task's container, if it is live (says who holds it preempted)."""
     return rm_pb.TaskInfo(
         task_id=task.task_id,
         phase=task.phase,
@@ -85,7 +90,17 @@ def task_to_pb(task: TaskRecord, node_address: str) -> rm_pb.TaskInfo:
             )
             for step in task.preemptions
         ],
+        held_by=held_by(allocation) if allocation is not None and not task.state.is_final else "",
     )
+
+
+def held_by(allocation: AllocationRecord) -> str:
+    """Who holds a container preempted: its ``held_by`` (an operator), "scheduler" for a
+    preemption of the scheduler's, or empty while it runs with its whole grant."""
+    if allocation.held_by:
+        return allocation.held_by
+    whole = allocation.goal is Goal.RUN and allocation.limits is None
+    return "" if whole and not allocation.preempted_at else "scheduler"
 
 
 def task_event_to_pb(task: TaskRecord) -> pb.TaskEvent:

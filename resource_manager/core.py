@@ -106,6 +106,7 @@ from resource_manager.limits import NodeNames, capacity_problem
 from resource_manager.queue_book import QueueBook
 from resource_manager.queues import QueueStatus, QueueView, eventual_holds
 from resource_manager.records import (
+    OPERATOR,
     AllocationKind,
     AllocationRecord,
     Approximation,
@@ -952,6 +953,7 @@ class ResourceManagerCore:
                 entered.append((job_id, job.spec.priority, job.execution.dispatched_at or now.wall))
             else:
                 left.append((job_id, job.finish_time or now.wall))
+                self._keep_sprinted(job, left[-1][1])
         running = [
             (job_id, self.tables.running_of_job.get(job_id, 0) > 0)
             for job_id in {**changed, **flipped}
@@ -961,6 +963,14 @@ class ResourceManagerCore:
             for allocation in self.tables.allocations_of_job(job_id):
                 if not allocation.is_master:
                     self._tell(allocation.node_id)
+
+    def _keep_sprinted(self, job: JobRecord, when: float) -> None:
+        """A job leaving execution at ``when`` keeps what it sprinted in it (the sprinter
+        forgets it as it leaves), so a finished job still shows it."""
+        sprinted = self.sprints.sprinted_until(job.job_id, when)
+        if sprinted > 0:
+            execution = replace(job.execution, sprinted_s=job.execution.sprinted_s + sprinted)
+            self.tables.put_job(replace(job, execution=execution))
 
     def _tell(self, node_id: str) -> None:
         """The node's next heartbeat answer carries commands (a container's goal changed)."""
@@ -1021,6 +1031,7 @@ class ResourceManagerCore:
                 number=execution.number + 1,
                 evictions=execution.evictions + 1,
                 wasted_s=execution.wasted_s + ran,
+                sprinted_s=execution.sprinted_s,
             ),
             message=f"{why} after {ran:.1f} s; to be executed again from the start",
         )
@@ -1057,14 +1068,18 @@ class ResourceManagerCore:
             except (ConflictError, NotFoundError) as error:
                 log.warning("dropping a stale change of the plan: %s", error)
 
-    def preempt(self, preemption: Preemption, *, now: Now) -> AllocationRecord | None:
+    def preempt(
+        self, preemption: Preemption, *, now: Now, held_by: str | None = None
+    ) -> AllocationRecord | None:
         """Kill, suspend or shrink a task container (never a job master's).  Returns the
         container with its new goal (None once a kill took an idle container back).  Raises
         NotFoundError or ConflictError, changing nothing, when the change does not hold.
 
         A SUSPEND with limits (immediate preemption) freezes and then cuts the task to them; a
         SHRINK with a step (graceful preemption) is stepped down by the node, which may freeze
-        the task once it swaps."""
+        the task once it swaps.  ``held_by`` (:data:`OPERATOR`) marks who holds it now; None
+        keeps who held it (the scheduler preempting an operator's container leaves it the
+        operator's to resume)."""
         allocation = self._goal_target(preemption.allocation_id)
         reason = preemption.reason
         if preemption.action is PreemptionAction.KILL:
@@ -1073,25 +1088,32 @@ class ResourceManagerCore:
             limits = preemption.limits
             if limits is not None and not limits.fits_in(allocation.resources):
                 raise ConflictError(f"{allocation.allocation_id}: a footprint above its grant")
-            return self._set_goal(allocation, Goal.SUSPEND, limits, reason, now)
+            return self._set_goal(allocation, Goal.SUSPEND, limits, reason, now, held_by)
         if preemption.limits is None:
             raise ConflictError(f"{allocation.allocation_id}: a shrink needs limits")
         if preemption.step is not None:
             self._check_limits(allocation, preemption.limits)
-            return self._set_goal(allocation, Goal.SHRINK, preemption.limits, reason, now)
-        return self._resize(allocation, preemption.limits, reason, now)
+            return self._set_goal(allocation, Goal.SHRINK, preemption.limits, reason, now, held_by)
+        return self._resize(allocation, preemption.limits, reason, now, held_by)
 
-    def resume(self, resumption: Resumption, *, now: Now) -> AllocationRecord | None:
+    def resume(
+        self, resumption: Resumption, *, now: Now, by_operator: bool = False
+    ) -> AllocationRecord | None:
         """Let a suspended or shrunk container run with its whole grant again; refused while
-        its node has no room for the grant."""
+        its node has no room for the grant, and, unless ``by_operator``, while an operator
+        holds it (only the operator lifts their own suspension or resize)."""
         allocation = self._goal_target(resumption.allocation_id)
+        if allocation.held_by and not by_operator:
+            raise ConflictError(f"{allocation.allocation_id}: held by an {allocation.held_by}")
         self._check_room(allocation, Goal.RUN, None)
         return self._set_goal(allocation, Goal.RUN, None, "resumed", now)
 
     def resize(self, resize: Resize, *, now: Now) -> AllocationRecord | None:
         """Set a container's limits, positive and within its grant; growing is refused while
-        its node has no room."""
+        its node has no room, and any change while an operator holds it."""
         allocation = self._goal_target(resize.allocation_id)
+        if allocation.held_by:
+            raise ConflictError(f"{allocation.allocation_id}: held by an {allocation.held_by}")
         return self._resize(allocation, resize.limits, "resized", now)
 
     def change_task(
@@ -1106,7 +1128,12 @@ class ResourceManagerCore:
     ) -> AllocationRecord | None:
         """An operator's change to the container of a task's latest live attempt: ``action``
         KILL, SUSPEND or SHRINK (to ``limits``, which may also grow it back), or None to
-        resume it.  Raises NotFoundError or ConflictError with a one-line reason."""
+        resume it.  Raises NotFoundError or ConflictError with a one-line reason (resuming a
+        task that runs with its whole grant is a ConflictError: nothing to resume).
+
+        A suspension or a resize below the grant is the operator's hold: it stands (the
+        scheduler's automatic resumption and its queue's ``max_suspended_s`` pass it by,
+        across RM restarts) until the operator resumes the task or resizes it to its grant."""
         job = self.job(job_id)
         if job.state.is_final:
             raise ConflictError(f"job {job_id} is {job.state.value}")
@@ -1120,8 +1147,15 @@ class ResourceManagerCore:
         allocation_id = max(attempts, key=lambda t: t.attempt).allocation_id
         why = reason or "by an operator"
         if action is None:
-            return self.resume(Resumption(allocation_id), now=now)
-        return self.preempt(Preemption(allocation_id, action, why, limits), now=now)
+            allocation = self._goal_target(allocation_id)
+            if allocation.goal is Goal.RUN and allocation.limits is None:
+                raise ConflictError(
+                    f"task {task_id!r} of {job_id} runs with its whole grant: nothing to resume"
+                )
+            return self.resume(Resumption(allocation_id), now=now, by_operator=True)
+        return self.preempt(
+            Preemption(allocation_id, action, why, limits), now=now, held_by=OPERATOR
+        )
 
     # ================================================================ queues
 
@@ -1173,7 +1207,11 @@ class ResourceManagerCore:
         node = self.nodes[node_id]
         self.book.expire(now.monotonic, set(self.pending.queues()))
         waiting = sorted(
-            (a for a in self.tables.preempted_of_node(node_id) if a.goal is not Goal.STOP),
+            (
+                a
+                for a in self.tables.preempted_of_node(node_id)
+                if a.goal is not Goal.STOP and not a.held_by  # (an operator's: theirs to lift)
+            ),
             key=lambda a: (a.preempted_at, a.allocation_id),
         )
         for allocation in waiting:
@@ -1219,7 +1257,7 @@ class ResourceManagerCore:
         """Preempted containers past their queue's ``max_suspended_s``, with that limit."""
         overdue = []
         for allocation in self.tables.preempted():
-            if allocation.goal is Goal.STOP:
+            if allocation.goal is Goal.STOP or allocation.held_by:
                 continue
             limit = self.queues.spec_of(allocation.job_id).max_suspended_s
             if limit is not None and now.wall - allocation.preempted_at > limit:
@@ -1231,17 +1269,22 @@ class ResourceManagerCore:
         deadlines = []
         for allocation in self.tables.preempted():
             limit = self.queues.spec_of(allocation.job_id).max_suspended_s
-            if limit is not None and allocation.goal is not Goal.STOP:
+            if limit is not None and allocation.goal is not Goal.STOP and not allocation.held_by:
                 deadlines.append(allocation.preempted_at + limit)
         return min(deadlines, default=None)
 
     def _resize(
-        self, allocation: AllocationRecord, limits: Resources, reason: str, now: Now
+        self,
+        allocation: AllocationRecord,
+        limits: Resources,
+        reason: str,
+        now: Now,
+        held_by: str | None = None,
     ) -> AllocationRecord | None:
         self._check_limits(allocation, limits)
         full = None if limits == allocation.resources else limits
         self._check_room(allocation, Goal.RUN, full)
-        return self._set_goal(allocation, Goal.RUN, full, reason, now)
+        return self._set_goal(allocation, Goal.RUN, full, reason, now, held_by)
 
     def _check_limits(self, allocation: AllocationRecord, limits: Resources) -> None:
         if not (limits.cpu > 0 and limits.memory_mb > 0 and limits.fits_in(allocation.resources)):
@@ -1280,8 +1323,17 @@ class ResourceManagerCore:
         limits: Resources | None,
         reason: str,
         now: Now,
+        held_by: str | None = None,
     ) -> AllocationRecord | None:
+        """``held_by``: who holds the container after the change (None: as before); a
+        container let run with its whole grant is held by nobody."""
+        whole = goal is Goal.RUN and limits is None
+        holder = "" if whole else allocation.held_by if held_by is None else held_by
         if (goal, limits) == (allocation.goal, allocation.limits):
+            if holder != allocation.held_by:  # (an operator takes over a preemption)
+                changed = replace(allocation, held_by=holder, goal_reason=reason)
+                self.tables.put_allocation(changed)
+                return changed
             return allocation  # asked again (a later pass) while it is being carried out
         try:
             check_goal(allocation.goal, goal)
@@ -1296,13 +1348,13 @@ class ResourceManagerCore:
             "" if limits is None else f" at {limits.cpu:g} cpu, {limits.memory_mb} MiB",
             reason,
         )
-        whole = goal is Goal.RUN and limits is None
         changed = replace(
             allocation,
             goal=goal,
             limits=limits,
             goal_reason=reason,
             preempted_at=0.0 if whole else allocation.preempted_at or now.wall,
+            held_by=holder,
         )
         if whole and allocation.preempted_at:
             self.book.set_declined(allocation.allocation_id, None)
@@ -1874,7 +1926,9 @@ class ResourceManagerCore:
         self.tables.put_allocation(
             evolve(allocation, shown=shown, shown_limits=limits, swapping=report.swapping)
         )
-        return _step_shown(allocation, shown, limits, report.timestamp or now.wall)
+        # (a live task's report is stamped with its start: the change is seen now)
+        when = (report.timestamp or now.wall) if report.state.is_final else now.wall
+        return _step_shown(allocation, shown, limits, when)
 
     def _observe_master(self, report: TaskReport, now: Now) -> None:
         """A job master's process ended: release its container; if it was the job's current

@@ -20,6 +20,7 @@ from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 
 __all__ = [
+    "OPERATOR",
     "AllocationKind",
     "AllocationRecord",
     "Goal",
@@ -36,6 +37,9 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+OPERATOR = "operator"
+"""``AllocationRecord.held_by`` of a container an operator suspended or resized."""
 
 TaskKey = tuple[str, str, int]
 """(job id, task id, attempt): one task attempt."""
@@ -56,12 +60,15 @@ class Execution:
     preemptive`` an evicted job is executed again from the start (DiAS Sec. 3.2-3.3, the
     paper's baseline kills it): ``number`` counts executions (1 the first), ``dispatched_at``
     is when the current one entered execution (wall; 0 while it waits in its buffer),
-    ``evictions`` how many were evicted, and ``wasted_s`` the time they had run, lost."""
+    ``evictions`` how many were evicted, and ``wasted_s`` the time they had run, lost.
+    ``sprinted_s`` is what it sprinted while in execution, added each time it left execution
+    (evicted, its job master lost, or ended), so a finished job keeps it."""
 
     number: int = 1
     dispatched_at: float = 0.0
     evictions: int = 0
     wasted_s: float = 0.0
+    sprinted_s: float = 0.0  # how long the executions that left execution sprinted (DiAS)
 
 
 @dataclass(frozen=True)
@@ -153,8 +160,12 @@ class AllocationRecord:
 
     ``resources`` is the grant.  ``goal`` and ``limits`` are what the RM wants of it (run at
     ``limits``, None meaning the grant; suspend; stop), ``goal_reason`` why; ``shown`` and
-    ``shown_limits`` what its node last reported.  See :mod:`policies.scheduling.containers`
-    for the lifecycle and for what it :attr:`holds` of its node meanwhile."""
+    ``shown_limits`` what its node last reported.  ``held_by`` is :data:`OPERATOR` while an
+    operator's suspension or resize holds it (``sluice task``): the scheduler's automatic
+    resumption and its queue's ``max_suspended_s`` leave it alone until the operator resumes
+    it; empty while it runs whole or the scheduler's preemption holds it.  See
+    :mod:`policies.scheduling.containers` for the lifecycle and for what it :attr:`holds` of
+    its node meanwhile."""
 
     allocation_id: str
     job_id: str
@@ -173,6 +184,7 @@ class AllocationRecord:
     swapping: bool = False  # its node last showed its task swapping (memory only)
     kept_for: str = ""  # the downstream phase its job keeps it for (slot reservation)
     kept_until: float = 0.0  # wall time that reservation lapses; 0: no deadline yet
+    held_by: str = ""  # OPERATOR: an operator suspended or resized it; only they resume it
 
     @property
     def is_master(self) -> bool:

@@ -494,7 +494,9 @@ class JobServicer(rm_grpc.JobServiceServicer):
         def detail(core: ResourceManagerCore) -> rm_pb.JobDetail:
             job = core.job(request.job_id)
             tasks = [
-                convert.task_to_pb(t, core.node_address(t.node_id))
+                convert.task_to_pb(
+                    t, core.node_address(t.node_id), core.allocations.get(t.allocation_id)
+                )
                 for t in core.job_tasks(job.job_id)
             ]
             self._state.add_log_passes(job, identity, tasks)

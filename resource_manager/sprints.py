@@ -84,6 +84,14 @@ class SprintBook:
             return initial_sprinter(self.config, now)
         return advance(self.state, self.config, max(now, self.state.clock))
 
+    def sprinted_until(self, job_id: str, when: float) -> float:
+        """How long ``job_id`` will have sprinted once it leaves the sprinter at ``when`` (as
+        :meth:`update` computes it; 0 for a job not in the sprinter)."""
+        if self.state is None or self.state.job(job_id) is None:
+            return 0.0
+        _, record = finish(self.state, self.config, job_id, max(when, self.state.clock))
+        return record.sprinted_time
+
     def budget_at(self, now: float) -> float:
         """The budget left at ``now``."""
         return self.at(now).budget

@@ -20,7 +20,8 @@ Schema history (a newer RM opens an older state directory and migrates it in pla
   the task attempts a preemption killed;
 * version 5 records who submitted each job;
 * version 6 records when each container was preempted, and each task attempt's preemption
-  steps (docs/preemption.md).
+  steps (docs/preemption.md);
+* version 9 records which containers an operator holds (``sluice task suspend``/``resize``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from resource_manager.store import HotState, StoreError
 
 __all__ = ["SCHEMA_VERSION", "Durability", "SqliteStore", "StateUnavailableError", "StoreError"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -118,7 +119,8 @@ CREATE TABLE IF NOT EXISTS allocations (
     shown_memory_mb INTEGER,
     preempted_at REAL NOT NULL DEFAULT 0,
     kept_for TEXT NOT NULL DEFAULT '',
-    kept_until REAL NOT NULL DEFAULT 0
+    kept_until REAL NOT NULL DEFAULT 0,
+    held_by TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
@@ -175,6 +177,8 @@ _MIGRATE_7_TO_8 = {
     "jobs": ["dias TEXT NOT NULL DEFAULT ''"],
     "tasks": ["execution INTEGER NOT NULL DEFAULT 1"],
 }
+# Version 8 -> 9: the containers an operator holds (suspended or resized by `sluice task`).
+_MIGRATE_8_TO_9 = {"allocations": ["held_by TEXT NOT NULL DEFAULT ''"]}
 _FINAL_STATES = "('succeeded', 'failed', 'killed')"
 _JOB_COLUMNS = (
     "job_id, seq, state, submit_time, client_mode, kill_requested, start_time, "
@@ -188,7 +192,7 @@ _TASK_COLUMNS = (
 _ALLOCATION_COLUMNS = (
     "allocation_id, job_id, phase, node_id, cpu, memory_mb, granted_time, delivered, kind, "
     "goal, limit_cpu, limit_memory_mb, goal_reason, shown, shown_cpu, shown_memory_mb, "
-    "preempted_at, kept_for, kept_until"
+    "preempted_at, kept_for, kept_until, held_by"
 )
 
 
@@ -231,7 +235,7 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.synchronous}")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, 3, 4, 5, 6, 7, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, SCHEMA_VERSION):
             raise StoreError(f"{path}: state schema version {version}, expected {SCHEMA_VERSION}")
         self._db.execute("BEGIN IMMEDIATE")
         if version == 1:
@@ -252,6 +256,8 @@ class SqliteStore:
             self._add_columns(_MIGRATE_6_TO_7)
         if version in (1, 2, 3, 4, 5, 6, 7):
             self._add_columns(_MIGRATE_7_TO_8)
+        if version in (1, 2, 3, 4, 5, 6, 7, 8):
+            self._add_columns(_MIGRATE_8_TO_9)
         for statement in _SCHEMA.strip().split(";\n"):
             self._db.execute(statement)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -535,7 +541,7 @@ class SqliteStore:
             "allocations",
             allocation.allocation_id,
             f"INSERT OR REPLACE INTO allocations ({_ALLOCATION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 allocation.allocation_id,
                 allocation.job_id,
@@ -554,6 +560,7 @@ class SqliteStore:
                 allocation.preempted_at,
                 allocation.kept_for,
                 allocation.kept_until,
+                allocation.held_by,
             ),
         )
 
@@ -586,6 +593,7 @@ class SqliteStore:
                 preempted_at=row[16],
                 kept_for=row[17],
                 kept_until=row[18],
+                held_by=row[19],
             )
 
 
@@ -671,4 +679,5 @@ def _execution_from(text: str) -> Execution:
         dispatched_at=float(fields.get("dispatched_at", 0.0)),
         evictions=int(fields.get("evictions", 0)),
         wasted_s=float(fields.get("wasted_s", 0.0)),
+        sprinted_s=float(fields.get("sprinted_s", 0.0)),
     )

@@ -124,6 +124,11 @@ def dias_lines(job: rm_pb.JobSummary) -> list[str]:
             f"approx.    drop ratio {dias.drop_ratio:g}: {dias.dropped_tasks} tasks dropped, "
             f"expected error {dias.expected_error:.1%}; the result is {result}"
         )
+    if dias.sprinting or dias.sprinted_s:
+        lines.append(
+            f"sprint     {'sprinting, ' if dias.sprinting else ''}"
+            f"sprinted {dias.sprinted_s:.1f} s (docs/approximation.md)"
+        )
     if dias.evictions:
         lines.append(
             f"evicted    {dias.evictions} time{'s' if dias.evictions > 1 else ''}: "
@@ -191,12 +196,14 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
                 ],
             )
         )
-    preempted = [t for t in detail.tasks if t.preemptions]
+    preempted = [t for t in detail.tasks if t.preemptions or t.held_by]
     if preempted:
         lines.append("")
         lines.append("preemptions (docs/preemption.md)")
         for t in preempted:
-            lines.append(f"  {t.task_id} attempt {t.attempt} on {t.node_id}")
+            lines.append(
+                f"  {t.task_id} attempt {t.attempt} on {t.node_id}{held_line(t, job.job_id)}"
+            )
             lines.extend(f"    {preemption_line(p)}" for p in t.preemptions)
     if detail.kept:
         ran_in = {t.allocation_id: t.task_id for t in detail.tasks}
@@ -282,6 +289,15 @@ def service_traits(service: pb.ServiceSpec) -> str:
         target = f"GET :{probe.port}{probe.http}" if probe.http else f"TCP :{probe.port}"
         traits.append(f"probed by {target} every {probe.period_s:g} s")
     return f" ({', '.join(traits)})" if traits else ""
+
+
+def held_line(task: rm_pb.TaskInfo, job_id: str) -> str:
+    """Who holds a task preempted now, and what lifts it ("" while it runs whole)."""
+    if task.held_by == "operator":
+        return f": held by an operator until `sluice task resume {job_id} {task.task_id}`"
+    if task.held_by:
+        return f": held by the {task.held_by}'s preemption until its node has room"
+    return ""
 
 
 def preemption_line(step: rm_pb.PreemptionEvent) -> str:

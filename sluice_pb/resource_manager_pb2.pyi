@@ -187,7 +187,7 @@ class DiasInfo(_message.Message):
     def __init__(self, buffered: _Optional[bool] = ..., drop_ratio: _Optional[float] = ..., dropped_tasks: _Optional[int] = ..., expected_error: _Optional[float] = ..., execution: _Optional[int] = ..., evictions: _Optional[int] = ..., wasted_s: _Optional[float] = ..., sprinting: _Optional[bool] = ..., sprinted_s: _Optional[float] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address", "preemptions", "log_pass")
+    __slots__ = ("task_id", "phase", "attempt", "state", "node_id", "allocation_id", "exit_code", "start_time", "finish_time", "message", "node_address", "preemptions", "log_pass", "held_by")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +201,7 @@ class TaskInfo(_message.Message):
     NODE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     LOG_PASS_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     phase: str
     attempt: int
@@ -214,7 +215,8 @@ class TaskInfo(_message.Message):
     node_address: str
     preemptions: _containers.RepeatedCompositeFieldContainer[PreemptionEvent]
     log_pass: bytes
-    def __init__(self, task_id: _Optional[str] = ..., phase: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., node_address: _Optional[str] = ..., preemptions: _Optional[_Iterable[_Union[PreemptionEvent, _Mapping]]] = ..., log_pass: _Optional[bytes] = ...) -> None: ...
+    held_by: str
+    def __init__(self, task_id: _Optional[str] = ..., phase: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time: _Optional[float] = ..., finish_time: _Optional[float] = ..., message: _Optional[str] = ..., node_address: _Optional[str] = ..., preemptions: _Optional[_Iterable[_Union[PreemptionEvent, _Mapping]]] = ..., log_pass: _Optional[bytes] = ..., held_by: _Optional[str] = ...) -> None: ...
 
 class PreemptionEvent(_message.Message):
     __slots__ = ("time", "action", "limits", "reason", "work_lost_s")
