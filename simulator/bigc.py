@@ -39,14 +39,18 @@ PAPER_NODES = 26
 
 
 def _policies() -> dict[str, QueueConfig | None]:
-    def two(long: dict[str, object], short_share: float = 0.95) -> QueueConfig:
+    def two(long: dict[str, object], short: dict[str, object] | None = None) -> QueueConfig:
         return parse_queue_config(
-            {"default": "long", "queues": {"short": {"share": short_share}, "long": long}}
+            {"default": "long", "queues": {"short": short or {"share": 0.95}, "long": long}}
         )
 
     return {
         "fifo": None,
-        "reserve": two({"share": 0.4, "max_share": 0.4, "mode": "none"}, short_share=0.6),
+        # Static reservation, no preemption: neither queue's containers are ever taken (a
+        # queue's mode defaults to graceful, so the short queue says none too).
+        "reserve": two(
+            {"share": 0.4, "max_share": 0.4, "mode": "none"}, {"share": 0.6, "mode": "none"}
+        ),
         "kill": two({"share": 0.05, "mode": "kill"}),
         "immediate": two({"share": 0.05, "mode": "immediate"}),
         "graceful": two({"share": 0.05, "mode": "graceful"}),

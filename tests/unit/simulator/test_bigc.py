@@ -105,3 +105,28 @@ def test_the_bigc_workload_names_both_queues_and_every_policy_runs_on_a_small_cl
     graceful = next(row for row in rows if row.policy == "graceful")
     assert graceful.long_failed == 0 and graceful.lost_work_h == 0
     assert "| graceful |" in format_bigc(rows, 3)
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        # long over its reserve, a short job arrives (long's containers are never taken)
+        (
+            job("long", "long", 4, 4.0, 16384, 600.0, 0.0),
+            job("short", "short", 2, 2.0, 8192, 30, 60),
+        ),
+        # short fills the cluster, a long job arrives below its reserve: short must not give way
+        (
+            job("short", "short", 4, 4.0, 16384, 600.0, 0.0),
+            job("long", "long", 2, 2.0, 8192, 30, 60),
+        ),
+    ],
+)
+def test_the_reserve_baseline_preempts_nothing(first: SimJob, then: SimJob):
+    """BIG-C's "reserve" baseline is static reservation without preemption: neither queue's
+    containers are ever preempted (the short queue used to take the default mode, graceful)."""
+    assert all(q.mode is None for q in POLICIES["reserve"].queues)  # type: ignore[union-attr]
+    base = SimSettings(nodes=2, node_cpu=8.0, node_memory_mb=32768, client_mode=True)
+    [row] = run_bigc([first, then], base, 3, ["reserve"])
+    assert row.preemptions == 0
+    assert all(o.state == "succeeded" and o.lost_work == 0 for o in row.outcomes)
