@@ -47,7 +47,7 @@ from node_agent.runtime.base import (
     TaskUsage,
     UnknownTaskError,
 )
-from node_agent.service_monitor import ServiceMonitor
+from node_agent.service_monitor import MACHINE_PRESSURE, ServiceMonitor
 from node_agent.speculative import QueueState, SpeculativeQueue
 from node_agent.sprint import NodeSprinter
 from plumbing.intervals import FENCE_STOP_GRACE_S, MONITOR_INTERVAL_S
@@ -130,6 +130,12 @@ class AgentConfig:
     cpufreq_root: Path = SYSFS_CPUS
     # How often the monitor loop looks (and checks the lease, node_agent/lease.py).
     monitor_interval: float = MONITOR_INTERVAL_S
+    # The machine's PSI files, which the service watch judges where a task's cgroup keeps none
+    # (cgroup v1); tests give files they write, so that the host's own load is not judged.
+    machine_pressure: Path = MACHINE_PRESSURE
+    # --load-scope own: the node's utilisation is its own tasks' share of its capacity, not
+    # the host's (node_agent/metrics/share.py): metrics and speculative admission judge that.
+    own_share: bool = False
 
 
 class NodeAgent:
@@ -177,6 +183,7 @@ class NodeAgent:
             self.pressure_dir,
             self.service_host,
             config.oversubscription,
+            machine_pressure=config.machine_pressure,
             state_dir=config.state_dir,
         )
         self._probing = False

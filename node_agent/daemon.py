@@ -45,9 +45,11 @@ from node_agent.metrics.counters import CounterSampler, detect_counters
 from node_agent.metrics.energy import EnergyMeter, detect_rapl
 from node_agent.metrics.host import HostSampler
 from node_agent.metrics.reporter import MetricsReporter
+from node_agent.metrics.share import LoadScope, resolve_scope
 from node_agent.runtime import make_runtime
 from node_agent.runtime.base import RuntimeUnavailableError
 from node_agent.service import AgentServicer, queue_state_to_pb
+from node_agent.service_monitor import MACHINE_PRESSURE
 from plumbing import data_plane, transport
 from plumbing.broker_tls import BrokerTls
 from plumbing.daemon import publish_address, serve_until_signalled
@@ -119,6 +121,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--memory-mb", type=int, help="memory offered (default: all of it)")
     parser.add_argument(
+        "--load-scope",
+        choices=["auto", "host", "own"],
+        default="auto",
+        help="whose CPU and memory utilisation the node reports and admits speculative tasks "
+        "by: the whole host's, or its own tasks' share of what it offers (several agents on "
+        "one host); auto: own when --cpus or --memory-mb offers less than the host has",
+    )
+    parser.add_argument(
         "--heartbeat-interval",
         type=float,
         default=HEARTBEAT_INTERVAL_S,
@@ -126,6 +136,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "4 s (default %(default)s)",
     )
     parser.add_argument("--monitor-interval", type=float, default=MONITOR_INTERVAL_S)
+    parser.add_argument(
+        "--machine-pressure",
+        type=Path,
+        default=MACHINE_PRESSURE,
+        help="directory of the machine's PSI files (cpu, memory, io) that latency-sensitive "
+        "services are judged by where their cgroup keeps none, e.g. cgroup v1 (default "
+        "%(default)s; tests point it at files they write)",
+    )
     parser.add_argument(
         "--max-backoff",
         type=float,
@@ -838,6 +856,8 @@ def run(args: argparse.Namespace) -> int:
             oversubscription=oversubscription_of(args),
             state_dir=state_dir,
             monitor_interval=args.monitor_interval,
+            machine_pressure=args.machine_pressure,
+            own_share=_own_share(args.load_scope, capacity, len(cpu_ids)),
         ),
         tasks,
         masters,
@@ -971,6 +991,19 @@ def _metrics_reporter(
         tls=broker_tls,
         energy=EnergyMeter(power, detect_rapl()),
     )
+
+
+def _own_share(requested: str, capacity: Resources, host_cpus: int) -> bool:
+    """--load-scope made definite (node_agent/metrics/share.py), and said."""
+    scope = resolve_scope(LoadScope(requested), capacity, host_cpus, _total_memory_mb())
+    log.info(
+        "load scope: %s (%s)",
+        scope.value,
+        "the host's utilisation"
+        if scope is LoadScope.HOST
+        else "this node's tasks' share of what it offers",
+    )
+    return scope is LoadScope.OWN
 
 
 def _override(plane: DataPlane, args: argparse.Namespace) -> DataPlane:

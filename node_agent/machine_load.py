@@ -19,6 +19,8 @@ from node_agent.metrics.host import (
     read_disks,
     read_memory,
 )
+from node_agent.metrics.share import share_of
+from policies.scheduling.resources import Resources
 
 MIN_INTERVAL_S = 0.2
 DISK_BANDWIDTH_BYTES_PER_S = 200e6  # only the busy share is used; the bandwidth is a formality
@@ -35,8 +37,10 @@ class MachineLoad:
         self._disks: dict[str, DiskCounters] = {}
         self._figures = {"cpu": 0.0, "disk": 0.0}
 
-    def read(self, now: float) -> tuple[float, ...]:
-        """The figures at ``now`` (monotonic seconds)."""
+    def read(self, now: float, own: tuple[Resources, Resources] | None = None) -> tuple[float, ...]:
+        """The figures at ``now`` (monotonic seconds).  ``own``: (what the node's tasks use,
+        what it offers) for a node judging its own share of the host (``--load-scope own``,
+        :mod:`node_agent.metrics.share`): CPU and memory are then that share, disk the host's."""
         if self._cpu is None or now - self._at >= MIN_INTERVAL_S:
             cpu, disks = read_cpu(), read_disks()
             if self._cpu is not None:
@@ -48,4 +52,6 @@ class MachineLoad:
             self._at, self._cpu, self._disks = now, cpu, disks
         memory = read_memory()
         figures = dict(self._figures, memory=1.0 - memory.available_bytes / memory.total_bytes)
+        if own is not None:
+            figures["cpu"], figures["memory"] = share_of(*own)
         return tuple(min(max(figures.get(name, 0.0), 0.0), 1.0) for name in self._resources)

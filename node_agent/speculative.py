@@ -24,6 +24,11 @@ this module measures the node, calls them, and carries them out:
   when the live regular tasks' memory limits and the speculative tasks' no longer fit the node,
   speculative tasks are evicted in the same order until they do.  Evicted tasks end ``KILLED``
   with ``evicted: <why>``, and count in the node's figures.
+* **Hold while memory is reclaimed** (not in the paper): admission never re-admits what
+  reclamation is about to evict.  A launch must fit the node's memory with every live task's
+  limit, and after a reclaim the queue stays blocked (``memory reclaimed for regular tasks``)
+  at least ``reclaim_hold_s`` and until the live limits leave the speculative memory quota's
+  room again (:func:`policies.oversubscription.node_queue.reclaim_hold`).
 * **Upgrade** (Alg. 5 line 11): a running speculative task becomes the regular task of a
   container the RM granted here, in place.
 
@@ -54,12 +59,14 @@ from policies.oversubscription.node_queue import (
     CoreClasses,
     NodeLoad,
     QueuedTask,
+    ReclaimHold,
     RunningSpeculative,
     Throttle,
     core_classes,
     evictions,
     launches,
     memory_evictions,
+    reclaim_hold,
     speculative_cpuset,
     throttle,
 )
@@ -190,6 +197,7 @@ class SpeculativeQueue:
         self.throttled = False
         self.blocked = ""
         self._throttle = Throttle()
+        self._reclaim = ReclaimHold()
         if self._held.queue:
             log.info("speculative queue: %d task(s) still queued", len(self._held.queue))
 
@@ -348,11 +356,25 @@ class SpeculativeQueue:
         if anomaly is not None and speculative:
             self._evict(speculative, [o.task_key for o in speculative], anomaly)
             return Starts()
-        if speculative:
-            squeezed = self._memory_squeeze(live, speculative)
-            if squeezed:
-                self._evict(speculative, squeezed, "memory reclaimed for regular tasks")
-                speculative = [o for o in speculative if o.task_key not in squeezed]
+        squeezed = self._memory_squeeze(live, speculative) if speculative else []
+        if squeezed:
+            self._evict(speculative, squeezed, "memory reclaimed for regular tasks")
+            speculative = [o for o in speculative if o.task_key not in squeezed]
+            live = [o for o in live if o.task_key not in squeezed]
+        committed = sum(o.limits.memory_mb for o in live)
+        was_held = self._reclaim.active
+        self._reclaim = reclaim_hold(
+            self._reclaim,
+            bool(squeezed),
+            committed,
+            self._agent.config.capacity.memory_mb,
+            now,
+            self.config,
+        )
+        if self._reclaim.active and not was_held:
+            log.info("speculative queue: held while memory is reclaimed for regular tasks")
+        elif was_held and not self._reclaim.active:
+            log.info("speculative queue: memory hold lifted (%d MiB committed)", committed)
         classes = self._core_classes(live)
         if classes != self._classes:
             self._classes = classes
@@ -360,7 +382,7 @@ class SpeculativeQueue:
         if reason is not None:
             self.blocked = f"throttled: {reason}"
             return Starts()
-        return self._admit(speculative, classes)
+        return self._admit(speculative, classes, committed)
 
     def _throttle_reason(self) -> str | None:
         """Sec. 6.2: why speculative work must give way now (RP mode only), or None."""
@@ -433,7 +455,10 @@ class SpeculativeQueue:
             except Exception as error:  # it may have ended meanwhile
                 log.info("re-pinning %s: %s", observation.task_key, error)
 
-    def _admit(self, speculative: Sequence[RunObservation], classes: CoreClasses) -> Starts:
+    def _admit(
+        self, speculative: Sequence[RunObservation], classes: CoreClasses, committed_mb: int
+    ) -> Starts:
+        """Pop what the queue may start now; ``committed_mb``: the live tasks' memory limits."""
         with self._lock:
             starting = dict(self._starting)
             queue = [q for q in self._held.queue.values() if q.key not in starting]
@@ -447,9 +472,16 @@ class SpeculativeQueue:
         for launch in starting.values():  # admitted by a pass before, not running yet
             if launch.key not in seen:
                 held = held + launch.resources
-        load = NodeLoad(self._machine.read(time.monotonic()), held, self._agent.config.capacity)
+                committed_mb += launch.resources.memory_mb
+        config = self._agent.config
+        own = (self._agent.used, config.capacity) if config.own_share else None
+        load = NodeLoad(self._machine.read(time.monotonic(), own), held, config.capacity)
         decision = launches(
-            [QueuedTask(q.key, q.resources, q.enqueued_at) for q in queue], load, self.config
+            [QueuedTask(q.key, q.resources, q.enqueued_at) for q in queue],
+            load,
+            self.config,
+            committed_mb=committed_mb,
+            hold=self._reclaim,
         )
         self.blocked = decision.blocked
         cpuset, _ = speculative_cpuset(classes)

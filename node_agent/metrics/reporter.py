@@ -26,6 +26,7 @@ from node_agent.metrics.energy import EnergyMeter, detect_rapl
 from node_agent.metrics.host import HostSampler
 from node_agent.metrics.pressure import read_cgroup_pressure
 from node_agent.metrics.report import Counters, TaskFigures, build_node_metrics
+from node_agent.metrics.share import own_sample
 from node_agent.runtime.base import RunObservation, RunState
 from plumbing.broker_tls import BrokerTls
 from plumbing.data_plane import DataPlane
@@ -121,6 +122,8 @@ class MetricsReporter:
             raise RuntimeError("no metrics publisher: the data plane is not known yet")
         monotonic = time.monotonic()
         machine = self._host.sample(monotonic)  # rates need a clock that never steps
+        if self.agent.config.own_share:  # several nodes on one host: judge this one's share
+            machine = own_sample(machine, self.agent.used, self.agent.config.capacity)
         energy = self._energy.sample(
             monotonic, machine.cpu_utilization, self.agent.sprinter.any_sprinting
         )

@@ -94,6 +94,10 @@ class OversubscriptionConfig:
     # blocked this many seconds after the last anomalous sample, so the tasks it evicted do
     # not come straight back and stall the service again.
     throttle_hold_s: float = 10.0
+    # Not in the paper: after speculative tasks were evicted to give a regular task its memory,
+    # admission is held at least this long, and until the live tasks' memory limits leave the
+    # speculative memory quota's room again (hysteresis: node_queue.reclaim_hold).
+    reclaim_hold_s: float = 5.0
     # Alg. 5 line 12: tau ("e.g., 60 percent").
     upgrade_progress_threshold: float = 0.6
     # Sec. 6.3: the "finite timing-out bound" for queued speculative tasks, seconds. Not in paper.
@@ -129,6 +133,8 @@ class OversubscriptionConfig:
         _check_nonnegative_int("slack_cores", self.slack_cores)
         if not (math.isfinite(self.throttle_hold_s) and self.throttle_hold_s >= 0):
             raise ValueError("throttle_hold_s: must be a finite number >= 0")
+        if not (math.isfinite(self.reclaim_hold_s) and self.reclaim_hold_s >= 0):
+            raise ValueError("reclaim_hold_s: must be a finite number >= 0")
         if not 0.0 <= self.upgrade_progress_threshold <= 1.0:
             raise ValueError("upgrade_progress_threshold: must be in [0, 1]")
         if not (self.queue_timeout_s > 0):

@@ -19,6 +19,14 @@ Each function takes a snapshot of the node and answers what to do; the agent car
   first.  The agent cannot know a task's progress; the time it has run stands for it (the one
   that ran least loses least).  The paper sizes the eviction with a sensitivity model it omits
   ([38]); here all of them go, and the queue stays blocked while the anomaly lasts.
+* :func:`reclaim_hold` and the memory fit of :func:`launches` (not in the paper): a regular
+  task reclaims the memory speculative ones borrowed (:func:`memory_evictions`), so admission
+  must not re-admit what reclamation is about to evict.  A launch must fit the node's memory
+  with every live task's limit (``committed_mb``), and after a reclaim the queue is held, with
+  hysteresis: at least ``reclaim_hold_s``, and until the live limits leave the speculative
+  memory quota's room again (the reclaim starts above the capacity, the hold ends below
+  capacity minus the quota).  Without both, a job master's re-placed tasks were admitted into
+  the memory being reclaimed and evicted again, over and over, while the regular task lived.
 """
 
 from __future__ import annotations
@@ -91,6 +99,46 @@ class NodeLoad:
 
 
 @dataclass(frozen=True)
+class ReclaimHold:
+    """Admission held because speculative tasks were evicted to reclaim memory: ``since`` the
+    last such eviction (inactive: not held)."""
+
+    active: bool = False
+    since: float = -math.inf
+
+
+def memory_quota_mb(capacity_mb: int, config: OversubscriptionConfig) -> float:
+    """The speculative tasks' memory quota in MiB (0 when memory is not an admission
+    resource)."""
+    names = config.admission_resources
+    if "memory" not in names:
+        return 0.0
+    return capacity_mb * config.oversubscription_quota[names.index("memory")]
+
+
+def reclaim_hold(
+    previous: ReclaimHold,
+    reclaimed: bool,
+    committed_mb: int,
+    capacity_mb: int,
+    now: float,
+    config: OversubscriptionConfig,
+) -> ReclaimHold:
+    """The hold after a pass: ``reclaimed`` (speculative tasks were evicted for memory this
+    pass) (re)starts it at ``now``; it lifts once ``config.reclaim_hold_s`` has passed since the
+    last reclaim *and* the live tasks' memory limits (``committed_mb``) are at most the capacity
+    less the speculative memory quota."""
+    if reclaimed:
+        return ReclaimHold(True, now)
+    if not previous.active:
+        return ReclaimHold()
+    low_water = capacity_mb - memory_quota_mb(capacity_mb, config)
+    if now - previous.since >= config.reclaim_hold_s and committed_mb <= low_water:
+        return ReclaimHold()
+    return previous
+
+
+@dataclass(frozen=True)
 class Launches:
     """What to start now (queue order) and why the rest waits (``""``: the queue emptied)."""
 
@@ -104,13 +152,35 @@ def launches(
     config: OversubscriptionConfig,
     *,
     throttled: bool = False,
+    committed_mb: int | None = None,
+    hold: ReclaimHold = ReclaimHold(),
 ) -> Launches:
     """Sec. 6.1: pop the head while every resource is under its threshold and, with it, the
     speculative share of each stays within its quota.  Each launch counts before the next
-    (its measured use does not show until the next look)."""
+    (its measured use does not show until the next look).
+
+    ``committed_mb``: the live tasks' memory limits (speculative and starting ones included);
+    when given, a launch must also fit the node's memory with them, else reclamation would
+    evict it at once.  An active ``hold`` admits nothing (memory is being reclaimed)."""
     held = load.speculative_held
     started: list[str] = []
+    capacity_mb = load.capacity.memory_mb
+    if hold.active and queue:
+        low_water = capacity_mb - memory_quota_mb(capacity_mb, config)
+        return Launches(
+            (),
+            f"memory reclaimed for regular tasks: held until their limits are at most "
+            f"{low_water:.0f} MiB"
+            + (f" (now {committed_mb} MiB)" if committed_mb is not None else ""),
+        )
     for position, task in enumerate(queue):
+        if committed_mb is not None:
+            after = committed_mb + task.demand.memory_mb
+            if after > capacity_mb:
+                return Launches(
+                    tuple(started),
+                    f"memory committed {after} MiB with it, over the node's {capacity_mb} MiB",
+                )
         usage = NodeUsage(
             utilisation=load.utilisation,
             oversubscribed=_fractions(held, load.capacity, config),
@@ -123,6 +193,8 @@ def launches(
             return Launches(tuple(started), decision.reason)
         started.append(task.key)
         held = held + task.demand
+        if committed_mb is not None:
+            committed_mb += task.demand.memory_mb
     return Launches(tuple(started), "")
 
 
