@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import threading
 import time
 from pathlib import Path
 
+from aggregator import flags
 from aggregator.access import ACCESS
+from aggregator.flags import load_thresholds_of
 from aggregator.influx_store import InfluxSampleStore, parse_influx_url
 from aggregator.kafka_reader import TopicReader
 from aggregator.mqtt_publisher import CandidatePublisher
@@ -33,7 +34,6 @@ from plumbing.tls import Role
 from policies.oversubscription.candidate_sync import MachineList
 from policies.oversubscription.candidates import compute_candidates
 from policies.oversubscription.config import (
-    LOAD_METRICS,
     OversubscriptionConfig,
     OversubscriptionMode,
 )
@@ -48,6 +48,8 @@ RANKINGS: dict[str, Ranking] = {
     "rose": compute_candidates,  # multi-phase filtering, ROSE Alg. 4
     "least-loaded": least_loaded_candidates,
 }
+assert tuple(sorted(RANKINGS)) == flags.RANKING_NAMES
+__all__ = ["RANKINGS", "add_arguments", "load_thresholds_of", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,72 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="InfluxDB http://[user:pass@]host:port[/database] (default: windows in memory only)",
     )
     parser.add_argument("--period", type=float, default=10.0, help="seconds between rankings")
-    parser.add_argument("--window", type=int, default=60, help="samples kept per machine")
-    parser.add_argument(
-        "--stale-after",
-        type=float,
-        default=5.0,
-        help="seconds without a sample before a machine counts as disconnected",
-    )
-    parser.add_argument(
-        "--forget-after",
-        type=float,
-        default=600.0,
-        help="seconds without a sample before a machine leaves the machine list",
-    )
-    parser.add_argument("--ranking", choices=sorted(RANKINGS), default="rose")
     parser.add_argument(
         "--mode",
         choices=[m.value for m in OversubscriptionMode],
         default=OversubscriptionMode.UTILIZATION.value,
         help="up: batch-only co-location; rp: with latency-sensitive services (counters on)",
     )
-    parser.add_argument("--candidate-limit", type=int, default=100, help="L_max of ROSE Alg. 4")
-    parser.add_argument(
-        "--load-threshold",
-        action="append",
-        default=[],
-        metavar="METRIC=FRACTION",
-        help="the load filter's bound for one metric, a fraction of the machine's capacity, or "
-        f"'off' (ROSE Alg. 4 B3; repeatable; metrics: {', '.join(LOAD_METRICS)}; "
-        "defaults: disk_usage 0.6, the others 0.9)",
-    )
-    parser.add_argument(
-        "--replay",
-        type=float,
-        default=60.0,
-        help="without InfluxDB, seconds of Kafka history replayed at start-up",
-    )
-
-
-def load_thresholds_of(
-    overrides: list[str], defaults: tuple[float, ...] = OversubscriptionConfig().load_thresholds
-) -> tuple[float, ...]:
-    """The load filter's thresholds, in LOAD_METRICS order, with ``METRIC=FRACTION`` overrides.
-
-    ``off`` (or ``inf``) disables a metric's bound; a bad entry is a ValueError naming the flag.
-    """
-    thresholds = dict(zip(LOAD_METRICS, defaults, strict=True))
-    for entry in overrides:
-        name, sep, text = entry.partition("=")
-        if not sep or name not in thresholds:
-            raise ValueError(
-                f"--load-threshold: expected METRIC=FRACTION with METRIC one of "
-                f"{', '.join(LOAD_METRICS)}, got {entry!r}"
-            )
-        if text.strip().lower() in ("off", "inf"):
-            thresholds[name] = math.inf
-            continue
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(
-                f"--load-threshold: {name} must be a positive fraction or 'off', got {text!r}"
-            )
-        thresholds[name] = value
-    return tuple(thresholds[name] for name in LOAD_METRICS)
+    flags.add_arguments(parser)  # --window ... --load-threshold: `sluice local up` takes them too
 
 
 def _settings(args: argparse.Namespace) -> tuple[Settings, data_plane.DataPlane]:
@@ -145,10 +88,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, data_plane.DataPlane]
         for flag, value in (("--period", args.period), ("--stale-after", args.stale_after)):
             if not value > 0:
                 raise ValueError(f"{flag}: must be positive")
-        if args.window < 2:
-            raise ValueError("--window: must be at least 2 samples")
-        if args.forget_after <= args.stale_after:
-            raise ValueError("--forget-after: must be longer than --stale-after")
+        flags.check(args)
         config = OversubscriptionConfig(
             mode=OversubscriptionMode(args.mode),
             candidate_limit=args.candidate_limit,

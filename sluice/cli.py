@@ -361,9 +361,15 @@ def _say(message: str) -> None:
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:
+    from aggregator import flags as aggregator_flags
+
     if args.nodes < 1:
         raise UserError("--nodes: must be at least 1")
     _check_data_plane_flags(args)
+    try:
+        aggregator_flags.check(args)  # --load-threshold, --window...: before anything starts
+    except ValueError as error:
+        raise UserError(str(error)) from None
     cluster = local_cluster.up(
         local_cluster.LocalClusterSpec(
             directory=args.dir,
@@ -382,6 +388,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
             dispatch=args.dispatch,
             max_running_jobs=args.max_running_jobs,
             dias_config=args.dias_config,
+            aggregator_args=aggregator_flags.forwarded(args),
         ),
         _say,
     )
@@ -642,6 +649,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
         help="the RM's DiAS settings: drop ratios, sprint timeouts, accuracy curve, sprint budget "
         "(e.g. examples/dias/dias.yaml)",
     )
+    from aggregator import flags as aggregator_flags  # light: no numpy
+
+    aggregator_flags.add_arguments(p, for_local=True)  # passed on to its aggregator
     _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_up)
     p = local.add_parser("down", help="stop everything `local up` started")
