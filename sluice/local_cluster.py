@@ -351,6 +351,10 @@ def _agent_argv(
         str(spec.heartbeat_interval),
         "--metrics-interval",
         str(spec.metrics_interval),
+        # The nodes share this host: each judges its own tasks' share of what it offers, not
+        # the host's load, or a busy host makes no node a candidate (node_agent/metrics/share.py).
+        "--load-scope",
+        "own",
         *_tls_flags(certs.agents[node_id] if certs is not None else None),
     ]
     if spec.metrics_buffer is not None:
