@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from policies.approximation.drop_search import PAPER_ACCURACY_CURVE, AccuracyCurve
+from policies.approximation.accuracy import PAPER_ACCURACY_CURVE, AccuracyCurve
 from policies.scheduling.spec_fields import (
     SpecError,
     check_keys,

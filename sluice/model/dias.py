@@ -19,10 +19,9 @@ import numpy as np
 
 from plumbing.errors import UserError
 from plumbing.spec_text import load_yaml_document, read_spec_file
+from policies.approximation.accuracy import PAPER_ACCURACY_CURVE, AccuracyCurve
 from policies.approximation.dias_config import parse_accuracy_curve
 from policies.approximation.drop_search import (
-    PAPER_ACCURACY_CURVE,
-    AccuracyCurve,
     DropSearchResult,
     SearchClass,
     drop_ratio_grid,

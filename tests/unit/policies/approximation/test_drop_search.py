@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from policies.approximation.accuracy import PAPER_ACCURACY_CURVE, AccuracyCurve
 from policies.approximation.drop_search import (
-    PAPER_ACCURACY_CURVE,
-    AccuracyCurve,
     SearchClass,
     drop_ratio_grid,
     search_drop_ratios,

@@ -1,0 +1,151 @@
+"""Commands answer at once: each path imports only what it uses (issue 28).
+
+``sluice --help`` and the cluster commands import no daemon, no simulator and no numeric or
+plotting library; the daemons' and the job master's start paths import no scipy and no
+matplotlib (the RM reads a DiAS configuration without the phase-type models; only the drop-ratio
+search and the simulator compute with them).  Each is checked in a fresh interpreter, as the
+command runs; a missing optional library ends in one line naming the extra to install."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+
+from sluice.cli import command_of
+
+# What a path must not import, by top-level module or exact module name.
+NUMERIC = ("numpy", "scipy", "matplotlib", "pandas")
+PLOTTING = ("scipy", "matplotlib", "pandas")
+SERVICES = ("simulator", "resource_manager", "node_agent", "job_master", "aggregator")
+
+PROBE = """
+import json, sys
+{setup}
+print(json.dumps(sorted(sys.modules)))
+"""
+
+CLI = """
+from sluice.cli import main
+for argv in {argvs!r}:
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+"""
+
+CASES = [
+    # (name, setup code, forbidden modules)
+    ("import sluice.cli", "import sluice.cli", NUMERIC + SERVICES),
+    ("sluice --help", CLI.format(argvs=[["--help"]]), NUMERIC + SERVICES),
+    (
+        "the cluster commands' parsers",
+        CLI.format(
+            argvs=[
+                [command, "--help"]
+                for command in ("submit", "jobs", "job", "kill", "task", "logs", "nodes")
+            ]
+            + [["queues", "--help"], ["sprint", "--help"], ["local", "up", "--help"]]
+        ),
+        NUMERIC + SERVICES,
+    ),
+    ("sluice --version", CLI.format(argvs=[["--version"]]), NUMERIC + SERVICES),
+    (
+        "the RM daemon's start path",
+        CLI.format(argvs=[["rm", "--help"]])
+        + "import resource_manager.server, resource_manager.service, resource_manager.core\n"
+        + "import plumbing.queue_file, policies.approximation.dias_config",
+        (*PLOTTING, "simulator"),
+    ),
+    (
+        "the node agent's start path",
+        CLI.format(argvs=[["agent", "--help"]]) + "import node_agent.daemon",
+        (*NUMERIC, "simulator"),
+    ),
+    ("the job master's entry", "import job_master.master", (*PLOTTING, "simulator")),
+]
+
+
+def loaded_modules(setup: str) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE.format(setup=setup)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
+    return list(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize(("setup", "forbidden"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_path_imports_only_what_it_uses(setup: str, forbidden: tuple[str, ...]) -> None:
+    loaded = loaded_modules(setup)
+    found = [m for m in loaded if m.split(".")[0] in forbidden]
+    assert found == []
+
+
+def test_the_cluster_commands_do_not_build_the_daemons_parsers() -> None:
+    loaded = loaded_modules(CLI.format(argvs=[["jobs", "--help"]]))
+    assert "node_agent.daemon" not in loaded
+    assert "resource_manager.server" not in loaded
+
+
+def run_cli(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False
+    )
+
+
+@pytest.mark.parametrize("missing", ["matplotlib", "scipy"])
+@pytest.mark.parametrize("argv", [["sim", "run", "--help"], ["sim", "dias", "--help"]])
+def test_a_missing_extra_is_one_line_naming_it(missing: str, argv: list[str]) -> None:
+    # None in sys.modules makes `import <missing>` fail as if it were not installed.
+    result = run_cli(
+        f"import sys; sys.modules[{missing!r}] = None\n"
+        f"from sluice.cli import main\nsys.exit(main({argv!r}))"
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"sluice: error: no module {missing!r}: "
+        + (
+            "the simulator needs `pip install 'sluice[sim]'`"
+            if missing == "matplotlib"
+            else "the simulator and the models need `pip install 'sluice[sim]'`"
+        )
+    ]
+
+
+def test_a_missing_library_of_no_extra_keeps_its_traceback() -> None:
+    result = run_cli(
+        "import sys; sys.modules['simulator.engine'] = None\n"
+        "from sluice.cli import main\nsys.exit(main(['sim', 'run', '--help']))"
+    )
+    assert result.returncode != 0
+    assert "ModuleNotFoundError" in result.stderr
+
+
+def test_version_prints_the_installed_distributions_version() -> None:
+    result = run_cli("import sys; from sluice.cli import main; sys.exit(main(['--version']))")
+    assert (result.returncode, result.stdout) == (0, f"sluice {version('sluice')}\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        ([], ""),
+        (["--help"], ""),
+        (["--version"], ""),
+        (["jobs"], "jobs"),
+        (["--rm", "h:1", "rm", "--listen", "x"], "rm"),
+        (["--dir", "D", "--tls-dir", "T", "agent"], "agent"),
+        (["--rm=h:1", "sim", "run"], "sim"),
+        (["--", "model"], "model"),
+        (["--dir"], ""),
+    ],
+)
+def test_the_command_is_found_past_the_top_level_options(argv: list[str], command: str) -> None:
+    assert command_of(argv) == command
