@@ -759,6 +759,18 @@ def _register_model(sub: Subparsers, help_text: str) -> None:
         module.register(topics)
 
 
+def _register_examples(sub: Subparsers, help_text: str) -> None:
+    from sluice.cli_examples import register_examples
+
+    register_examples(sub, help_text)
+
+
+def _register_docs(sub: Subparsers, help_text: str) -> None:
+    from sluice.cli_examples import register_docs
+
+    register_docs(sub, help_text)
+
+
 # name -> (help, what builds its parser); in the order `sluice --help` lists them.
 _LAZY_COMMANDS: dict[str, tuple[str, Callable[[Subparsers, str], None]]] = {
     "rm": ("run a resource manager (daemon)", _register_rm),
@@ -768,6 +780,8 @@ _LAZY_COMMANDS: dict[str, tuple[str, Callable[[Subparsers, str], None]]] = {
     "sim": ("simulate a workload on the scheduler's own code", _register_sim),
     "ca": ("the cluster's certificate authority (mutual TLS)", _register_ca),
     "model": ("the policies' models, for choosing their knobs", _register_model),
+    "examples": ("example files shipped with Sluice; --copy DIR copies them", _register_examples),
+    "docs": ("the documentation shipped with Sluice: `sluice docs preemption`", _register_docs),
 }
 
 # The top-level options that take a value, to find the command in a command line.
