@@ -394,6 +394,10 @@ def _assignment(text: str) -> tuple[str, str]:
 
 
 def _typed(cls: type, key: str, value: str) -> object:
+    """``value`` as the setting ``key`` of ``cls`` takes it; a one-line UserError if it cannot."""
+    structured = _STRUCTURED.get(key)
+    if structured is not None:
+        return structured(key, value)
     kind = {f.name: f.type for f in dataclasses.fields(cls)}[key]
     if kind in ("bool", bool):
         if value.lower() in ("true", "yes", "1", "on"):
@@ -411,7 +415,67 @@ def _typed(cls: type, key: str, value: str) -> object:
             return number
     except ValueError:
         raise UserError(f"--set {key}: expected a number, got {value!r}") from None
-    return value
+    if kind in ("str", str) or str(kind).startswith("Literal["):
+        return value
+    raise UserError(f"--set {key}: cannot be set from the command line")  # (a new field's type)
+
+
+def _from_file(loader: Callable[[Path], object], *, none: bool) -> Callable[[str, str], object]:
+    """A structured setting given as a file path (``none``: ``none`` unsets it)."""
+
+    def parse(key: str, value: str) -> object:
+        if none and value.lower() == "none":
+            return None
+        if not value:
+            raise UserError(f"--set {key}: expected a file path")
+        try:
+            return loader(Path(value))
+        except ValueError as error:  # QueueFileError: "FILE: field: problem"
+            raise UserError(f"--set {key}: {error}") from None
+
+    return parse
+
+
+def _dispatch(key: str, value: str) -> object:
+    from policies.approximation.dispatch import DispatchMode
+
+    try:
+        return DispatchMode(value)
+    except ValueError:
+        choices = ", ".join(mode.value for mode in DispatchMode)
+        raise UserError(f"--set {key}: expected one of {choices}, got {value!r}") from None
+
+
+def _globs(key: str, value: str) -> object:
+    return tuple(glob for glob in value.split() if glob)
+
+
+def _load_queues(path: Path) -> object:
+    from plumbing.queue_file import load_queue_file
+
+    return load_queue_file(path)
+
+
+def _load_reservation(path: Path) -> object:
+    from plumbing.queue_file import load_reservation_file
+
+    return load_reservation_file(path)
+
+
+def _load_dias(path: Path) -> object:
+    from plumbing.queue_file import load_dias_config
+
+    return load_dias_config(path)
+
+
+_STRUCTURED: dict[str, Callable[[str, str], object]] = {
+    "queues": _from_file(_load_queues, none=True),  # the RM's queue file (sluice rm --queues)
+    "default_reservation": _from_file(_load_reservation, none=True),  # sluice rm --reservation
+    "dias": _from_file(_load_dias, none=False),  # sluice rm --dias-config
+    "dispatch": _dispatch,  # sluice rm --dispatch
+    "nodes_allowed": _globs,  # globs separated by spaces
+}
+"""Settings that are not a number, a flag or a word, read from the text ``--set`` gives."""
 
 
 def _configuration(text: str) -> tuple[str, list[str]]:

@@ -81,6 +81,7 @@ from plumbing.intervals import (
     MONITOR_INTERVAL_S,
     SCHEDULING_PASS_DELAY_S,
 )
+from policies.approximation.dispatch import DispatchMode
 from policies.preemption.queues import QueueConfig
 from policies.preemption.steps import next_step
 from policies.scheduling.framework import AllocationKind, Profile
@@ -98,7 +99,7 @@ from resource_manager.core import (
     SuspendAllocation,
 )
 from resource_manager.errors import ConflictError
-from resource_manager.records import AllocationRecord, Now, TaskRecord, TaskReport
+from resource_manager.records import AllocationRecord, KeptSlot, Now, TaskRecord, TaskReport
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
 from simulator.results import JobOutcome, UtilisationSample
@@ -157,6 +158,12 @@ class SimSettings:
             raise ValueError(f"working_set: must be in (0, 1], got {self.working_set}")
         if self.heartbeats not in ("needed", "all"):
             raise ValueError(f"heartbeats: must be 'needed' or 'all', got {self.heartbeats!r}")
+        if self.client_mode and self.core.dispatch is not DispatchMode.PRIORITY:
+            # (the core refuses such submissions: they would bypass its buffers)
+            raise ValueError(
+                f"client_mode: job masters outside the cluster cannot run under dispatch "
+                f"{self.core.dispatch.value}; set client_mode=false"
+            )
 
 
 @dataclass
@@ -866,6 +873,10 @@ class Simulation:
         if plan.outcome is not None:
             self._finish(master, plan.outcome, decisions)
             return
+        kept = [  # (slot reservation: the RM records what is kept, and why it ended)
+            KeptSlot(a, phase, until if math.isfinite(until) else 0.0, ended)
+            for a, phase, until, ended in plan.kept_changes()
+        ]
         try:
             result = self._unit(
                 lambda core, now: core.allocate(
@@ -876,6 +887,7 @@ class Simulation:
                     master.events_after,
                     now=now,
                     attempt=master.attempt,
+                    kept=kept,
                 )
             )
         except ConflictError:

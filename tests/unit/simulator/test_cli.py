@@ -123,3 +123,78 @@ def test_imported_google_trace_runs(tmp_path: Path, capsys):
     run = ["sim", "run", str(trace), "--no-progress", "--out", str(tmp_path / "r"), "--json"]
     assert main(run) == 0
     assert json.loads(capsys.readouterr().out)
+
+
+QUEUES = "default: long\nqueues:\n  short: {share: 0.9}\n  long: {share: 0.1, mode: kill}\n"
+DIAS = "priorities:\n  - {priority: 0, name: low, drop_ratio: 0.2}\n"
+RESERVATION = "{isolation: 0.8}\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "setting", "files", "recorded"),
+    [
+        ("run", "dispatch=dias", {}, ("core", "dispatch", "dias")),
+        ("run", "dispatch=preemptive", {}, ("core", "dispatch", "preemptive")),
+        ("run", "queues=q.yaml", {"q.yaml": QUEUES}, ("settings", "queues", "long")),
+        ("run", "dias=d.yaml", {"d.yaml": DIAS}, ("core", "dias", "low")),
+        (
+            "run",
+            "default_reservation=r.yaml",
+            {"r.yaml": RESERVATION},
+            ("core", "default_reservation", "0.8"),
+        ),
+        ("run", "queues=none", {}, ("settings", "queues", "None")),
+        ("compare", "dispatch=dias", {}, ()),
+        ("compare", "queues=q.yaml", {"q.yaml": QUEUES}, ()),
+    ],
+)
+def test_structured_settings_are_taken_from_files_and_words(
+    workload: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    setting: str,
+    files: dict[str, str],
+    recorded: tuple[str, ...],
+):
+    """--set takes every setting docs/simulator.md lists: the RM's queue file, DiAS settings
+    and default reservation as a file path (as `sluice rm` takes them), the dispatch mode as
+    its name.  They used to end in AttributeError."""
+    monkeypatch.chdir(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    out = tmp_path / "out"
+    if command == "run":
+        args = ["sim", "run", str(workload), "--set", setting]
+    else:  # a configuration's change, and --set for all of them
+        args = ["sim", "compare", str(workload), "--config", f"mine:{setting}", "--config", "base"]
+    assert main([*args, "--nodes", "3", "--no-progress", "--out", str(out)]) == 0
+    if command == "run":
+        section, key, shown = recorded
+        meta = json.loads((out / "summary.json").read_text())["meta"]
+        assert shown in str(meta[section][key])
+    else:
+        assert "mine" in json.loads((out / "comparison.json").read_text())["meta"]["configs"][0]
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("dispatch=fifo", "--set dispatch: expected one of priority, dias, preemptive, got 'fifo'"),
+        ("queues=missing.yaml", "--set queues: missing.yaml: no such file"),
+        ("queues=bad.yaml", "--set queues: bad.yaml: queues.long.share"),
+        ("dias=bad.yaml", "--set dias: bad.yaml:"),
+        ("dias=", "--set dias: expected a file path"),
+        ("default_reservation=bad.yaml", "--set default_reservation: bad.yaml:"),
+        ("dispatch=dias,client_mode=true", "client_mode: job masters outside the cluster"),
+    ],
+)
+def test_bad_structured_settings_are_one_line_errors(
+    workload: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, setting, expected
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text("default: long\nqueues:\n  long: {share: 1.5}\n")
+    sets = [argument for change in setting.split(",") for argument in ("--set", change)]
+    assert main(["sim", "run", str(workload), "--no-progress", *sets]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1 and "Traceback" not in err
