@@ -1,19 +1,23 @@
 """``sluice sim dias``: the DiAS-shaped experiment (docs/approximation.md).
 
 sluice sim dias WORKLOAD [--nodes N] [--node-cpu C] [--config NAME ...] [--factor F] [--out DIR]
+    [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from plumbing.errors import UserError
+from simulator.cli_output import quiet_on_broken_pipe
 from simulator.dias_study import (
     CONFIGS,
+    ModelComparison,
     format_comparison,
     format_rows,
     model_comparison,
@@ -21,6 +25,7 @@ from simulator.dias_study import (
     run_study,
 )
 from simulator.engine import SimSettings
+from simulator.results import to_json, write_json
 from simulator.workload import WorkloadError, load_workload
 
 
@@ -69,15 +74,36 @@ def cmd_dias(args: argparse.Namespace) -> int:
         f"({slots} slots), {load:.4g} jobs/s, one job in execution at a time, seed {seed}",
     )
     text = table
+    comparisons: list[ModelComparison] = []
     try:
-        comparison = format_comparison(model_comparison(rows, simulations, workload.classes, slots))
-        text += "\n\n" + comparison
+        comparisons = model_comparison(rows, simulations, workload.classes, slots)
+        text += "\n\n" + format_comparison(comparisons)
     except ValueError as error:
         text += f"\n\n(no model comparison: {error})"
+    results = {
+        "meta": {
+            "workload": str(args.workload),
+            "seed": seed,
+            "nodes": args.nodes,
+            "node_cpu": args.node_cpu,
+            "node_memory_mb": args.node_memory_mb,
+            "factor": args.factor,
+            "jobs": len(jobs),
+        },
+        "rows": rows,
+        "model": [
+            {**dataclasses.asdict(c), "errors": dict(zip(("high", "low"), c.errors(), strict=True))}
+            for c in comparisons
+        ],
+    }
+    write_json(out / "dias.json", results)
     (out / "dias.md").write_text(text + "\n")
     plot_rows(rows, out / "dias.png")
-    print(text + "\n")
-    print(f"results in {out}/ (dias.md, dias.png)")
+    if args.json:
+        print(to_json(results), end="")
+    else:
+        print(text + "\n")
+        print(f"results in {out}/ (dias.json, dias.md, dias.png)")
     return 0
 
 
@@ -102,4 +128,5 @@ def add_parser(actions: Any) -> None:
         "sprint cut execution time by up to 60 %%)",
     )
     p.add_argument("--out", type=Path, help="default: sim-results/dias")
-    p.set_defaults(handler=cmd_dias)
+    p.add_argument("--json", action="store_true", help="print the results as JSON (dias.json)")
+    p.set_defaults(handler=quiet_on_broken_pipe(cmd_dias))

@@ -372,14 +372,22 @@ def model_comparison(
     classes: Sequence[JobClass],
     slots: int,
 ) -> list[ModelComparison]:
-    """The model's mean response time per priority against the simulator's, for NP and DA."""
-    setup, shuffle = measured_stages(simulations["NP"])
+    """The model's mean response time per priority against the simulator's, for those of NP
+    and DA that ran.  The setup and shuffle stages are measured from the NP run, or from the
+    first DA run without it (the same dispatch: only the low-priority map phase is shorter).
+    Raises ValueError when none of them ran, or the workload is not of the model's kind."""
+    covered = [
+        (name, low_drop)
+        for name, low_drop in (("NP", 0.0), ("DA(0,10)", 0.1), ("DA(0,20)", 0.2))
+        if name in simulations and any(r.name == name for r in rows)
+    ]
+    if not covered:
+        raise ValueError("the model covers NP, DA(0,10) and DA(0,20); none of them ran")
+    setup, shuffle = measured_stages(simulations[covered[0][0]])
     by_priority = {c.spec.priority: c for c in classes}
     result = []
-    for name, low_drop in (("NP", 0.0), ("DA(0,10)", 0.1), ("DA(0,20)", 0.2)):
-        row = next((r for r in rows if r.name == name), None)
-        if row is None or name not in simulations:
-            continue
+    for name, low_drop in covered:
+        row = next(r for r in rows if r.name == name)
         means, seconds, rates = [], [], []
         for priority, drop in ((LOW, low_drop), (HIGH, 0.0)):  # index = priority
             job_class = by_priority[priority]

@@ -17,6 +17,7 @@ back exactly); a missing value (``nan``) is ``nan`` in CSV and ``null`` in JSON.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import enum
 import io
 import json
@@ -350,6 +351,8 @@ def _json_value(value: object) -> object:
         return _json_value(value.value)
     if isinstance(value, Mapping):
         return {str(k): _json_value(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a study's row
+        return {f.name: _json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):
         return [_json_value(v) for v in value]
     if isinstance(value, set | frozenset):
@@ -359,6 +362,17 @@ def _json_value(value: object) -> object:
 
 def _dump_json(data: object) -> str:
     return json.dumps(_json_value(data), sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def to_json(data: object) -> str:
+    """``data`` as JSON text (keys sorted, ``nan`` as ``null``): mappings, lists, tuples, sets,
+    dataclasses (a study's rows), enums, paths and scalars; anything else raises TypeError."""
+    return _dump_json(data)
+
+
+def write_json(path: Path, data: object) -> Path:
+    """Write :func:`to_json` of ``data`` to ``path``; return the path."""
+    return _write_text(path, _dump_json(data))
 
 
 def _csv_cell(value: object) -> str:

@@ -3,6 +3,7 @@ priorities, and the model it is compared with."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,33 @@ def test_the_command_writes_the_table_and_the_plot(tmp_path: Path) -> None:
     assert table.splitlines()[1].startswith("CONFIG") and "\nP " in table and "\nNP " in table
     assert "sluice model dias" in table
     assert (out / "dias.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("configs", "compared"),
+    [
+        (["P"], []),  # the model covers none of them: said in the table, not a KeyError
+        (["DA(0,20)"], ["DA(0,20)"]),  # the stages measured from the DA run instead of NP's
+        (["P", "DA(0,10)", "DiAS(0,20) unlimited"], ["DA(0,10)"]),
+    ],
+)
+def test_a_selection_without_np_writes_its_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], configs: list[str], compared: list[str]
+) -> None:
+    workload = tmp_path / "dias.yaml"
+    workload.write_text(WORKLOAD)
+    out = tmp_path / "out"
+    selection = [argument for name in configs for argument in ("--config", name)]
+    code = main(["sim", "dias", str(workload), "--nodes", "2", *selection, "--out", str(out)])
+    assert code == 0
+    results = json.loads((out / "dias.json").read_text())
+    assert [row["name"] for row in results["rows"]] == configs
+    assert all(row["unfinished"] == 0 for row in results["rows"])
+    assert [c["name"] for c in results["model"]] == compared
+    assert (out / "dias.md").exists() and (out / "dias.png").exists()
+    if not compared:
+        assert "no model comparison: the model covers NP" in (out / "dias.md").read_text()
+    assert "results in" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
