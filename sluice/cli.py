@@ -202,7 +202,9 @@ def cmd_job(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(as_json(detail))
     else:
-        print(job_detail(detail))
+        from sluice.service_health import service_lines  # a service's watch, from its nodes
+
+        print(job_detail(detail, service_lines(detail, client.tls)))
     return 0
 
 

@@ -145,7 +145,8 @@ def progress_line(job: rm_pb.JobSummary) -> str:
     return f"{job.job_id} {job.name:<12} {job_state_name(job.state):<9} {phases}"
 
 
-def job_detail(detail: rm_pb.JobDetail) -> str:
+def job_detail(detail: rm_pb.JobDetail, service_watch: Sequence[str] = ()) -> str:
+    """`sluice job`; ``service_watch``: a service's watch, from its nodes (service_health.py)."""
     job = detail.summary
     lines = [
         f"job        {job.job_id} ({job.name})",
@@ -196,6 +197,7 @@ def job_detail(detail: rm_pb.JobDetail) -> str:
                 ],
             )
         )
+    lines.extend(service_watch)
     preempted = [t for t in detail.tasks if t.preemptions or t.held_by]
     if preempted:
         lines.append("")
