@@ -23,7 +23,7 @@ from aggregator.flags import load_thresholds_of
 from aggregator.influx_store import InfluxSampleStore, parse_influx_url
 from aggregator.kafka_reader import TopicReader
 from aggregator.mqtt_publisher import CandidatePublisher
-from aggregator.service import AggregatorServicer
+from aggregator.service import AggregatorServicer, excluded_by, exclusion_summary
 from aggregator.state import AggregatorState, Settings
 from plumbing import data_plane, transport
 from plumbing.broker_tls import BrokerTls
@@ -252,7 +252,7 @@ def _period_loop(
     next_due = time.monotonic() + period
     while True:
         if current is not None:
-            _log_changes(previous, current)
+            _log_changes(previous, current, state.settings.config)
             if publisher is not None:
                 if current.machines is not published_list:
                     publisher.publish_machine_list(current.machine_list_message)
@@ -269,18 +269,21 @@ def _period_loop(
             current = None
 
 
-def _log_changes(previous: Round | None, current: Round) -> None:
+def _log_changes(previous: Round | None, current: Round, config: OversubscriptionConfig) -> None:
     before = set(previous.ranked) if previous is not None else set()
     after = set(current.ranked)
     if previous is not None and before == after:
         return
     joined = sorted(after - before)
     left = sorted(before - after)
+    names = current.machines.names
+    why = exclusion_summary(excluded_by(current, i, config) for i in range(len(names)))
     log.info(
-        "round %d: %d candidates of %d machines%s%s",
+        "round %d: %d candidates of %d machines%s%s%s",
         current.candidate_version,
         len(after),
-        len(current.machines.names),
+        len(names),
         f"; in: {', '.join(joined[:10])}" if joined else "",
         f"; out: {', '.join(left[:10])}" if left else "",
+        f"; not candidates: {why}" if why else "",
     )

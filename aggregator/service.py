@@ -5,6 +5,8 @@ A thin translation of ``AggregatorState`` and ``Round`` into protobuf."""
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Iterable
 
 import grpc
 
@@ -39,9 +41,10 @@ class AggregatorServicer(agrpc.AggregatorServiceServicer):
         self, request: apb.GetCandidatesRequest, context: grpc.ServicerContext
     ) -> apb.CandidatesReply:
         latest = self._state.latest
+        settings = self._state.settings
         if latest is None:
-            return apb.CandidatesReply(ranking=self._state.settings.ranking_name)
-        return candidates_reply(latest, self._state.settings.ranking_name)
+            return apb.CandidatesReply(ranking=settings.ranking_name)
+        return candidates_reply(latest, settings.ranking_name, settings.config)
 
     def ListMachines(
         self, request: apb.ListMachinesRequest, context: grpc.ServicerContext
@@ -77,7 +80,11 @@ class AggregatorServicer(agrpc.AggregatorServiceServicer):
         return reply
 
 
-def candidates_reply(latest: Round, ranking: str) -> apb.CandidatesReply:
+def candidates_reply(
+    latest: Round, ranking: str, config: OversubscriptionConfig | None = None
+) -> apb.CandidatesReply:
+    """The round as ``GetCandidates`` answers it; with ``config``, why the others are not
+    candidates (``excluded_summary``)."""
     return apb.CandidatesReply(
         machine_version=latest.machines.version,
         candidate_version=latest.candidate_version,
@@ -85,7 +92,24 @@ def candidates_reply(latest: Round, ranking: str) -> apb.CandidatesReply:
         message=latest.bit_vector_message,
         computed_at=latest.computed_at,
         ranking=ranking,
+        excluded_summary=""
+        if config is None
+        else exclusion_summary(
+            excluded_by(latest, index, config) for index in range(len(latest.machines.names))
+        ),
     )
+
+
+def exclusion_summary(reasons: Iterable[str]) -> str:
+    """Machines' reasons for not being candidates (``excluded_by``; "" for a candidate)
+    grouped, most common first: ``2 nodes overloaded (cpu_ut), 1 node disconnected``."""
+    counts = Counter(reason for reason in reasons if reason)
+    parts = []
+    for reason, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        phase, _, dimension = reason.partition(": ")
+        nodes = f"{count} node{'s' if count != 1 else ''}"
+        parts.append(f"{nodes} {phase}" + (f" ({dimension})" if dimension else ""))
+    return ", ".join(parts)
 
 
 def excluded_by(latest: Round, index: int, config: OversubscriptionConfig) -> str:

@@ -165,10 +165,10 @@ def _show_data_plane(aggregator: str, feed: CandidateFeed, tls: ClientTls | None
         )
     reply = machines.get_candidates(aggregator, tls)
     ver_m, ver_c = feed.versions
-    _say(
-        f"  aggregator: candidates v{reply.candidate_version} = {', '.join(reply.candidates)}"
-        f" ({reply.ranking})"
+    listed = ", ".join(reply.candidates) or (
+        f"(none: {machines.why_none(reply, len(listing.machines))})"
     )
+    _say(f"  aggregator: candidates v{reply.candidate_version} = {listed} ({reply.ranking})")
     if feed.wait_for_version(reply.candidate_version, timeout=2 * AGGREGATOR_PERIOD + 1):
         ver_m, ver_c = feed.versions
     _say(

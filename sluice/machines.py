@@ -132,6 +132,16 @@ def node_columns(
     return MACHINE_HEADERS, {m.node_id: machine_columns(m, load_metrics) for m in listing.machines}
 
 
+def why_none(reply: apb.CandidatesReply, machines: int) -> str:
+    """Why an empty candidate list is empty, as the aggregator summarised it, e.g. ``2 nodes
+    overloaded (cpu_ut)``."""
+    if machines == 0 and not reply.excluded_summary:
+        return "the aggregator knows no machine yet (no agent's metrics have arrived)"
+    if not reply.excluded_summary:
+        return "the aggregator did not say why (an older aggregator)"
+    return reply.excluded_summary
+
+
 def candidates_text(
     reply: apb.CandidatesReply, listing: apb.ListMachinesReply, now: float | None = None
 ) -> str:
@@ -161,6 +171,8 @@ def candidates_text(
         [s.node_id, s.excluded_by or "-"] for s in machines.values() if not s.candidate
     )
     parts = [head]
+    if not reply.candidates:
+        parts.append(f"no candidates: {why_none(reply, len(machines))}")
     if rows:
         parts.append(table(["RANK", "NODE", *MACHINE_HEADERS[:2]], rows))
     if excluded:

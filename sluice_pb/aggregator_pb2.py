@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from sluice_pb import metrics_pb2 as sluice__pb_dot_metrics__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice_pb/aggregator.proto\x12\tsluice.v1\x1a\x17sluice_pb/metrics.proto\"\x17\n\x15GetMachineListRequest\"N\n\x10MachineListReply\x12\x17\n\x0fmachine_version\x18\x01 \x01(\x04\x12\x10\n\x08machines\x18\x02 \x03(\t\x12\x0f\n\x07message\x18\x03 \x01(\x0c\"\x16\n\x14GetCandidatesRequest\"\x90\x01\n\x0f\x43\x61ndidatesReply\x12\x17\n\x0fmachine_version\x18\x01 \x01(\x04\x12\x19\n\x11\x63\x61ndidate_version\x18\x02 \x01(\x04\x12\x12\n\ncandidates\x18\x03 \x03(\t\x12\x0f\n\x07message\x18\x04 \x01(\x0c\x12\x13\n\x0b\x63omputed_at\x18\x05 \x01(\x01\x12\x0f\n\x07ranking\x18\x06 \x01(\t\"\x15\n\x13ListMachinesRequest\"\xe7\x01\n\rMachineStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x11\n\tlast_seen\x18\x03 \x01(\x01\x12\x16\n\x0ewindow_samples\x18\x04 \x01(\r\x12\x19\n\x11\x61pproximated_load\x18\x05 \x03(\x01\x12\x11\n\tcandidate\x18\x06 \x01(\x08\x12\x0c\n\x04rank\x18\x07 \x01(\r\x12\x13\n\x0b\x65xcluded_by\x18\x08 \x01(\t\x12\x0e\n\x06rating\x18\t \x01(\x01\x12&\n\x06latest\x18\n \x01(\x0b\x32\x16.sluice.v1.NodeMetrics\"\xad\x01\n\x11ListMachinesReply\x12\x14\n\x0cload_metrics\x18\x01 \x03(\t\x12*\n\x08machines\x18\x02 \x03(\x0b\x32\x18.sluice.v1.MachineStatus\x12\x17\n\x0fmachine_version\x18\x03 \x01(\x04\x12\x19\n\x11\x63\x61ndidate_version\x18\x04 \x01(\x04\x12\x10\n\x08period_s\x18\x05 \x01(\x01\x12\x10\n\x08influxdb\x18\x06 \x01(\x08\x32\x80\x02\n\x11\x41ggregatorService\x12O\n\x0eGetMachineList\x12 .sluice.v1.GetMachineListRequest\x1a\x1b.sluice.v1.MachineListReply\x12L\n\rGetCandidates\x12\x1f.sluice.v1.GetCandidatesRequest\x1a\x1a.sluice.v1.CandidatesReply\x12L\n\x0cListMachines\x12\x1e.sluice.v1.ListMachinesRequest\x1a\x1c.sluice.v1.ListMachinesReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice_pb/aggregator.proto\x12\tsluice.v1\x1a\x17sluice_pb/metrics.proto\"\x17\n\x15GetMachineListRequest\"N\n\x10MachineListReply\x12\x17\n\x0fmachine_version\x18\x01 \x01(\x04\x12\x10\n\x08machines\x18\x02 \x03(\t\x12\x0f\n\x07message\x18\x03 \x01(\x0c\"\x16\n\x14GetCandidatesRequest\"\xaa\x01\n\x0f\x43\x61ndidatesReply\x12\x17\n\x0fmachine_version\x18\x01 \x01(\x04\x12\x19\n\x11\x63\x61ndidate_version\x18\x02 \x01(\x04\x12\x12\n\ncandidates\x18\x03 \x03(\t\x12\x0f\n\x07message\x18\x04 \x01(\x0c\x12\x13\n\x0b\x63omputed_at\x18\x05 \x01(\x01\x12\x0f\n\x07ranking\x18\x06 \x01(\t\x12\x18\n\x10\x65xcluded_summary\x18\x07 \x01(\t\"\x15\n\x13ListMachinesRequest\"\xe7\x01\n\rMachineStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x11\n\tlast_seen\x18\x03 \x01(\x01\x12\x16\n\x0ewindow_samples\x18\x04 \x01(\r\x12\x19\n\x11\x61pproximated_load\x18\x05 \x03(\x01\x12\x11\n\tcandidate\x18\x06 \x01(\x08\x12\x0c\n\x04rank\x18\x07 \x01(\r\x12\x13\n\x0b\x65xcluded_by\x18\x08 \x01(\t\x12\x0e\n\x06rating\x18\t \x01(\x01\x12&\n\x06latest\x18\n \x01(\x0b\x32\x16.sluice.v1.NodeMetrics\"\xad\x01\n\x11ListMachinesReply\x12\x14\n\x0cload_metrics\x18\x01 \x03(\t\x12*\n\x08machines\x18\x02 \x03(\x0b\x32\x18.sluice.v1.MachineStatus\x12\x17\n\x0fmachine_version\x18\x03 \x01(\x04\x12\x19\n\x11\x63\x61ndidate_version\x18\x04 \x01(\x04\x12\x10\n\x08period_s\x18\x05 \x01(\x01\x12\x10\n\x08influxdb\x18\x06 \x01(\x08\x32\x80\x02\n\x11\x41ggregatorService\x12O\n\x0eGetMachineList\x12 .sluice.v1.GetMachineListRequest\x1a\x1b.sluice.v1.MachineListReply\x12L\n\rGetCandidates\x12\x1f.sluice.v1.GetCandidatesRequest\x1a\x1a.sluice.v1.CandidatesReply\x12L\n\x0cListMachines\x12\x1e.sluice.v1.ListMachinesRequest\x1a\x1c.sluice.v1.ListMachinesReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,13 +39,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETCANDIDATESREQUEST']._serialized_start=171
   _globals['_GETCANDIDATESREQUEST']._serialized_end=193
   _globals['_CANDIDATESREPLY']._serialized_start=196
-  _globals['_CANDIDATESREPLY']._serialized_end=340
-  _globals['_LISTMACHINESREQUEST']._serialized_start=342
-  _globals['_LISTMACHINESREQUEST']._serialized_end=363
-  _globals['_MACHINESTATUS']._serialized_start=366
-  _globals['_MACHINESTATUS']._serialized_end=597
-  _globals['_LISTMACHINESREPLY']._serialized_start=600
-  _globals['_LISTMACHINESREPLY']._serialized_end=773
-  _globals['_AGGREGATORSERVICE']._serialized_start=776
-  _globals['_AGGREGATORSERVICE']._serialized_end=1032
+  _globals['_CANDIDATESREPLY']._serialized_end=366
+  _globals['_LISTMACHINESREQUEST']._serialized_start=368
+  _globals['_LISTMACHINESREQUEST']._serialized_end=389
+  _globals['_MACHINESTATUS']._serialized_start=392
+  _globals['_MACHINESTATUS']._serialized_end=623
+  _globals['_LISTMACHINESREPLY']._serialized_start=626
+  _globals['_LISTMACHINESREPLY']._serialized_end=799
+  _globals['_AGGREGATORSERVICE']._serialized_start=802
+  _globals['_AGGREGATORSERVICE']._serialized_end=1058
 # @@protoc_insertion_point(module_scope)

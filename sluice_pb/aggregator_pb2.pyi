@@ -26,20 +26,22 @@ class GetCandidatesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class CandidatesReply(_message.Message):
-    __slots__ = ("machine_version", "candidate_version", "candidates", "message", "computed_at", "ranking")
+    __slots__ = ("machine_version", "candidate_version", "candidates", "message", "computed_at", "ranking", "excluded_summary")
     MACHINE_VERSION_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_VERSION_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     COMPUTED_AT_FIELD_NUMBER: _ClassVar[int]
     RANKING_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDED_SUMMARY_FIELD_NUMBER: _ClassVar[int]
     machine_version: int
     candidate_version: int
     candidates: _containers.RepeatedScalarFieldContainer[str]
     message: bytes
     computed_at: float
     ranking: str
-    def __init__(self, machine_version: _Optional[int] = ..., candidate_version: _Optional[int] = ..., candidates: _Optional[_Iterable[str]] = ..., message: _Optional[bytes] = ..., computed_at: _Optional[float] = ..., ranking: _Optional[str] = ...) -> None: ...
+    excluded_summary: str
+    def __init__(self, machine_version: _Optional[int] = ..., candidate_version: _Optional[int] = ..., candidates: _Optional[_Iterable[str]] = ..., message: _Optional[bytes] = ..., computed_at: _Optional[float] = ..., ranking: _Optional[str] = ..., excluded_summary: _Optional[str] = ...) -> None: ...
 
 class ListMachinesRequest(_message.Message):
     __slots__ = ()

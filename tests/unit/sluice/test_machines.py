@@ -189,3 +189,24 @@ def test_candidates_text_leaves_out_empty_tables(
     assert "(, 0 s ago)" in lines[0]  # a clock behind the aggregator's is not a negative age
     headers = [line for line in lines if line.startswith(("RANK", "NOT A CANDIDATE"))]
     assert [header.split("  ")[0] for header in headers] == tables
+
+
+@pytest.mark.parametrize(
+    ("summary", "machines", "said"),
+    [
+        ("2 nodes overloaded (cpu_ut)", 2, "no candidates: 2 nodes overloaded (cpu_ut)"),
+        ("", 0, "no candidates: the aggregator knows no machine yet"),
+        ("", 1, "no candidates: the aggregator did not say why"),
+    ],
+)
+def test_an_empty_candidate_list_says_why(summary: str, machines: int, said: str) -> None:
+    reply = apb.CandidatesReply(
+        machine_version=3,
+        candidate_version=17,
+        computed_at=NOW,
+        ranking="rose",
+        excluded_summary=summary,
+    )
+    nodes = [status(f"n{i}", excluded_by="overloaded: cpu_ut") for i in range(machines)]
+    lines = candidates_text(reply, listing(*nodes), now=NOW).splitlines()
+    assert lines[1].startswith(said)
