@@ -41,6 +41,7 @@ import grpc
 from node_agent.access import ACCESS
 from node_agent.agent import AgentConfig, NodeAgent, TaskEvent
 from node_agent.grant_gate import GrantGate
+from node_agent.lease import retry_pause
 from node_agent.metrics.counters import CounterSampler, detect_counters
 from node_agent.metrics.energy import EnergyMeter, detect_rapl
 from node_agent.metrics.host import HostSampler
@@ -584,22 +585,29 @@ class AgentDaemon:
                     log.error("the resource manager refuses to register this agent: %s", details)
                 else:
                     self._rm_call_failed("heartbeat", error)
-                self.agent.lease.attempt_failed()
-                longer = min(backoff * 2, max(self._max_backoff, interval))
+                lease = self.agent.lease
+                lease.attempt_failed()
+                longer = retry_pause(
+                    backoff, interval, self._max_backoff, lease.node_timeout, lease.is_fenced
+                )
                 if longer != backoff:  # (a line per doubling: a few per outage)
                     log.info("next attempt to reach the resource manager in %g s", longer)
                 backoff = longer
-            self._pause(backoff)
+            if self._pause(backoff):
+                # Another link reached the RM, or an RM listens again: it is there, so the
+                # attempts start over from the heartbeat interval (a restarting RM may fail
+                # the first call while it binds; the next one must not wait a doubled backoff).
+                backoff = interval
 
-    def _pause(self, seconds: float) -> None:
+    def _pause(self, seconds: float) -> bool:
         """Wait ``seconds``, less if the agent stops (noticed within STOP_CHECK_S) or another
         link reaches the RM again (at once: then the loop registers without waiting out its
-        backoff, and logs that it was woken)."""
+        backoff, and logs that it was woken).  True if woken."""
         deadline = time.monotonic() + seconds
         while not self.stop_event.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
-                return
+                return False
             if self._wake.wait(min(left, STOP_CHECK_S)):
                 log.info(
                     "heartbeat woken: %s at %s (%.1f s of a %.1f s wait left): heartbeating at "
@@ -609,7 +617,8 @@ class AgentDaemon:
                     left,
                     seconds,
                 )
-                return
+                return True
+        return False
 
     def _stream_heartbeat(self) -> None:
         """One heartbeat over the open stream (opened first if there is none).  Raises

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node_agent.runtime.task_state import atomic_write
-from plumbing.intervals import fence_after
+from plumbing.intervals import HEARTBEATS_PER_NODE_TIMEOUT, fence_after
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,25 @@ def fence_due(view: LeaseView, now: float, monitor_interval: float) -> float | N
         return None  # never reached an RM that told its node timeout: nothing to count from
     silent = now - view.renewed_at
     return silent if silent >= fence_after(view.node_timeout, monitor_interval) else None
+
+
+def retry_pause(
+    backoff: float, interval: float, max_backoff: float, node_timeout: float, fenced: bool
+) -> float:
+    """The wait before the next attempt to reach the RM, after an attempt that waited
+    ``backoff`` failed: doubled, up to ``max_backoff`` (never below ``interval``).
+
+    While the lease holds (the node timeout is known and the agent has not fenced), never longer
+    than a node timeout's share of attempts (``HEARTBEATS_PER_NODE_TIMEOUT``): an RM that is
+    briefly away (restarting, or too busy to answer one call) counts this node lost a node
+    timeout after its last heartbeat, or after its own start, so an agent sleeping out a longer
+    backoff is counted lost, and fences itself, before its next attempt (seen: an RM that
+    restarted under load failed the agent's first call, the agent waited 8 s, and the RM's
+    5.5 s node timeout and the agent's lease both ran out in between)."""
+    longer = min(backoff * 2, max(max_backoff, interval))
+    if node_timeout > 0 and not fenced:
+        longer = min(longer, max(node_timeout / HEARTBEATS_PER_NODE_TIMEOUT, interval))
+    return longer
 
 
 def _boot_id() -> str:
@@ -153,6 +172,11 @@ class Lease:
             "this node has not reached the resource manager for longer than its node timeout "
             f"({timeout:g} s) and has fenced its tasks; nothing starts here until it is back"
         )
+
+    @property
+    def is_fenced(self) -> bool:
+        with self._lock:
+            return self._fenced
 
     @property
     def node_timeout(self) -> float:

@@ -14,7 +14,7 @@ import pytest
 
 from node_agent.agent import AgentConfig, NodeAgent
 from node_agent.daemon import rm_refuses_connections
-from node_agent.lease import LEASE_FILE, Lease, LeaseView, fence_due
+from node_agent.lease import LEASE_FILE, Lease, LeaseView, fence_due, retry_pause
 from node_agent.runtime.base import RunState
 from node_agent.runtime.process_runtime import ProcessRuntime
 from plumbing.intervals import (
@@ -65,6 +65,35 @@ RULE: list[tuple[float, float, bool]] = [
     (10.0, 3.0, True),
     (min_node_timeout(1.0), 1.0, False),
 ]
+
+
+# (backoff that failed, interval, max backoff, node timeout, fenced, next pause)
+PAUSES: list[tuple[float, float, float, float, bool, float]] = [
+    (0.5, 0.5, 10.0, 0.0, False, 1.0),  # doubles; no node timeout known: no cap
+    (8.0, 0.5, 10.0, 0.0, False, 10.0),  # up to the max backoff
+    (4.0, 0.5, 10.0, 5.5, False, 5.5 / 3),  # the lease holds: 3 attempts per node timeout
+    (0.5, 0.5, 10.0, 5.5, False, 1.0),  # below the cap: doubles
+    (4.0, 0.5, 10.0, 5.5, True, 8.0),  # fenced: nothing left to lose, backs off
+    (1.0, 2.0, 1.0, 3.0, False, 2.0),  # never below the heartbeat interval
+]
+
+
+@pytest.mark.parametrize(("backoff", "interval", "most", "timeout", "fenced", "pause"), PAUSES)
+def test_retry_pause(
+    backoff: float, interval: float, most: float, timeout: float, fenced: bool, pause: float
+) -> None:
+    assert retry_pause(backoff, interval, most, timeout, fenced) == pytest.approx(pause)
+
+
+def test_an_agent_retries_often_enough_to_register_within_the_node_timeout() -> None:
+    """After any run of failures, the attempts of an agent whose lease holds are at most a
+    third of the node timeout apart: a restarted RM that fails the first call still hears
+    from it twice before it counts the node lost."""
+    for timeout in (5.5, 10.0, 30.0):
+        backoff = HEARTBEAT
+        for _ in range(20):
+            backoff = retry_pause(backoff, HEARTBEAT, 10.0, timeout, False)
+            assert backoff <= timeout / 3 + 1e-9
 
 
 @pytest.mark.parametrize(("timeout", "interval", "refused"), RULE)
