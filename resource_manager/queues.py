@@ -211,10 +211,16 @@ class JobVictims:
             yield self._of_job(job, estimates[job.job_id], queue)
 
     def _of_job(self, job: JobRecord, remaining: float, queue: str) -> Iterator[Container]:
-        """The job's running task containers, the last started first, read lazily."""
+        """The job's running task containers, the last started first, read lazily.  A
+        container on a node this RM does not know (one recovered from the store that has not
+        registered since the RM restarted) is left alone: no command can reach it, and whether
+        it can swap is unknown, which would turn a suspension into a kill (Alg. 2 kills a
+        container that cannot swap while memory is owed)."""
         nodes = self._tables.nodes
         for a in self._tables.preemptible_of_job_newest_first(job.job_id):
             node = nodes.get(a.node_id)
+            if node is None:
+                continue
             yield Container(
                 container_id=a.allocation_id,
                 job_id=job.job_id,
@@ -222,7 +228,7 @@ class JobVictims:
                 resources=eventual_holds(a),
                 remaining_time=remaining if math.isfinite(remaining) else 1e18,
                 swapping=a.swapping,
-                can_swap=node is not None and node.has_swap,
+                can_swap=node.has_swap,
             )
 
 

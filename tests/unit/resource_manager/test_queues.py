@@ -317,3 +317,31 @@ def test_decisions_are_spaced_by_the_preemption_interval():
     assert core.next_wakeup() == pytest.approx(13.0)
     core.tick(at(13.0))
     assert len([a for a in containers(core, long_job) if a.goal is Goal.STOP]) == 2
+
+
+def test_after_a_restart_no_container_is_preempted_on_a_node_that_has_not_registered(tmp_path):
+    """A restarted RM knows no node until it registers: whether it can swap is unknown, and
+    a suspension there was taken for a kill (seen live: an RM restart killed a task that a
+    suspension would have kept)."""
+    path = str(tmp_path / "rm.db")
+    core = queued_core("immediate", path=path)
+    long_job = full_cluster(core)
+    short_job = run_job(core, "short", 1, now=1.5, cpu=0.5, memory_mb=512)
+    again = Driver(
+        ResourceManagerCore(
+            Tables(SqliteStore(path)),
+            CoreSettings(preemption_interval=0.0, node_timeout=1000.0),
+            queues=parse_queue_config(queues_doc("immediate")),
+        )
+    )
+    # n2 is back, too small for the short job's ask; n1, which holds the long job, is not yet
+    again.register_node("n2", "n2:1", "process", res(0.25, 256), [], now=2.0, has_swap=True)
+    again.allocate(short_job, [SHORT], [], [], 0, now=2.0)
+    assert all(a.goal is Goal.RUN for a in containers(again, long_job))
+    # once n1 registers with its tasks, the preemption is the queue's: a suspension
+    live = [
+        running(long_job, a.allocation_id, i) for i, a in enumerate(containers(again, long_job))
+    ]
+    again.register_node("n1", "n1:1", "process", res(4.0, 4096), live, now=3.0, has_swap=True)
+    again.allocate(short_job, [SHORT], [], [], 0, now=3.0)
+    assert {a.goal for a in containers(again, long_job)} == {Goal.RUN, Goal.SUSPEND}
