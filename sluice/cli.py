@@ -820,11 +820,9 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-# A missing library of an optional extra, by its top-level module: the hint that names the extra.
-_EXTRA_HINTS = {
-    "matplotlib": "the simulator needs `pip install 'sluice[sim]'`",
-    "scipy": "the simulator and the models need `pip install 'sluice[sim]'`",
-}
+# A missing library of an optional extra (pyproject.toml), by its top-level module: the hint that
+# names the extra.
+_EXTRA_HINTS = {"matplotlib": "the simulator needs `pip install 'sluice[sim]'`"}
 
 
 def main(argv: list[str] | None = None) -> int:
