@@ -104,7 +104,15 @@ class NodeSprinter:
         if self._dvfs is not None:
             self._dvfs.raise_clock()
             return
-        self._fit(key, others)
+        try:
+            self._fit(key, others)
+        except Exception:
+            # Not carried out, so not reported as sprinting either: the RM, seeing the task
+            # unsprinted, asks again at the next heartbeat (a resize can fail on a busy node).
+            with self._lock:
+                if self._sprinting.get(key) == Sprinting(factor, base):
+                    del self._sprinting[key]
+            raise
 
     def refit(self, others_of: Callable[[str], Mapping[str, float]]) -> None:
         """The node's other tasks changed (one started): each CPU-quota sprint takes only what

@@ -113,3 +113,24 @@ def test_a_task_started_beside_a_sprint_gets_its_grant_back(tmp_path: Path) -> N
     count = len(resized)
     sprinter.refit(lambda key: {"other": 1.0, "new": 1.5})  # nothing changed: nothing done
     assert len(resized) == count
+
+
+def test_a_sprint_whose_resize_failed_is_not_reported_and_is_carried_out_when_asked_again(
+    tmp_path: Path,
+) -> None:
+    failures = [RuntimeError("cgroup: writing 100000 to cpu.cfs_quota_us failed: busy")]
+    resized: list[tuple[str, Resources]] = []
+
+    def resize(key: str, resources: Resources) -> None:
+        if failures:
+            raise failures.pop()
+        resized.append((key, resources))
+
+    sprinter = NodeSprinter(detect(tmp_path / "none"), 4.0, resize)
+    base = Resources(1.0, 64)
+    with pytest.raises(RuntimeError, match="busy"):
+        sprinter.sprint("t", 2.0, base, {})
+    # The node reports the task unsprinted, so the RM asks again; then it is done.
+    assert sprinter.factor_of("t") == 1.0 and resized == []
+    sprinter.sprint("t", 2.0, base, {})
+    assert resized == [("t", Resources(2.0, 64))] and sprinter.factor_of("t") == 2.0
