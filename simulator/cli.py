@@ -28,8 +28,9 @@ from typing import Any
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from resource_manager.core import CoreSettings
-from simulator.bigc import POLICIES, format_bigc, plot_bigc, run_bigc, scale_jobs
+from simulator.bigc import POLICIES, BigcRow, format_bigc, plot_bigc, run_bigc, scale_jobs
 from simulator.cli_dias import add_parser as add_dias
+from simulator.cli_output import quiet_on_broken_pipe
 from simulator.cli_oversubscription import add_parser as add_oversubscription
 from simulator.distributions import WorkloadError
 from simulator.engine import SimResult, SimSettings, Simulation
@@ -48,9 +49,12 @@ from simulator.results import (
     ComparisonRow,
     format_comparison,
     format_summary,
+    outcomes_to_dicts,
     summarize,
     summary_to_dict,
+    to_json,
     write_comparison,
+    write_json,
     write_results,
 )
 from simulator.traces import (
@@ -93,11 +97,42 @@ def cmd_bigc(args: argparse.Namespace) -> int:
     out = args.out or Path("sim-results") / f"bigc-{nodes}"
     out.mkdir(parents=True, exist_ok=True)
     table = format_bigc(rows, nodes)
+    meta = _study_meta(args, seed, base, len(jobs))
+    results = {"meta": meta, "rows": [_without(row, "outcomes") for row in rows]}
+    write_json(out / f"bigc-{nodes}.json", results)
+    write_json(
+        out / f"bigc-{nodes}-jobs.json",
+        {row.policy: outcomes_to_dicts(row.outcomes) for row in rows},
+    )
     (out / f"bigc-{nodes}.md").write_text(table + "\n")
     plot_bigc(rows, nodes, out / f"bigc-{nodes}.png")
+    if args.json:
+        print(to_json(results), end="")
+        return 0
     print(table)
-    print(f"results in {out}/ (bigc-{nodes}.md, bigc-{nodes}.png)")
+    print(
+        f"results in {out}/ (bigc-{nodes}.json, bigc-{nodes}-jobs.json, bigc-{nodes}.md, "
+        f"bigc-{nodes}.png)"
+    )
     return 0
+
+
+def _study_meta(
+    args: argparse.Namespace, seed: int, base: SimSettings, jobs: int
+) -> dict[str, object]:
+    """What a study's JSON says it ran: the workload, the seed and the base settings."""
+    return {
+        "workload": str(args.workload),
+        "seed": seed,
+        "jobs": jobs,
+        "settings": {k: v for k, v in dataclasses.asdict(base).items() if k != "core"},
+        "core": dataclasses.asdict(base.core),
+    }
+
+
+def _without(row: BigcRow, *names: str) -> dict[str, object]:
+    """A study's row as data, less its bulky fields (written elsewhere)."""
+    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name not in names}
 
 
 def cmd_reservation(args: argparse.Namespace) -> int:
@@ -127,22 +162,32 @@ def cmd_reservation(args: argparse.Namespace) -> int:
     out = args.out or Path("sim-results") / f"reservation-{nodes}"
     out.mkdir(parents=True, exist_ok=True)
     studies = args.study or ["isolation", "stragglers"]
-    written = []
+    written = [f"reservation-{nodes}.json"]
+    tables = []
+    results: dict[str, object] = {"meta": _study_meta(args, seed, base, len(jobs))}
     if "isolation" in studies:
         rows = run_isolation(jobs, base, seed, on_run=say)
+        results["isolation"] = rows
         table = format_isolation(rows, nodes, args.node_cpu)
         (out / f"isolation-{nodes}.md").write_text(table + "\n")
         plot_isolation(rows, nodes, out / f"isolation-{nodes}.png")
         plot_isolation_utilisation(out / "isolation-utilisation.png")
-        print(table + "\n")
+        tables.append(table)
         written += [f"isolation-{nodes}.md", f"isolation-{nodes}.png", "isolation-utilisation.png"]
     if "stragglers" in studies:
         straggler_rows = run_stragglers(jobs, base, seed, args.alpha or ALPHAS, on_run=say)
+        results["stragglers"] = straggler_rows
         table = format_stragglers(straggler_rows)
         (out / f"stragglers-{nodes}.md").write_text(table + "\n")
         plot_stragglers(straggler_rows, out / f"stragglers-{nodes}.png")
-        print(table + "\n")
+        tables.append(table)
         written += [f"stragglers-{nodes}.md", f"stragglers-{nodes}.png"]
+    write_json(out / f"reservation-{nodes}.json", results)
+    if args.json:
+        print(to_json(results), end="")
+        return 0
+    for table in tables:
+        print(table + "\n")
     print(f"results in {out}/ ({', '.join(written)})")
     return 0
 
@@ -156,7 +201,7 @@ def register(subparsers: Any) -> None:
     _add_run_options(p)
     p.add_argument("--out", type=Path, help="results directory (default: sim-results/NAME)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(handler=cmd_run)
+    p.set_defaults(handler=quiet_on_broken_pipe(cmd_run))
 
     p = actions.add_parser("compare", help="simulate one workload under several configurations")
     _add_run_options(p)
@@ -170,7 +215,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--out", type=Path, help="results directory (default: sim-results/NAME)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
-    p.set_defaults(handler=cmd_compare)
+    p.set_defaults(handler=quiet_on_broken_pipe(cmd_compare))
 
     p = actions.add_parser(
         "bigc",
@@ -182,8 +227,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--node-memory-mb", type=int, default=131072)
     p.add_argument("--seed", type=int, help="default: the workload's")
     p.add_argument("--policy", action="append", choices=list(POLICIES), help="default: all five")
-    p.add_argument("--out", type=Path, help="where the table and plot go (default: sim-results)")
-    p.set_defaults(handler=cmd_bigc)
+    p.add_argument("--out", type=Path, help="where the results go (default: sim-results)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(handler=quiet_on_broken_pipe(cmd_bigc))
 
     _add_reservation(actions)
     add_oversubscription(actions)
@@ -198,13 +244,13 @@ def register(subparsers: Any) -> None:
     g.add_argument("--machine-memory-mb", type=int, required=True)
     g.add_argument("--limit", type=int, help="keep the first N jobs")
     g.add_argument("-o", "--output", type=Path, required=True)
-    g.set_defaults(handler=cmd_import)
+    g.set_defaults(handler=quiet_on_broken_pipe(cmd_import))
     a = sources.add_parser("alibaba", help="Alibaba cluster-trace-v2018 batch_task table")
     a.add_argument("--batch-task", type=Path, nargs="+", required=True)
     a.add_argument("--machine-memory-mb", type=int, required=True)
     a.add_argument("--limit", type=int, help="keep the first N jobs")
     a.add_argument("-o", "--output", type=Path, required=True)
-    a.set_defaults(handler=cmd_import)
+    a.set_defaults(handler=quiet_on_broken_pipe(cmd_import))
 
 
 def _add_reservation(actions: Any) -> None:
@@ -246,7 +292,8 @@ def _add_reservation(actions: Any) -> None:
         help="seconds such a task waits first (default 3, Spark's)",
     )
     p.add_argument("--out", type=Path, help="default: sim-results/reservation-NODES")
-    p.set_defaults(handler=cmd_reservation)
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(handler=quiet_on_broken_pipe(cmd_reservation))
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from plumbing.errors import UserError
 from plumbing.gc_tuning import tune_for_large_heaps
 from policies.oversubscription.config import OversubscriptionConfig
+from simulator.cli_output import quiet_on_broken_pipe
 from simulator.engine import SimSettings, Simulation
 from simulator.oversubscription import INTERFERENCE, PLACEMENTS, OversubscriptionSettings
 from simulator.progress import Progress
@@ -235,4 +236,4 @@ def add_parser(actions: Any) -> None:
         "settings accumulate there (STUDY-NODES.jsonl), so configurations run as separate "
         "processes make one table and plot",
     )
-    p.set_defaults(handler=cmd_oversubscription)
+    p.set_defaults(handler=quiet_on_broken_pipe(cmd_oversubscription))

@@ -423,6 +423,11 @@ def _sorted_outcomes(outcomes: Iterable[JobOutcome]) -> list[JobOutcome]:
     return sorted(outcomes, key=lambda o: (o.submit_time, o.job_id))
 
 
+def outcomes_to_dicts(outcomes: Iterable[JobOutcome]) -> list[dict[str, object]]:
+    """Per-job records as ``jobs.json`` has them (sorted by submit time, then job id)."""
+    return [_outcome_dict(o) for o in _sorted_outcomes(outcomes)]
+
+
 def _jobs_csv(outcomes: Sequence[JobOutcome]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

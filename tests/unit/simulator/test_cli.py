@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,3 +201,75 @@ def test_bad_structured_settings_are_one_line_errors(
     assert main(["sim", "run", str(workload), "--no-progress", *sets]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+STUDY_WORKLOAD = """\
+seed: 2
+classes:
+  - name: short
+    priority: 5
+    queue: short
+    arrival: {process: fixed, times: [3, 6]}
+    phases:
+      - {name: a, tasks: 2, cpu: 1, memory_mb: 512, duration: 4}
+      - {name: b, after: [a], tasks: 2, cpu: 1, memory_mb: 512, duration: 2}
+  - name: long
+    priority: 0
+    queue: long
+    arrival: {process: fixed, times: [0, 1]}
+    phases:
+      - {name: a, tasks: 3, cpu: 1, memory_mb: 512, duration: 20}
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "written", "keys"),
+    [
+        (["bigc", "--nodes", "2", "--node-cpu", "4", "--policy", "fifo", "--policy", "reserve"],
+         "bigc-2.json", {"meta", "rows"}),
+        (["reservation", "--nodes", "2", "--study", "isolation"],
+         "reservation-2.json", {"meta", "isolation"}),
+    ],
+)  # fmt: skip
+def test_the_studies_write_their_results_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str], written: str, keys
+):
+    """The studies' tables round to whole seconds; their JSON holds every figure, written
+    beside them and printed with --json (as sim run's)."""
+    workload = tmp_path / "study.yaml"
+    text = STUDY_WORKLOAD
+    if command[0] != "bigc":  # (no queue file there: jobs naming a queue would be refused)
+        text = "\n".join(line for line in text.splitlines() if "queue:" not in line)
+    workload.write_text(text)
+    out = tmp_path / "out"
+    assert main(["sim", command[0], str(workload), *command[1:], "--out", str(out), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed) == keys and printed["meta"]["seed"] == 2
+    assert json.loads((out / written).read_text()) == printed
+    if command[0] == "bigc":
+        assert [row["policy"] for row in printed["rows"]] == ["fifo", "reserve"]
+        jobs = json.loads((out / "bigc-2-jobs.json").read_text())
+        assert [len(jobs[p]) for p in ("fifo", "reserve")] == [4, 4]
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_reader_that_leaves_early_ends_the_command_quietly(
+    workload: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, json_flag: list[str]
+):
+    """`sluice sim ... | head`: stdout's reader is gone before the results are printed.  The
+    command ends without a traceback, and nothing is left to fail at the interpreter's exit."""
+    capsys.readouterr()
+    read, write = os.pipe()
+    os.close(read)  # (the reader left)
+    stdout = io.TextIOWrapper(os.fdopen(write, "wb"), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        args = ["sim", "run", str(workload), "--no-progress", "--out", str(tmp_path / "r")]
+        code = main([*args, *json_flag])
+        stdout.flush()  # what the interpreter does at exit: fails if output is still due
+    finally:
+        monkeypatch.undo()
+    stdout.close()
+    assert code == 141
+    assert (tmp_path / "r" / "summary.json").exists()
+    assert "Traceback" not in capsys.readouterr().err
