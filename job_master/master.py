@@ -677,17 +677,20 @@ def _speculative_report(plan: JobPlan) -> list[rm_pb.SpeculativeAttempt]:
     ]
 
 
-def _reserved_slots(changes: Sequence[tuple[str, str, float]]) -> list[rm_pb.ReservedSlot]:
+def _reserved_slots(
+    changes: Sequence[tuple[str, str, float, str]],
+) -> list[rm_pb.ReservedSlot]:
     """The plan's reservation changes for the RM, their expiries (on the monotonic clock the
-    plan runs on) as wall times; 0 for none."""
+    plan runs on) as wall times; 0 for none; with why a container is no longer kept."""
     offset = time.time() - time.monotonic()
     return [
         rm_pb.ReservedSlot(
             allocation_id=allocation_id,
             phase=phase,
             until=expiry + offset if math.isfinite(expiry) else 0.0,
+            ended=ended,
         )
-        for allocation_id, phase, expiry in changes
+        for allocation_id, phase, expiry, ended in changes
     ]
 
 

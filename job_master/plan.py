@@ -73,7 +73,7 @@ from job_master.plan_model import (
     Upgrade,
 )
 from job_master.plan_speculative import SpeculativeAttempts
-from job_master.reservations import SlotReservations
+from job_master.reservations import KeptEnd, SlotReservations
 from job_master.speculation import REFUSAL_BACKOFF_S, Candidate, SpeculationBook
 from policies.approximation.dropping import choose_kept_partitions
 from policies.reservation.stragglers import PhaseSlots, plan_copies
@@ -153,6 +153,10 @@ class JobPlan(SpeculativeAttempts):
         # (task id, attempt) -> the kept container a stopped attempt still occupies
         self._draining: dict[tuple[str, int], str] = {}
         self._kept_changed: dict[str, None] = {}  # containers to report (kept_changes)
+        # Every kept container's end, in order (slot reservation; the simulator reads them),
+        # and the reasons of those ended since the last kept_changes (the RM records them).
+        self.kept_ends: list[KeptEnd] = []
+        self._kept_ended: dict[str, str] = {}
         self._refits_seen = 0
         self._copied: set[str] = set()  # tasks that have had a copy (each gets one at most)
         self._copies_wanted: set[str] = set()  # copies the last round decided, to confirm
@@ -208,7 +212,7 @@ class JobPlan(SpeculativeAttempts):
         container = self.containers.pop(allocation_id, None)
         self._idle.discard(allocation_id)
         if container is not None:
-            self._unkeep(container)
+            self._unkeep(container, "lost", report=False)  # (the RM knows why: it took it)
             self._asks = None  # (it may have been draining for its phase)
         if container is None or container.task_id is None:
             return
@@ -245,6 +249,8 @@ class JobPlan(SpeculativeAttempts):
                 live.started_at = self.now
             if live.kind is AttemptKind.REGULAR and task.step is Step.LAUNCHING:
                 self._move(task, Step.RUNNING)
+                if self._slots is not None and self._all_started(task.phase):
+                    self._slots.started(task.phase, self.now)  # its deadline's time 0
         elif state.is_final and self.spec.service is not None:
             problem = message or f"{state.value} (exit code {exit_code})"
             self._service_ended(task, live, problem, preempted=preempted)
@@ -371,6 +377,8 @@ class JobPlan(SpeculativeAttempts):
         stops, self._stops = tuple(self._stops), []
         if self.outcome is not None:
             # Everything goes back; the map is kept so the caller can still stop what runs.
+            for container in self.containers.values():
+                self._unkeep(container, "released")
             everything = (*self.finished_containers, *self.containers)
             self.finished_containers = []
             return Decisions(releases=everything, stops=stops)
@@ -382,7 +390,7 @@ class JobPlan(SpeculativeAttempts):
             if isinstance(served, Launch):
                 launches.append(served)
             elif not served and not self._still_kept(container):
-                self._unkeep(container)
+                self._unkeep(container, self._end_reason(container))
                 releases.append(allocation_id)
         for allocation_id in releases:
             del self.containers[allocation_id]
@@ -646,10 +654,38 @@ class JobPlan(SpeculativeAttempts):
             return not self._phases[kept.phase].done
         return self._phases[kept.phase].upstream_left > 0
 
-    def _unkeep(self, container: Container) -> None:
+    def _all_started(self, phase: str) -> bool:
+        """No task of ``phase`` waits for a container or its launch any more."""
+        counts = self._phases[phase].counts
+        return not (counts[Step.WAITING] or counts[Step.READY] or counts[Step.LAUNCHING])
+
+    def _end_reason(self, container: Container) -> str:
+        """Why an idle kept container going back now ends: its deadline, or it is not needed."""
+        kept = container.kept
+        slots = self._slots
+        if kept is not None and slots is not None and self.now >= slots.expiry(kept.origin):
+            return "deadline"
+        return "released"
+
+    def _unkeep(self, container: Container, reason: str = "used", *, report: bool = True) -> None:
+        """``container`` is no longer kept, because of ``reason`` (:class:`KeptEnd`); the RM is
+        told why (``report``) at the next :meth:`kept_changes`."""
         if container.kept is not None and self._slots is not None:
             self._slots.released(container.kept)
             self._kept_changed[container.allocation_id] = None
+            kept = container.kept
+            self.kept_ends.append(
+                KeptEnd(
+                    container.allocation_id,
+                    container.node_id,
+                    kept.phase,
+                    kept.origin,
+                    reason,
+                    self.now,
+                )
+            )
+            if report:
+                self._kept_ended[container.allocation_id] = reason
         container.kept = None
         self._idle.unkept(container.allocation_id)
 
@@ -677,11 +713,12 @@ class JobPlan(SpeculativeAttempts):
             deadline = min(deadline, due)
         return deadline
 
-    def kept_changes(self) -> list[tuple[str, str, float]]:
+    def kept_changes(self) -> list[tuple[str, str, float, str]]:
         """The containers whose reservation changed since the last call, for the RM:
         (allocation id, the phase it is kept for or "" when no longer kept, its expiry on the
-        plan's clock or ``math.inf``).  Released and lost containers are not listed (the RM
-        knows they are gone)."""
+        plan's clock or ``math.inf``, and why it is no longer kept: a :class:`KeptEnd` reason,
+        else "").  A container that ended its keeping and goes back is listed too (the RM
+        records why, then the release); lost ones are not (the RM knows why)."""
         if self._slots is None:
             return []
         if self._slots.refits != self._refits_seen:  # every deadline may have moved
@@ -692,14 +729,18 @@ class JobPlan(SpeculativeAttempts):
         changes = []
         for allocation_id in self._kept_changed:
             container = self.containers.get(allocation_id)
+            ended = self._kept_ended.get(allocation_id, "")
             if container is None:
+                if ended:  # (given back this round: the RM records why first)
+                    changes.append((allocation_id, "", math.inf, ended))
                 continue
             kept = container.kept
             if kept is None:
-                changes.append((allocation_id, "", math.inf))
+                changes.append((allocation_id, "", math.inf, ended))
             else:
-                changes.append((allocation_id, kept.phase, self._slots.expiry(kept.origin)))
+                changes.append((allocation_id, kept.phase, self._slots.expiry(kept.origin), ""))
         self._kept_changed.clear()
+        self._kept_ended.clear()
         return changes
 
     def _straggler_copies(self) -> list[Launch]:

@@ -5,18 +5,25 @@ downstream phase instead of giving it back at the barrier, so that lower-priorit
 take it (Algorithm 1, :func:`policies.reservation.slot_decisions.handle_task_completion`):
 
 * the container of a task of phase X is kept for X's first downstream phase whose tasks fit in
-  it and that is not yet full (a phase never holds more reserved containers than it has tasks;
-  the paper's phases are a chain of one downstream each, a DAG's join takes what it can);
+  it and that is not yet full (a phase never holds more reserved containers than it has tasks).
+  On a fork, Alg. 1's n is every task X's barrier releases: the sum over the downstream phases
+  the container may serve, so each of them gets its containers (kept, or pre-reserved below);
+  a join takes what its upstream phases keep, never more than its task count;
 * X's final phase (no downstream phase) gives its containers back (Alg. 1 line 3), except
   with straggler copies on: then it keeps them for copies of its own stragglers until it ends
   (or its deadline), as a Spark application keeps its executors through its last stage
   (a departure: Alg. 1 has no reserved slot in the last phase, so Sec. IV-C could not help it;
   docs/reservation.md);
 * m > n: the first m - n finishers give theirs back; m < n: once the finished fraction of X
-  passes R (``prereserve_at``), n - m more containers are asked for the downstream phase before
-  its barrier (Case-2.3);
-* every container kept from X is released at X's deadline, ``opened(X) + D``, with D from
-  Eq. 4 for the job's isolation P and X's N tasks (:func:`deadline_for_isolation`).  The task
+  passes R (``prereserve_at``), n - m more containers are asked before the barrier (Case-2.3),
+  shared among X's downstream phases (:func:`share_prereservation`);
+* every container kept from X is released at X's deadline, ``started(X) + D``, with D from
+  Eq. 4 for the job's isolation P and X's N tasks (:func:`deadline_for_isolation`).  Time 0 is
+  when the last of X's tasks started (Sec. IV-B's phase starts its N tasks together; on a busy
+  cluster they start as containers come, and X's barrier cannot pass before its last task
+  ends): until every task of X has started, its kept containers have no deadline.  Counted
+  from X's barrier instead, the containers kept from X's first finishers lapsed while its
+  late-started tasks still ran, and the downstream phase lost them.  The task
   times are the job's own, fitted by maximum likelihood once :data:`MIN_FIT_SAMPLES` of its
   tasks (of any phase) have finished, and refitted each time their number doubles (so the
   deadlines, and what the RM is told of them, move O(log n) times); before that, the spec's
@@ -38,7 +45,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policies.reservation.deadline import deadline_for_isolation, fit_pareto
-from policies.reservation.slot_decisions import PhaseView, SlotAction, handle_task_completion
+from policies.reservation.slot_decisions import (
+    PhaseView,
+    SlotAction,
+    handle_task_completion,
+    share_prereservation,
+)
 from policies.scheduling.jobspec import JobSpec, PhaseSpec, ReservationSpec
 from policies.scheduling.resources import Resources
 
@@ -55,11 +67,27 @@ class Kept:
     origin: str
 
 
+@dataclass(frozen=True)
+class KeptEnd:
+    """A kept container stopped being kept, at ``at`` (the plan's clock), because of
+    ``reason``: ``used`` (a task of its phase runs in it), ``deadline`` (its deadline came
+    before its phase could use it), ``released`` (not needed: its phase opened with nothing
+    for it to run, or the job ended), ``lost`` (taken back by the RM, or its node was lost:
+    the RM records which)."""
+
+    allocation_id: str
+    node_id: str
+    phase: str
+    origin: str
+    reason: str
+    at: float
+
+
 @dataclass
 class _Origin:
     """A phase whose finished tasks' containers are kept."""
 
-    opened_at: float | None = None
+    started_at: float | None = None  # when the last of its tasks started; None: not all yet
     finished: int = 0  # tasks of it that have finished (the finish rank of the next)
     deadline: float | None = None  # D, until the task times change
 
@@ -86,10 +114,17 @@ class SlotReservations:
     # ------------------------------------------------------------------ observations
 
     def opened(self, phase: str, now: float) -> None:
-        """The phase's barrier has passed: its tasks are ready (time 0 of Sec. IV-B)."""
-        self._origins.setdefault(phase, _Origin()).opened_at = now
+        """The phase's barrier has passed: its tasks are ready (none of them started yet)."""
+        self._origins.setdefault(phase, _Origin()).started_at = None
         self._open.add(phase)
         self._prereserve.pop(phase, None)
+
+    def started(self, phase: str, now: float) -> None:
+        """Every task of the phase has started, the last one at ``now`` (time 0 of Sec. IV-B;
+        again when a retried task starts later): the deadlines of the containers kept from it
+        move (:attr:`refits` bumps, so the RM is told)."""
+        self._origins.setdefault(phase, _Origin()).started_at = now
+        self.refits += 1
 
     def task_time(self, seconds: float) -> None:
         """A task of the job succeeded after running ``seconds``."""
@@ -127,39 +162,50 @@ class SlotReservations:
         lines 1-17).  ``free`` False: the container is kept already (a copy won in it), and
         only the pre-reservation of the completion is taken."""
         origin = self._origins.setdefault(phase, _Origin())
-        target = self._target(phase, resources)
+        served = self._served(phase, resources)
+        target = next((name for name in served if self._room(name) > 0), None)
         if target is None:
             if free and not self.downstream.get(phase) and self.settings.straggler_copies:
                 return self.keep(phase, phase, now)  # a final phase's: for its own copies
             return None
         tasks = self._phases[phase].tasks
+        finished = min(max(origin.finished, 1), tasks)
         decision = handle_task_completion(
             PhaseView(
                 job_priority=self.spec.priority,
                 num_tasks=tasks,
-                finished_before=min(max(origin.finished - 1, 0), tasks - 1),
-                downstream_num_tasks=self._phases[target].tasks,
+                finished_before=finished - 1,
+                # n: every task the barrier releases that this container may serve (a fork's
+                # downstream phases together, as the paper's barrier releases them all)
+                downstream_num_tasks=sum(self._phases[name].tasks for name in served),
                 prereserve_threshold=self.settings.prereserve_at,
             )
         )
-        if decision.prereserve and target not in self._open:
-            self._prereserve[target] = (decision.prereserve, phase)
-        if decision.action is SlotAction.RELEASE or not free:
-            return None
-        return self.keep(target, phase, now)
+        kept = None
+        if decision.action is SlotAction.RESERVE and free:
+            kept = self.keep(target, phase, now)
+        if decision.prereserve:
+            shares = share_prereservation(
+                [self._room(name, coming_besides=phase) for name in served], tasks - finished
+            )
+            for name, share in zip(served, shares, strict=True):
+                if share > 0:
+                    self._prereserve[name] = (share, phase)
+        return kept
 
     def keep(self, phase: str, origin: str, now: float) -> Kept:
         """Count a container kept for ``phase`` from ``origin``'s tasks."""
         self._held[phase] = self._held.get(phase, 0) + 1
-        state = self._origins.setdefault(origin, _Origin())
-        if state.opened_at is None:  # (a phase is opened before its tasks finish)
-            state.opened_at = now
+        self._origins.setdefault(origin, _Origin())
         return Kept(phase, origin)
 
     def expiry(self, origin: str) -> float:
-        """When the containers kept from ``origin``'s tasks go back: ``opened + D``."""
+        """When the containers kept from ``origin``'s tasks go back: ``started + D`` (time 0
+        the start of its last task), ``math.inf`` while some of its tasks have not started."""
         state = self._origins[origin]
-        return (state.opened_at or 0.0) + self.deadline(origin)
+        if state.started_at is None:
+            return math.inf
+        return state.started_at + self.deadline(origin)
 
     def prereserve_asks(self) -> Mapping[str, int]:
         """Downstream phase -> containers still to ask for ahead of its barrier (Case-2.3)."""
@@ -188,14 +234,27 @@ class SlotReservations:
 
     # ------------------------------------------------------------------ internals
 
-    def _target(self, phase: str, resources: Resources) -> str | None:
-        for name in self.downstream.get(phase, ()):
-            downstream = self._phases[name]
-            if name in self._open or self._held.get(name, 0) >= downstream.tasks:
-                continue
-            if downstream.resources.fits_in(resources):
-                return name
-        return None
+    def _served(self, phase: str, resources: Resources) -> list[str]:
+        """The downstream phases of ``phase``, in spec order, not open yet and whose tasks fit
+        in a container of ``resources``: those its barrier releases that the container may
+        serve."""
+        return [
+            name
+            for name in self.downstream.get(phase, ())
+            if name not in self._open and self._phases[name].resources.fits_in(resources)
+        ]
+
+    def _room(self, phase: str, coming_besides: str | None = None) -> int:
+        """Containers ``phase`` still lacks: its tasks less those kept for it, and (given
+        ``coming_besides``, a phase it joins) less those its other upstream phases' unfinished
+        tasks will keep for it (a join's barrier has all of them to draw on)."""
+        room = self._phases[phase].tasks - self._held.get(phase, 0)
+        if coming_besides is not None:
+            for upstream in self._phases[phase].after:
+                if upstream != coming_besides:
+                    state = self._origins.get(upstream)
+                    room -= self._phases[upstream].tasks - (state.finished if state else 0)
+        return max(room, 0)
 
     def _task_times(self) -> tuple[float, float] | None:
         """(alpha, t_min) of the Pareto task times: fitted, else the prior, else unknown."""

@@ -122,7 +122,7 @@ from resource_manager.records import (
     TaskReport,
     evolve,
 )
-from resource_manager.reservations import override_plugin
+from resource_manager.reservations import KeptEnded, KeptLog, override_plugin
 from resource_manager.sprints import SprintBook
 from resource_manager.tables import Tables
 
@@ -326,6 +326,7 @@ class ResourceManagerCore:
         self._asks_grew = False  # since the last pass
         self._cut_short = False  # the last pass stopped at its limit: another is due at once
         self._placed: list[Placement] = []  # applied, not yet drained by the shell
+        self.kept_log = KeptLog()  # how kept containers stopped being kept (slot reservation)
         self._to_tell: dict[str, None] = {}  # nodes with a container goal changed, not drained
         self._nowhere: dict[Resources, int] = {}  # sizes that fitted on no node, and when
         # When asks held back for a preferred node may take any (monotonic; a heap): a pass runs
@@ -1045,6 +1046,8 @@ class ResourceManagerCore:
         preemption frees is held on its node for the queue it was taken for."""
         for preemption in plan.preemptions:
             before = self.allocations.get(preemption.allocation_id)
+            if before is not None and before.kept_for:  # (slot reservation: taken back)
+                self._note_kept_end(before, f"taken: {preemption.reason}", now)
             try:
                 after = self.preempt(preemption, now=now)
             except (ConflictError, NotFoundError) as error:
@@ -1421,6 +1424,7 @@ class ResourceManagerCore:
         except AskError as error:
             raise InvalidRequestError(error.field, error.problem) from None
 
+        self._kept_ended(job_id, releases, kept, now)
         for allocation_id in releases:
             self.tables.remove_allocation(allocation_id)
         for slot in kept:
@@ -1557,6 +1561,30 @@ class ResourceManagerCore:
                 raise InvalidRequestError(
                     f"kept[{index}].until", f"must be a time >= 0, got {slot.until}"
                 )
+
+    def _kept_ended(
+        self, job_id: str, releases: Sequence[str], kept: Sequence[KeptSlot], now: Now
+    ) -> None:
+        """Record why the job's kept containers it reports ended (or gives back) stopped being
+        kept (:class:`KeptLog`): the job master's reason, else "released"."""
+        ended = {slot.allocation_id: slot.ended for slot in kept if not slot.phase}
+        for allocation_id in (*ended, *releases):
+            allocation = self.allocations.get(allocation_id)
+            if allocation is not None and allocation.kept_for:
+                reason = (ended.get(allocation_id) or "released")[:200]  # (bounded: from the wire)
+                self._note_kept_end(allocation, reason, now)
+
+    def _note_kept_end(self, allocation: AllocationRecord, reason: str, now: Now) -> None:
+        self.kept_log.record(
+            KeptEnded(
+                allocation.job_id,
+                allocation.allocation_id,
+                allocation.node_id,
+                allocation.kept_for,
+                reason,
+                now.wall,
+            )
+        )
 
     def kept_slots(self, job_id: str) -> list[AllocationRecord]:
         """The job's task containers kept for a downstream phase now, oldest grant first."""
@@ -2156,6 +2184,8 @@ class ResourceManagerCore:
         master retries or fails it as the job says)."""
         for allocation in allocations:
             self.tables.remove_allocation(allocation.allocation_id)
+            if allocation.kept_for:
+                self._note_kept_end(allocation, task_reason, now)
             job = self.jobs.get(allocation.job_id)
             if job is None or job.state.is_final:
                 continue

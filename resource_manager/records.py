@@ -283,8 +283,9 @@ def evolve(record: R, **changes: Any) -> R:
 class KeptSlot:
     """A job master's report that one of its task containers is kept for ``phase`` (its slot
     reservation) until ``until`` (wall time; 0: no deadline yet), or no longer kept (empty
-    ``phase``)."""
+    ``phase``, and why: ``ended``, see ``job_master.reservations.KeptEnd``)."""
 
     allocation_id: str
     phase: str
     until: float = 0.0
+    ended: str = ""

@@ -514,6 +514,16 @@ class JobServicer(rm_grpc.JobServiceServicer):
                     for a in core.kept_slots(job.job_id)
                 ],
                 speculative=self._state.speculative_log.of(job.job_id),
+                kept_ended=[
+                    rm_pb.ReservedSlot(
+                        allocation_id=e.allocation_id,
+                        phase=e.phase,
+                        node_id=e.node_id,
+                        ended=e.reason,
+                        ended_at=e.at,
+                    )
+                    for e in core.kept_log.of(job.job_id)
+                ],
             )
 
         return await _answer(context, "GetJob", lambda: self._state.read(detail))
@@ -944,7 +954,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 for a in request.asks
             ]
             progress = [wire.progress_from_pb(p) for p in request.progress]
-            kept = [KeptSlot(k.allocation_id, k.phase, k.until) for k in request.kept]
+            kept = [KeptSlot(k.allocation_id, k.phase, k.until, k.ended) for k in request.kept]
             SpeculativeLog.check(request.speculative)
             result = self._state.run(
                 lambda core, now: core.allocate(

@@ -101,14 +101,16 @@ def _reserving(
 
 def _simulate(
     jobs: Sequence[SimJob], base: SimSettings, seed: int
-) -> tuple[dict[str, JobOutcome], dict[str, int]]:
-    """Outcomes and non-local task counts, by job name."""
+) -> tuple[dict[str, JobOutcome], dict[str, int], dict[str, Mapping[str, int]]]:
+    """Outcomes, non-local task counts and how kept containers ended (kind -> count, as the
+    RM recorded them), by job name."""
     settings = dataclasses.replace(base, locality=True)
     simulation = Simulation(jobs, settings, seed)
     result = simulation.run(progress_every=0)
     names = {o.job_id: o.name for o in result.outcomes}
     nonlocal_tasks = {names[j]: n for j, n in simulation.nonlocal_tasks.items() if j in names}
-    return {o.name: o for o in result.outcomes}, nonlocal_tasks
+    kept_ends = {o.name: simulation.core.kept_log.counts(o.job_id) for o in result.outcomes}
+    return {o.name: o for o in result.outcomes}, nonlocal_tasks, kept_ends
 
 
 def _completion(outcome: JobOutcome) -> float:
@@ -129,7 +131,11 @@ def _mean(values: Sequence[float]) -> float:
 class IsolationRow:
     """One configuration's figures.  ``slowdown`` and ``nonlocal_share`` are per foreground
     class (mean slowdown against alone; the share of its downstream tasks that ran without
-    local input); ``background_slowdown`` is against ``none`` (nan for ``none`` itself)."""
+    local input); ``background_slowdown`` is against ``none`` (nan for ``none`` itself).
+    Also per class: ``slower`` (its jobs more than 10 % slower than alone, of ``jobs``),
+    ``worst`` (the largest slowdown) and ``kept_lost`` (kept containers that ended before
+    their phase could use them: at their deadline, taken back or lost with their node, as the
+    RM recorded them)."""
 
     config: str
     slowdown: Mapping[str, float]
@@ -137,6 +143,16 @@ class IsolationRow:
     background_slowdown: float
     background_mean_s: float
     unfinished: int
+    jobs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    slower: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    worst: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    kept_lost: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+
+SLOWER = 1.1
+"""A foreground job this many times slower than alone counts in ``IsolationRow.slower``."""
+KEPT_LOST = ("deadline", "taken", "lost")
+"""How a kept container ends before its phase could use it (:class:`KeptLog` kinds)."""
 
 
 def run_isolation(
@@ -151,8 +167,8 @@ def run_isolation(
     if on_run is not None:
         on_run("alone")
     fg_only = [job for job in jobs if foreground(job)]
-    alone, _ = _simulate(_reserving(fg_only, ISOLATION_CONFIGS[ALONE], foreground), base, seed)
-    runs: dict[str, tuple[dict[str, JobOutcome], dict[str, int]]] = {}
+    alone, _, _ = _simulate(_reserving(fg_only, ISOLATION_CONFIGS[ALONE], foreground), base, seed)
+    runs: dict[str, tuple[dict[str, JobOutcome], dict[str, int], dict[str, Mapping[str, int]]]] = {}
     for name in ("none", *[c for c in configs if c != "none"]):
         if on_run is not None:
             on_run(name)
@@ -160,9 +176,11 @@ def run_isolation(
     baseline = runs["none"][0]
     rows = []
     for name in configs:
-        outcomes, nonlocal_tasks = runs[name]
+        outcomes, nonlocal_tasks, kept_ends = runs[name]
         rows.append(
-            _isolation_row(name, jobs, foreground, outcomes, nonlocal_tasks, alone, baseline)
+            _isolation_row(
+                name, jobs, foreground, outcomes, nonlocal_tasks, alone, baseline, kept_ends
+            )
         )
     return rows
 
@@ -175,8 +193,10 @@ def _isolation_row(
     nonlocal_tasks: Mapping[str, int],
     alone: Mapping[str, JobOutcome],
     baseline: Mapping[str, JobOutcome],
+    kept_ends: Mapping[str, Mapping[str, int]] | None = None,
 ) -> IsolationRow:
     slowdowns: dict[str, list[float]] = {}
+    kept_lost: dict[str, int] = {}
     downstream: dict[str, list[int]] = {}  # class -> [non-local, downstream tasks]
     background: list[float] = []
     for job in jobs:
@@ -186,6 +206,10 @@ def _isolation_row(
             counts = downstream.setdefault(job.job_class, [0, 0])
             counts[0] += nonlocal_tasks.get(job.name, 0)
             counts[1] += sum(p.tasks for p in job.spec.phases if p.after)
+            ends = (kept_ends or {}).get(job.name, {})
+            kept_lost[job.job_class] = kept_lost.get(job.job_class, 0) + sum(
+                ends.get(kind, 0) for kind in KEPT_LOST
+            )
         elif name != "none":
             background.append(time / _completion(baseline[job.name]) - 1.0)
     return IsolationRow(
@@ -195,6 +219,10 @@ def _isolation_row(
         background_slowdown=_mean(background) if background else math.nan,
         background_mean_s=_mean([_completion(outcomes[j.name]) for j in jobs if not foreground(j)]),
         unfinished=sum(1 for o in outcomes.values() if o.state != "succeeded"),
+        jobs={c: len(v) for c, v in sorted(slowdowns.items())},
+        slower={c: sum(1 for x in v if not x <= SLOWER) for c, v in sorted(slowdowns.items())},
+        worst={c: max(v, default=math.nan) for c, v in sorted(slowdowns.items())},
+        kept_lost=dict(sorted(kept_lost.items())),
     )
 
 
@@ -202,18 +230,29 @@ def format_isolation(rows: Sequence[IsolationRow], nodes: int, cpu: float) -> st
     classes = list(rows[0].slowdown) if rows else []
     lines = [
         f"{nodes} nodes of {cpu:g} cpu; foreground slowdown against running alone with its "
-        "slots kept (mean; 1.00 = none), share of its downstream tasks without local input, and "
-        "the background's mean slowdown against `none`",
+        "slots kept (mean; 1.00 = none; the worst job; jobs more than 10 % slower), share of "
+        "its downstream tasks without local input, kept containers lost before their phase "
+        "could use them (deadline, taken back, node lost), and the background's mean slowdown "
+        "against `none`",
         "",
         "| configuration | "
-        + " | ".join(f"{c} slowdown | {c} non-local" for c in classes)
+        + " | ".join(
+            f"{c} slowdown | {c} worst | {c} > +10 % | {c} non-local | {c} kept lost"
+            for c in classes
+        )
         + " | background slowdown | background mean (s) | not succeeded |",
-        "|---|" + "---|---|" * len(classes) + "---|---|---|",
+        "|---|" + "---|---|---|---|---|" * len(classes) + "---|---|---|",
     ]
     for row in rows:
         cells = []
         for c in classes:
-            cells += [f"{row.slowdown[c]:.2f}", f"{row.nonlocal_share[c]:.0%}"]
+            cells += [
+                f"{row.slowdown[c]:.2f}",
+                f"{row.worst.get(c, math.nan):.2f}",
+                f"{row.slower.get(c, 0)} of {row.jobs.get(c, 0)}",
+                f"{row.nonlocal_share[c]:.0%}",
+                f"{row.kept_lost.get(c, 0)}",
+            ]
         bg = "-" if math.isnan(row.background_slowdown) else f"{row.background_slowdown:+.2%}"
         lines.append(
             f"| {row.config} | "
@@ -307,7 +346,7 @@ def run_stragglers(
         for label, reservation in (("without", WITHOUT_COPIES), ("with", WITH_COPIES)):
             if on_run is not None:
                 on_run(f"alpha={alpha:g} {label} copies")
-            outcomes, _ = _simulate(_reserving(redrawn, reservation, foreground), base, seed)
+            outcomes, _, _ = _simulate(_reserving(redrawn, reservation, foreground), base, seed)
             times[label] = {j.name: _completion(outcomes[j.name]) for j in redrawn if foreground(j)}
         classes: dict[str, list[str]] = {}
         for job in redrawn:

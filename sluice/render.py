@@ -230,6 +230,7 @@ def job_detail(detail: rm_pb.JobDetail, service_watch: Sequence[str] = ()) -> st
                 ],
             )
         )
+    lines.extend(kept_ended_lines(detail.kept_ended))
     copies = side_by_side(detail.tasks)
     if copies:
         lines.append("")
@@ -260,6 +261,37 @@ def speculative_section(attempts: Sequence[rm_pb.SpeculativeAttempt]) -> str:
             ),
         ]
     )
+
+
+def kept_ended_lines(ended: Sequence[rm_pb.ReservedSlot]) -> list[str]:
+    """The job view's account of its kept containers' ends (slot reservation): how many ended
+    each way, and each that ended before its phase could use it (deadline, taken, lost)."""
+    if not ended:
+        return []
+    counts: dict[str, int] = {}
+    for e in ended:
+        kind = "lost" if e.ended.startswith("node ") else e.ended.split(":", 1)[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    summary = ", ".join(f"{kind} {count}" for kind, count in sorted(counts.items()))
+    lines = ["", f"kept containers that ended ({summary}; docs/reservation.md)"]
+    unused = [e for e in ended if e.ended not in ("used", "released")]
+    if unused:
+        lines.append(
+            table(
+                ["CONTAINER", "NODE", "KEPT FOR", "ENDED", "WHY"],
+                [
+                    [
+                        e.allocation_id,
+                        e.node_id,
+                        e.phase,
+                        time.strftime("%H:%M:%S", time.localtime(e.ended_at)),
+                        e.ended,
+                    ]
+                    for e in unused
+                ],
+            )
+        )
+    return lines
 
 
 def side_by_side(tasks: Sequence[rm_pb.TaskInfo]) -> dict[str, list[rm_pb.TaskInfo]]:

@@ -233,18 +233,20 @@ class PreemptionEvent(_message.Message):
     def __init__(self, time: _Optional[float] = ..., action: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reason: _Optional[str] = ..., work_lost_s: _Optional[float] = ...) -> None: ...
 
 class JobDetail(_message.Message):
-    __slots__ = ("summary", "spec", "tasks", "kept", "speculative")
+    __slots__ = ("summary", "spec", "tasks", "kept", "speculative", "kept_ended")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
+    KEPT_ENDED_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     spec: _common_pb2.JobSpec
     tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
     kept: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
     speculative: _containers.RepeatedCompositeFieldContainer[SpeculativeAttempt]
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., speculative: _Optional[_Iterable[_Union[SpeculativeAttempt, _Mapping]]] = ...) -> None: ...
+    kept_ended: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., speculative: _Optional[_Iterable[_Union[SpeculativeAttempt, _Mapping]]] = ..., kept_ended: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ...) -> None: ...
 
 class SpeculativeAttempt(_message.Message):
     __slots__ = ("task_id", "attempt", "node_id", "outcome", "message")
@@ -623,16 +625,20 @@ class AllocateRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., asks: _Optional[_Iterable[_Union[Ask, _Mapping]]] = ..., releases: _Optional[_Iterable[str]] = ..., progress: _Optional[_Iterable[_Union[PhaseProgress, _Mapping]]] = ..., events_after: _Optional[int] = ..., master_attempt: _Optional[int] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., resolve_nodes: _Optional[_Iterable[str]] = ..., speculative: _Optional[_Iterable[_Union[SpeculativeAttempt, _Mapping]]] = ...) -> None: ...
 
 class ReservedSlot(_message.Message):
-    __slots__ = ("allocation_id", "phase", "until", "node_id")
+    __slots__ = ("allocation_id", "phase", "until", "node_id", "ended", "ended_at")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     UNTIL_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     phase: str
     until: float
     node_id: str
-    def __init__(self, allocation_id: _Optional[str] = ..., phase: _Optional[str] = ..., until: _Optional[float] = ..., node_id: _Optional[str] = ...) -> None: ...
+    ended: str
+    ended_at: float
+    def __init__(self, allocation_id: _Optional[str] = ..., phase: _Optional[str] = ..., until: _Optional[float] = ..., node_id: _Optional[str] = ..., ended: _Optional[str] = ..., ended_at: _Optional[float] = ...) -> None: ...
 
 class SequencedTaskEvent(_message.Message):
     __slots__ = ("seq", "event", "execution")

@@ -10,6 +10,7 @@ the finished fraction past the threshold R), so the caller keeps no extra state 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -29,8 +30,9 @@ class PhaseView:
         num_tasks: m, the degree of parallelism of the current phase (m >= 1).
         finished_before: tasks of this phase that had finished before this one
             (0 <= finished_before < m); this task is the ``finished_before + 1``-th finisher.
-        downstream_num_tasks: n, the degree of parallelism of the next phase, or ``None`` when it
-            is not known in advance (Case-1).
+        downstream_num_tasks: n, the tasks the phase's barrier releases (the degree of
+            parallelism of the next phase; on a fork, the sum over every downstream phase the
+            slot may serve), or ``None`` when it is not known in advance (Case-1).
         is_final_phase: whether the task belongs to the job's last phase.
         prereserve_threshold: R, the finished fraction past which the extra n - m slots of
             Case-2.3 are requested (0 <= R <= 1; R = 1 never pre-reserves).
@@ -104,3 +106,23 @@ def handle_task_completion(phase: PhaseView) -> CompletionDecision:
     if crossed_now:
         return CompletionDecision(SlotAction.RESERVE, phase.job_priority, prereserve=n - m)
     return reserve
+
+
+def share_prereservation(rooms: Sequence[int], still_to_finish: int) -> tuple[int, ...]:
+    """Case-2.3 on a fork: how many slots to pre-reserve for each downstream phase.
+
+    ``rooms`` are the downstream phases' slots still missing (tasks less slots kept for them),
+    in the order the finishing phase fills them; ``still_to_finish`` its tasks still running,
+    each of which will keep its slot for the first phase with room.  What those slots leave
+    of each phase's room is pre-reserved for it, so the barrier finds every downstream task a
+    slot: the extra n - m of Alg. 1 line 16, shared out among the phases the barrier releases.
+    """
+    if still_to_finish < 0 or any(room < 0 for room in rooms):
+        raise ValueError("rooms, still_to_finish: must not be negative")
+    coming = still_to_finish
+    shares = []
+    for room in rooms:
+        taken = min(room, coming)
+        coming -= taken
+        shares.append(room - taken)
+    return tuple(shares)

@@ -271,12 +271,12 @@ def test_the_rm_is_told_of_each_change_of_a_reservation_once():
     start(plan, "p0", 2)
     assert plan.kept_changes() == []
     finish(plan, "p0-0", at=5.0)
-    ((allocation_id, phase, expiry),) = plan.kept_changes()
-    assert (phase, expiry) == ("p1", deadline_for_isolation(0.5, 10.0, 2.0, 2))
+    ((allocation_id, phase, expiry, ended),) = plan.kept_changes()
+    assert (phase, expiry, ended) == ("p1", deadline_for_isolation(0.5, 10.0, 2.0, 2), "")
     assert plan.kept_changes() == []  # told once
     last = finish(plan, "p0-1", at=6.0)  # the barrier: the kept container runs p1-0
     assert allocation_id in {launch.container.allocation_id for launch in last.launches}
-    assert (allocation_id, "", math.inf) in plan.kept_changes()
+    assert (allocation_id, "", math.inf, "used") in plan.kept_changes()
 
 
 def test_without_a_prior_every_kept_container_is_told_again_once_the_deadline_is_known():
@@ -284,10 +284,10 @@ def test_without_a_prior_every_kept_container_is_told_again_once_the_deadline_is
     start(plan, "p0", 6)
     for index in range(4):
         finish(plan, f"p0-{index}", at=2.0 + index)
-    assert {expiry for _a, _p, expiry in plan.kept_changes()} == {math.inf}
+    assert {expiry for _a, _p, expiry, _e in plan.kept_changes()} == {math.inf}
     finish(plan, "p0-4", at=9.0)
     changes = plan.kept_changes()
-    assert len(changes) == 5 and all(math.isfinite(expiry) for _a, _p, expiry in changes)
+    assert len(changes) == 5 and all(math.isfinite(expiry) for _a, _p, expiry, _e in changes)
 
 
 def test_a_pre_reservation_prefers_the_nodes_of_the_upstream_tasks_done_and_running():
