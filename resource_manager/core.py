@@ -1568,7 +1568,7 @@ class ResourceManagerCore:
         """Record why the job's kept containers it reports ended (or gives back) stopped being
         kept (:class:`KeptLog`): the job master's reason, else "released"."""
         ended = {slot.allocation_id: slot.ended for slot in kept if not slot.phase}
-        for allocation_id in (*ended, *releases):
+        for allocation_id in dict.fromkeys((*ended, *releases)):  # (each once)
             allocation = self.allocations.get(allocation_id)
             if allocation is not None and allocation.kept_for:
                 reason = (ended.get(allocation_id) or "released")[:200]  # (bounded: from the wire)
