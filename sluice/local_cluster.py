@@ -4,8 +4,11 @@ processes.
 ``up`` starts the data plane — a Kafka-protocol broker and an MQTT broker (embedded: Tansu and
 amqtt, unless ``--kafka`` / ``--mqtt`` name existing ones) and the cluster aggregator (with
 InfluxDB when ``--influx-url`` is given) — then one resource manager and N node agents.  Each is
-its own process, in its own session, logging to ``DIR/logs``.  It waits until every node has
-registered and writes ``DIR/cluster.json``.  ``down`` drains every agent (stopping its tasks and
+its own process, in its own session, logging to ``DIR/logs``.  What does not wait on another
+starts at once: the brokers, the aggregator and the RM together (their ports are picked first,
+so each is told the others' addresses before they serve), then every agent together once the RM
+serves; each is said as it starts and as it is ready.  It waits until every node has registered
+and writes ``DIR/cluster.json``.  ``down`` and ``status`` where no cluster runs say so.  ``down`` drains every agent (stopping its tasks and
 removing their cgroups and containers) through its ``Drain`` RPC, starting an agent that died
 again first so that it can, then stops every process it started (each pid only while it is
 still that process: ``cluster.json`` records each one's identity beside its pid, see
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +49,7 @@ from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 START_TIMEOUT = 30.0
+IDENTITY_WAIT = 5.0  # seconds a child just spawned may take to show its command line
 Say = Callable[[str], None]
 
 
@@ -127,13 +132,26 @@ def _record_pid(
     identity beside it (start time, boot, command line: what tells it from a later process
     with the same pid).  Returns ``record``."""
     record[pid_key] = process.pid
-    # Until reaped (poll() reaps), a child keeps its pid: what /proc shows is this process.
-    identity = read_identity(process.pid) if process.poll() is None else None
+    identity = _child_identity(process)
     if identity is not None:
         record[_identity_key(pid_key)] = identity.to_record()
     else:  # it already exited: a later process with its pid is not it (no start time matches)
         record[_identity_key(pid_key)] = ProcessIdentity(process.pid, -1, "", ()).to_record()
     return record
+
+
+def _child_identity(process: subprocess.Popen[bytes]) -> ProcessIdentity | None:
+    """The identity of ``process``, a child just started; None once it has exited.  Right
+    after ``Popen`` returns, the child's ``execve`` may not have published its command line yet
+    (``/proc/PID/cmdline`` reads empty, a third of the time on a loaded host), and an identity
+    with no command line is never judged to be the process later: wait for it (briefly)."""
+    deadline = time.monotonic() + IDENTITY_WAIT
+    while True:
+        # Until reaped (poll() reaps), a child keeps its pid: what /proc shows is this process.
+        identity = read_identity(process.pid) if process.poll() is None else None
+        if identity is None or identity.cmdline or time.monotonic() > deadline:
+            return identity
+        time.sleep(0.005)
 
 
 def _recorded_process(record: dict[str, object], name: str, pid_key: str, argv: object) -> Recorded:
@@ -220,7 +238,13 @@ def _check_rm_settings(spec: LocalClusterSpec) -> None:
 
 
 def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
+    """Start the cluster and return its ``cluster.json`` record.  Whatever does not wait on
+    another starts at once: the brokers, the aggregator and the RM together (each is told the
+    others' addresses, on ports picked before they start), then the agents together once the RM
+    serves.  ``say`` hears each daemon as it starts and as it is ready."""
     _check_rm_settings(spec)
+    if spec.kafka_tls and spec.kafka is None:
+        raise UserError("--kafka-tls: needs --kafka (the embedded broker, Tansu, has no TLS)")
     directory = spec.directory.resolve()
     if cluster_file(directory).exists():
         existing = read_cluster(directory)
@@ -231,21 +255,262 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         cluster_file(directory).unlink()
     directory.mkdir(parents=True, exist_ok=True)
     logs = directory / "logs"
-    python = sys.executable
     cluster_id = cluster_id_for(directory)
     node_ids = [f"node-{index}" for index in range(1, spec.nodes + 1)]
     certs = _certificates(spec, directory, cluster_id, node_ids, say)
     client_tls = ClientTls.load(certs.client) if certs is not None else None
-    services: list[dict[str, object]] = []
+    say(f"starting a local cluster of {spec.nodes} nodes in {directory} (logs in {logs})")
+    clock = _Clock()
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="local-up")
+    plane = _Plane(spec, certs)
+    started: list[subprocess.Popen[bytes]] = []
     try:
-        plane = _start_data_plane(spec, directory, logs, services, say, certs)
+        # The brokers, the aggregator and the RM at once: none needs another serving to start.
+        brokers_starting = _start_brokers(plane, logs, pool, say)
+        aggregator = _spawn_aggregator(spec, plane, directory, logs, certs)
+        started.append(aggregator.process)
+        storage = f"InfluxDB {spec.influx_url}" if spec.influx_url else "windows in memory only"
+        say(
+            f"starting the aggregator at {plane.aggregator} (ranking every "
+            f"{spec.aggregator_period:g} s; {storage})"
+        )
+        rm_argv = _rm_argv(spec, plane, directory, cluster_id, certs)
+        for stale in _published_files(directory / "rm.addr"):
+            stale.unlink(missing_ok=True)
+        rm = _spawn(rm_argv, logs / "rm.log")
+        started.append(rm)
+        say("starting the resource manager")
+        ready = _wait_ready(
+            [
+                *brokers_starting,
+                aggregator.pending("the aggregator"),
+                _Pending.of_file(
+                    "the resource manager", directory / "rm.addr", rm, logs / "rm.log"
+                ),
+            ],
+            say,
+            clock,
+        )
+        rm_address = ready["the resource manager"]
+        tokens_file = directory / "rm.addr.tokens"
+        rm_tokens = tokens_file.read_text().strip() if tokens_file.exists() else ""
+        # Every agent at once, now that the RM serves.
+        nodes = _start_agents(spec, directory, rm_address, cluster_id, certs, started, say, clock)
+        _wait_registered(rm_address, client_tls, spec.nodes, started, logs, say, clock)
     except BaseException:
-        stop(_services(services), say)
+        stop([*_children(started), *_services(plane.broker_records(wait=True))], say)
         raise
-    rm_addr_file = directory / "rm.addr"
-    rm_addr_file.unlink(missing_ok=True)
+    finally:
+        pool.shutdown(wait=False)
+    cluster: dict[str, object] = {
+        "cluster_id": cluster_id,
+        "rm": rm_address,
+        "rm_tokens": rm_tokens,  # the bearer-token port ("" without TLS)
+        "rm_argv": rm_argv,
+        "runtime": spec.runtime,
+        "directory": str(directory),
+        "nodes": nodes,
+        # In the order they start: `down` stops them the other way round.
+        "services": [*plane.broker_records(wait=False), aggregator.record],
+        "data_plane": {"kafka": plane.kafka, "mqtt": plane.mqtt, "aggregator": plane.aggregator},
+        "client_tls": str(certs.client) if certs is not None else "",
+        "started": time.time(),
+    }
+    _record_pid(cluster, "rm_pid", rm)
+    _write_cluster(directory, cluster)
+    say(
+        f"{spec.nodes} nodes registered ({spec.runtime} runtime) in {clock.elapsed():.1f} s; "
+        f"see {cluster_file(directory)}"
+    )
+    return cluster
+
+
+def _start_agents(
+    spec: LocalClusterSpec,
+    directory: Path,
+    rm_address: str,
+    cluster_id: str,
+    certs: ClusterCerts | None,
+    started: list[subprocess.Popen[bytes]],
+    say: Say,
+    clock: _Clock,
+) -> list[dict[str, object]]:
+    """Start every node's agent at once (each joins ``started``); their ``cluster.json``
+    records once each serves."""
+    logs = directory / "logs"
+    node_ids = [f"node-{index}" for index in range(1, spec.nodes + 1)]
+    nodes: list[dict[str, object]] = []
+    agents: list[_Pending] = []
+    for node_id in node_ids:
+        addr_file = directory / f"{node_id}.addr"
+        addr_file.unlink(missing_ok=True)
+        argv = _agent_argv(spec, directory, rm_address, cluster_id, node_id, certs)
+        agent = _spawn(argv, logs / f"{node_id}.log")
+        started.append(agent)
+        nodes.append(_record_pid({"node_id": node_id, "argv": argv}, "pid", agent))
+        agents.append(
+            _Pending.of_file(f"agent {node_id}", addr_file, agent, logs / f"{node_id}.log")
+        )
+    say(f"starting {len(node_ids)} node agents ({', '.join(node_ids)}, {spec.runtime} runtime)")
+    addresses = _wait_ready(agents, say, clock)
+    for node in nodes:
+        node["address"] = addresses[f"agent {node['node_id']}"]
+        node["argv"] = pinned_argv(node["argv"], str(node["address"]))  # type: ignore[arg-type]
+    return nodes
+
+
+class _Clock:
+    """Seconds since ``up`` began, for its progress lines."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+@dataclass
+class _Pending:
+    """A daemon starting: ``ready()`` is its address once it serves, None until then, and
+    raises UserError once it cannot (it exited)."""
+
+    name: str
+    ready: Callable[[], str | None]
+    log_path: Path
+
+    @classmethod
+    def of_file(
+        cls, name: str, address_file: Path, process: subprocess.Popen[bytes], log_path: Path
+    ) -> _Pending:
+        """A daemon that publishes its address in ``address_file`` once it serves (removed
+        before it was spawned)."""
+
+        def ready() -> str | None:
+            if address_file.exists():
+                return address_file.read_text().strip() or None
+            if process.poll() is not None:
+                raise UserError(
+                    f"{name} exited with code {process.returncode}: {_last_line(log_path)}"
+                )
+            return None
+
+        return cls(name, ready, log_path)
+
+    @classmethod
+    def of_future(
+        cls, name: str, future: Future[brokers.ServiceProcess], log_path: Path
+    ) -> _Pending:
+        """A broker that ``brokers.start_*`` starts in ``future`` (which raises its error)."""
+        return cls(name, lambda: future.result().address if future.done() else None, log_path)
+
+
+def _wait_ready(pending: list[_Pending], say: Say, clock: _Clock) -> dict[str, str]:
+    """Wait until every one of ``pending`` serves, saying each as it does; their addresses by
+    name.  UserError when one exits, or when none gets ready for ``START_TIMEOUT`` (progress
+    restarts the clock: daemons starting together on a loaded machine take longer, not
+    forever)."""
+    addresses: dict[str, str] = {}
+    deadline = time.monotonic() + START_TIMEOUT
+    while len(addresses) < len(pending):
+        for item in pending:
+            if item.name in addresses:
+                continue
+            address = item.ready()
+            if address is not None:
+                addresses[item.name] = address
+                say(f"{item.name} ready at {address} ({clock.elapsed():.1f} s)")
+                deadline = time.monotonic() + START_TIMEOUT
+        if len(addresses) == len(pending):
+            break
+        if time.monotonic() > deadline:
+            late = [p for p in pending if p.name not in addresses]
+            raise UserError(
+                f"{', '.join(p.name for p in late)} did not start within {START_TIMEOUT:.0f} s "
+                f"(see {late[0].log_path})"
+            )
+        time.sleep(0.05)
+    return addresses
+
+
+class _Plane:
+    """The data plane's addresses, known before anything starts (free ports picked first), and
+    the embedded brokers being started."""
+
+    def __init__(self, spec: LocalClusterSpec, certs: ClusterCerts | None) -> None:
+        self.certs = certs
+        self.embedded_kafka = brokers.free_port() if spec.kafka is None else None
+        self.embedded_mqtt = brokers.free_port() if spec.mqtt is None else None
+        self.kafka = spec.kafka or f"127.0.0.1:{self.embedded_kafka}"
+        scheme = "mqtts" if certs is not None else "mqtt"
+        self.mqtt = spec.mqtt or f"{scheme}://127.0.0.1:{self.embedded_mqtt}"
+        self.aggregator = f"127.0.0.1:{brokers.free_port()}"
+        self.futures: list[Future[brokers.ServiceProcess]] = []
+
+    def broker_records(self, *, wait: bool) -> list[dict[str, object]]:
+        """The embedded brokers started, as ``cluster.json`` records them; with ``wait``, after
+        those still starting are done (to stop them all), else only those started."""
+        records = []
+        for future in self.futures:
+            if not (wait or future.done()):
+                continue
+            with contextlib.suppress(Exception):
+                records.append(_service_record(future.result()))
+        return records
+
+
+def _start_brokers(plane: _Plane, logs: Path, pool: ThreadPoolExecutor, say: Say) -> list[_Pending]:
+    """Start the embedded brokers (those not given), each in ``pool``."""
+    pending = []
+    if plane.embedded_kafka is not None:
+        say(
+            f"starting the embedded Kafka-protocol broker (Tansu) at {plane.kafka}, plaintext "
+            "(Tansu has no TLS): kafka-python clients work, librdkafka before 2.2 (e.g. Debian "
+            "12's kcat) fails its handshake; --kafka HOST:PORT uses an Apache Kafka instead"
+        )
+        future = pool.submit(brokers.start_kafka, plane.embedded_kafka, logs / "kafka.log")
+        plane.futures.append(future)
+        pending.append(_Pending.of_future("kafka", future, logs / "kafka.log"))
+    if plane.embedded_mqtt is not None:
+        # Over TLS when the cluster has certificates: the broker presents a broker certificate
+        # of the cluster's CA and admits only clients holding one of that CA's.
+        tls = plane.certs is not None
+        say(
+            f"starting the embedded MQTT broker (amqtt) at {plane.mqtt}"
+            + (" (TLS, client certificates of the cluster required)" if tls else "")
+        )
+        future = pool.submit(
+            brokers.start_embedded_mqtt,
+            plane.embedded_mqtt,
+            logs / "mqtt.log",
+            tls_dir=plane.certs.mqtt_broker if plane.certs is not None else None,
+        )
+        plane.futures.append(future)
+        pending.append(_Pending.of_future("mqtt", future, logs / "mqtt.log"))
+    return pending
+
+
+@dataclass
+class _Started:
+    """A daemon of ours just spawned, and its ``cluster.json`` record."""
+
+    process: subprocess.Popen[bytes]
+    record: dict[str, object]
+    address_file: Path
+    log_path: Path
+
+    def pending(self, name: str) -> _Pending:
+        return _Pending.of_file(name, self.address_file, self.process, self.log_path)
+
+
+def _rm_argv(
+    spec: LocalClusterSpec,
+    plane: _Plane,
+    directory: Path,
+    cluster_id: str,
+    certs: ClusterCerts | None,
+) -> list[str]:
     rm_argv = [
-        python,
+        sys.executable,
         "-m",
         "sluice",
         "rm",
@@ -256,69 +521,22 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
         "--cluster-id",
         cluster_id,
         "--address-file",
-        str(rm_addr_file),
+        str(directory / "rm.addr"),
         "--node-timeout",
         str(node_timeout_for(spec.heartbeat_interval)),
         "--kafka",
-        plane["kafka"],
+        plane.kafka,
         "--mqtt",
-        plane["mqtt"],
+        plane.mqtt,
         "--aggregator",
-        plane["aggregator"],
+        plane.aggregator,
         *_tls_flags(certs.rm if certs is not None else None),
         *(["--kafka-tls"] if spec.kafka_tls else []),
     ]
     rm_argv += _rm_options(spec)
     if certs is not None:  # people without a certificate come with bearer tokens
         rm_argv += ["--token-listen", "127.0.0.1:0"]
-    rm = _spawn(rm_argv, logs / "rm.log")
-    started: list[subprocess.Popen[bytes]] = [rm]
-    try:
-        rm_address = _wait_for_file(rm_addr_file, rm, "the resource manager", logs / "rm.log")
-        say(f"resource manager at {rm_address}")
-        tokens_file = rm_addr_file.with_name(rm_addr_file.name + ".tokens")
-        rm_tokens = tokens_file.read_text().strip() if tokens_file.exists() else ""
-        nodes: list[dict[str, object]] = []
-        for node_id in node_ids:
-            addr_file = directory / f"{node_id}.addr"
-            addr_file.unlink(missing_ok=True)
-            argv = _agent_argv(spec, directory, rm_address, cluster_id, node_id, certs)
-            agent = _spawn(argv, logs / f"{node_id}.log")
-            started.append(agent)
-            nodes.append(
-                _record_pid(
-                    {"node_id": node_id, "addr_file": str(addr_file), "argv": argv}, "pid", agent
-                )
-            )
-        for node, agent in zip(nodes, started[1:], strict=True):
-            node["address"] = _wait_for_file(
-                Path(str(node["addr_file"])),
-                agent,
-                f"agent {node['node_id']}",
-                logs / f"{node['node_id']}.log",
-            )
-            node["argv"] = pinned_argv(node["argv"], str(node["address"]))  # type: ignore[arg-type]
-        _wait_registered(rm_address, client_tls, spec.nodes, started, logs)
-    except BaseException:
-        stop([*_children(started), *_services(services)], say)
-        raise
-    cluster: dict[str, object] = {
-        "cluster_id": cluster_id,
-        "rm": rm_address,
-        "rm_tokens": rm_tokens,  # the bearer-token port ("" without TLS)
-        "rm_argv": rm_argv,
-        "runtime": spec.runtime,
-        "directory": str(directory),
-        "nodes": [{k: v for k, v in n.items() if k != "addr_file"} for n in nodes],
-        "services": services,
-        "data_plane": plane,
-        "client_tls": str(certs.client) if certs is not None else "",
-        "started": time.time(),
-    }
-    _record_pid(cluster, "rm_pid", rm)
-    _write_cluster(directory, cluster)
-    say(f"{spec.nodes} nodes registered ({spec.runtime} runtime); see {cluster_file(directory)}")
-    return cluster
+    return rm_argv
 
 
 def _agent_argv(
@@ -387,42 +605,15 @@ def _tls_flags(tls_dir: Path | None) -> list[str]:
     return ["--tls-dir", str(tls_dir)] if tls_dir is not None else ["--insecure"]
 
 
-def _start_data_plane(
+def _spawn_aggregator(
     spec: LocalClusterSpec,
+    plane: _Plane,
     directory: Path,
     logs: Path,
-    services: list[dict[str, object]],
-    say: Say,
     certs: ClusterCerts | None,
-) -> dict[str, str]:
-    """Brokers (unless given) and the aggregator; ``services`` collects what was started."""
-    kafka = spec.kafka
-    if spec.kafka_tls and kafka is None:
-        raise UserError("--kafka-tls: needs --kafka (the embedded broker, Tansu, has no TLS)")
-    if kafka is None:
-        broker = brokers.start_kafka(brokers.free_port(), logs / "kafka.log")
-        services.append(_service_record(broker))
-        kafka = broker.address
-        say(
-            f"embedded Kafka-protocol broker (Tansu) at {kafka}, plaintext (Tansu has no TLS): "
-            "kafka-python clients work, librdkafka before 2.2 (e.g. Debian 12's kcat) fails "
-            "its handshake; --kafka HOST:PORT uses an Apache Kafka instead"
-        )
-    mqtt = spec.mqtt
-    if mqtt is None:
-        # Over TLS when the cluster has certificates: the broker presents a broker certificate
-        # of the cluster's CA and admits only clients holding one of that CA's.
-        broker = brokers.start_embedded_mqtt(
-            brokers.free_port(),
-            logs / "mqtt.log",
-            tls_dir=certs.mqtt_broker if certs is not None else None,
-        )
-        services.append(_service_record(broker))
-        mqtt = f"{'mqtts' if certs is not None else 'mqtt'}://{broker.address}"
-        say(
-            f"embedded MQTT broker (amqtt) at {mqtt}"
-            + (" (TLS, client certificates of the cluster required)" if certs is not None else "")
-        )
+) -> _Started:
+    """Spawn the aggregator on ``plane.aggregator`` (the RM hands that address out, so the
+    port is picked first; the command line ``cluster.json`` records keeps it)."""
     addr_file = directory / "aggregator.addr"
     addr_file.unlink(missing_ok=True)
     argv = [
@@ -431,13 +622,13 @@ def _start_data_plane(
         "sluice",
         "aggregator",
         "--listen",
-        "127.0.0.1:0",
+        plane.aggregator,
         "--address-file",
         str(addr_file),
         "--kafka",
-        kafka,
+        plane.kafka,
         "--mqtt",
-        mqtt,
+        plane.mqtt,
         "--period",
         str(spec.aggregator_period),
         # Three missed samples make a machine disconnected (at least a second, so a busy
@@ -454,13 +645,10 @@ def _start_data_plane(
     argv += ["--mode", spec.oversubscription, *spec.aggregator_args]
     log_path = logs / "aggregator.log"
     process = _spawn(argv, log_path)
-    services.append(_record_pid({"name": "aggregator", "argv": argv}, "pid", process))
-    address = _wait_for_file(addr_file, process, "the aggregator", log_path)
-    services[-1]["address"] = address
-    services[-1]["argv"] = pinned_argv(argv, address)  # the RM's --aggregator stays right
-    storage = f"InfluxDB {spec.influx_url}" if spec.influx_url else "windows in memory only"
-    say(f"aggregator at {address} (ranking every {spec.aggregator_period:g} s; {storage})")
-    return {"kafka": kafka, "mqtt": mqtt, "aggregator": address}
+    record = _record_pid(
+        {"name": "aggregator", "argv": argv, "address": plane.aggregator}, "pid", process
+    )
+    return _Started(process, record, addr_file, log_path)
 
 
 def pinned_argv(argv: list[str], address: str) -> list[str]:
@@ -490,8 +678,12 @@ def _wait_registered(
     count: int,
     processes: list[subprocess.Popen[bytes]],
     logs: Path,
+    say: Say | None = None,
+    clock: _Clock | None = None,
 ) -> None:
+    """Until ``count`` nodes are ready at the RM (``say`` hears each as it registers)."""
     client = RMClient.connect(rm_address, tls)
+    seen: set[str] = set()
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -502,7 +694,13 @@ def _wait_registered(
                     )
             with contextlib.suppress(grpc.RpcError):
                 nodes = client.jobs.ListNodes(rm_pb.ListNodesRequest(), timeout=2).nodes
-                if sum(1 for n in nodes if n.state == rm_pb.NODE_READY) >= count:
+                ready = sorted(n.node_id for n in nodes if n.state == rm_pb.NODE_READY)
+                for node_id in ready:
+                    if node_id not in seen and say is not None:
+                        at = f" ({clock.elapsed():.1f} s)" if clock is not None else ""
+                        say(f"{node_id} registered with the resource manager{at}")
+                seen.update(ready)
+                if len(ready) >= count:
                     return
             time.sleep(0.1)
         raise UserError(f"nodes did not register within {START_TIMEOUT:.0f} s (see {logs})")
@@ -511,11 +709,21 @@ def _wait_registered(
 
 
 def down(directory: Path, say: Say) -> None:
+    """Stop the local cluster in ``directory`` (see the module's docstring).  No cluster there
+    (never started, or already down) is said and is not an error: there is nothing to stop."""
     directory = directory.resolve()
+    if not cluster_file(directory).exists():
+        say(f"no local cluster in {directory}: nothing to stop")
+        return
     cluster = read_cluster(directory)
     nodes = cluster.get("nodes", [])
     assert isinstance(nodes, list)
     tls = cluster_client_tls(cluster)
+    if status(directory)["state"] == "stopped":
+        say(
+            f"the local cluster in {directory} was not running (none of its processes is); "
+            "cleaning up what it left"
+        )
     for node in nodes:
         say(f"{node['node_id']}: {_drain(node, directory, tls, say)}")
     # Each pid is signalled only while it is still the recorded process (process_identity).
@@ -569,13 +777,21 @@ def _drain_at(address: str, tls: ClientTls | None) -> int | None:
 
 
 def status(directory: Path) -> dict[str, object]:
-    cluster = read_cluster(directory.resolve())
+    """The local cluster in ``directory``: ``cluster`` (its cluster.json, None when there is
+    none), ``alive`` (whether each daemon still runs, by name) and ``state``: "up" (every
+    daemon runs), "degraded" (some do), "stopped" (none does) or "none" (no cluster here)."""
+    directory = directory.resolve()
+    if not cluster_file(directory).exists():
+        return {"cluster": None, "alive": {}, "state": "none", "directory": str(directory)}
+    cluster = read_cluster(directory)
     processes = {"rm": _still_ours(_rm_process(cluster))}
     for node in cluster.get("nodes", []):  # type: ignore[attr-defined]
         processes[str(node["node_id"])] = _still_ours(_node_process(node))
     for service in cluster.get("services", []):  # type: ignore[attr-defined]
         processes[str(service["name"])] = _still_ours(_service_process(service))
-    return {"cluster": cluster, "alive": processes}
+    alive = sum(processes.values())
+    state = "up" if alive == len(processes) else "stopped" if alive == 0 else "degraded"
+    return {"cluster": cluster, "alive": processes, "state": state, "directory": str(directory)}
 
 
 # ---------------------------------------------------------------------------- restart
