@@ -15,41 +15,18 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
-import grpc
-
-from plumbing.broker_tls import BrokerTls
 from plumbing.errors import UserError
-from plumbing.rpc import describe_rpc_error
-from plumbing.spec_text import decode_spec_text, load_job_document, read_spec_file
-from plumbing.tls import TlsError
-from plumbing.wire import JOB_STATE_FROM_PB
-from policies.approximation.dispatch import DispatchMode
-from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
-from sluice import local_cluster, machines
-from sluice.client import (
-    RMClient,
-    agent_stub,
-    cluster_file,
-    default_dir,
-    read_cluster,
-    resolve_rm,
-    resolve_tls,
-)
-from sluice.render import (
-    as_json,
-    job_detail,
-    jobs_table,
-    nodes_table,
-    progress_line,
-    queues_table,
-    sprint_status,
-)
-from sluice_pb import aggregator_pb2 as apb
-from sluice_pb import node_agent_pb2 as agent_pb
-from sluice_pb import resource_manager_pb2 as rm_pb
-from sluice_pb.common_pb2 import JOB_SUCCEEDED
+
+# What the commands use is imported by each command (issue 28): `sluice --help` and the parser
+# import no gRPC, protobuf, TLS or policy module; these are for the type checker only.
+if TYPE_CHECKING:
+    from plumbing.broker_tls import BrokerTls
+    from policies.scheduling.jobspec import JobSpec
+    from sluice.client import RMClient
+    from sluice_pb import aggregator_pb2 as apb
+    from sluice_pb import resource_manager_pb2 as rm_pb
 
 EXIT_USER_ERROR = 2
 MODEL_TOPICS = ("reservation", "preempt", "dias", "filter")
@@ -66,6 +43,9 @@ def load_spec_file(path: Path) -> tuple[str, JobSpec]:
 
     Any problem is a UserError of one line naming the file, the field and the problem; a file
     over the size limit is refused from its size, before it is read."""
+    from plumbing.spec_text import decode_spec_text, load_job_document, read_spec_file
+    from policies.scheduling.jobspec import SpecError, parse_job_spec
+
     try:
         text = decode_spec_text(read_spec_file(path))
         return text, parse_job_spec(load_job_document(text))
@@ -76,6 +56,8 @@ def load_spec_file(path: Path) -> tuple[str, JobSpec]:
 
 
 def _client(args: argparse.Namespace) -> RMClient:
+    from sluice.client import RMClient, resolve_rm, resolve_tls
+
     return RMClient.connect(resolve_rm(args.rm, args.dir), resolve_tls(args.tls_dir, args.dir))
 
 
@@ -87,6 +69,9 @@ def _print_json(data: object) -> None:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from sluice.render import as_json
+    from sluice_pb.common_pb2 import JOB_SUCCEEDED
+
     text, _ = load_spec_file(args.file)
     client = _client(args)
     try:
@@ -109,6 +94,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def watch(client: RMClient, job_id: str, *, quiet: bool = False) -> rm_pb.JobSummary:
     """Follow a job until it ends, printing a line per change; return its final summary."""
+    from sluice.render import progress_line
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     last: rm_pb.JobSummary | None = None
     for summary in client.jobs.WatchJob(rm_pb.GetJobRequest(job_id=job_id)):
         last = summary
@@ -166,6 +154,10 @@ def _broker_tls(args: argparse.Namespace) -> BrokerTls | None:
     """Your certificate's files (the TLS directory the CLI uses: ``--tls-dir``,
     ``$SLUICE_TLS_DIR``, then the local cluster's), for a client-mode job master's links to
     TLS brokers; None without one (plaintext, or a bearer token, which brokers do not take)."""
+    from plumbing.broker_tls import BrokerTls
+    from plumbing.tls import TlsError
+    from sluice.client import cluster_file, read_cluster
+
     chosen: Path | None = args.tls_dir
     if chosen is None and os.environ.get("SLUICE_TLS_DIR"):
         chosen = Path(os.environ["SLUICE_TLS_DIR"])
@@ -181,6 +173,9 @@ def _broker_tls(args: argparse.Namespace) -> BrokerTls | None:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
+    from sluice.render import as_json, jobs_table
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     client = _client(args)
     try:
         jobs = client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs
@@ -194,6 +189,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_job(args: argparse.Namespace) -> int:
+    from sluice.render import as_json, job_detail
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     client = _client(args)
     try:
         detail = client.jobs.GetJob(rm_pb.GetJobRequest(job_id=args.job_id), timeout=10)
@@ -209,6 +207,9 @@ def cmd_job(args: argparse.Namespace) -> int:
 
 
 def cmd_kill(args: argparse.Namespace) -> int:
+    from plumbing.wire import JOB_STATE_FROM_PB
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     client = _client(args)
     try:
         job = client.jobs.KillJob(rm_pb.GetJobRequest(job_id=args.job_id), timeout=10)
@@ -218,20 +219,17 @@ def cmd_kill(args: argparse.Namespace) -> int:
     return 0
 
 
-_TASK_CHANGES = {
-    "suspend": rm_pb.TASK_SUSPEND,
-    "resume": rm_pb.TASK_RESUME,
-    "resize": rm_pb.TASK_RESIZE,
-    "preempt": rm_pb.TASK_PREEMPT,
-}
+_TASK_CHANGES = ("preempt", "resize", "resume", "suspend")  # rm_pb.TASK_<CHANGE>
 
 
 def cmd_task(args: argparse.Namespace) -> int:
     """Change a task's container through the RM, which has its node carry it out."""
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     request = rm_pb.ChangeTaskRequest(
         job_id=args.job_id,
         task_id=args.task,
-        change=_TASK_CHANGES[args.change],
+        change=f"TASK_{args.change.upper()}",  # the enum by name
         reason=args.reason or "",
     )
     if args.change == "resize":
@@ -258,6 +256,10 @@ def cmd_task(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from sluice.client import agent_stub
+    from sluice_pb import node_agent_pb2 as agent_pb
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     client = _client(args)
     try:
         detail = client.jobs.GetJob(rm_pb.GetJobRequest(job_id=args.job_id), timeout=10)
@@ -290,6 +292,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
+    from sluice import machines
+    from sluice.render import as_json, nodes_table
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     client = _client(args)
     try:
         nodes = client.jobs.ListNodes(rm_pb.ListNodesRequest(), timeout=10).nodes
@@ -305,6 +311,9 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
+    from sluice.render import as_json, queues_table
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     client = _client(args)
     try:
         listing = client.jobs.ListQueues(rm_pb.ListQueuesRequest(), timeout=10)
@@ -318,6 +327,9 @@ def cmd_queues(args: argparse.Namespace) -> int:
 
 
 def cmd_sprint(args: argparse.Namespace) -> int:
+    from sluice.render import as_json, sprint_status
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
     client = _client(args)
     try:
         status = client.jobs.GetSprint(rm_pb.GetSprintRequest(), timeout=10)
@@ -332,6 +344,8 @@ def cmd_sprint(args: argparse.Namespace) -> int:
 
 def _machine_listing(args: argparse.Namespace, client: RMClient) -> apb.ListMachinesReply | None:
     """The aggregator's view of the machines, or None (with a note) when there is none."""
+    from sluice import machines
+
     try:
         return machines.list_machines(
             machines.aggregator_address(args.aggregator, client), client.tls
@@ -342,6 +356,9 @@ def _machine_listing(args: argparse.Namespace, client: RMClient) -> apb.ListMach
 
 
 def cmd_candidates(args: argparse.Namespace) -> int:
+    from sluice import machines
+    from sluice.render import as_json
+
     client = _client(args)
     try:
         address = machines.aggregator_address(args.aggregator, client)
@@ -364,6 +381,7 @@ def _say(message: str) -> None:
 
 def cmd_local_up(args: argparse.Namespace) -> int:
     from aggregator import flags as aggregator_flags
+    from sluice import local_cluster
 
     if args.nodes < 1:
         raise UserError("--nodes: must be at least 1")
@@ -422,16 +440,22 @@ def _check_data_plane_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_local_down(args: argparse.Namespace) -> int:
+    from sluice import local_cluster
+
     local_cluster.down(args.dir, _say)
     return 0
 
 
 def cmd_local_restart(args: argparse.Namespace) -> int:
+    from sluice import local_cluster
+
     local_cluster.restart(args.dir, args.daemon, _say)
     return 0
 
 
 def cmd_local_status(args: argparse.Namespace) -> int:
+    from sluice import local_cluster
+
     report = local_cluster.status(args.dir)
     if args.json:
         _print_json(report)
@@ -489,6 +513,18 @@ def _daemon_logging(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------- parser
+
+
+# What `local up --dispatch` and `local restart` take, as policies.approximation.dispatch's
+# DispatchMode and sluice.local_cluster's DAEMONS say (tests/unit/sluice/test_imports.py checks):
+# written out so that building the parser imports neither.
+DISPATCH_MODES = ("priority", "dias", "preemptive")
+LOCAL_DAEMONS = "rm, aggregator, kafka, mqtt, agent NODE_ID"
+
+
+def default_dir() -> Path:
+    """The local cluster's directory: ``$SLUICE_DIR``, else ``~/.sluice``."""
+    return Path(os.environ.get("SLUICE_DIR") or Path.home() / ".sluice")
 
 
 RM_HELP = "resource manager address (default: $SLUICE_RM, then the local cluster)"
@@ -636,7 +672,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
     )
     p.add_argument(
         "--dispatch",
-        choices=[mode.value for mode in DispatchMode],
+        choices=DISPATCH_MODES,
         help="the RM's dispatch (docs/approximation.md): priority (the default), dias (priority "
         "buffers, never evicting) or preemptive (the buffers, evicting: the paper's baseline)",
     )
@@ -668,7 +704,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
         "daemon",
         nargs="+",
         metavar="DAEMON",
-        help=f"which: {local_cluster.DAEMONS} (e.g. `agent node-1`)",
+        help=f"which: {LOCAL_DAEMONS} (e.g. `agent node-1`)",
     )
     _add_cluster_options(p, rm=False)
     p.set_defaults(handler=cmd_local_restart)
@@ -833,12 +869,16 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as error:
         return _missing_extra(error)
     handler: Handler = args.handler
+    import grpc  # most commands call the RM; its errors are told below
+
     try:
         return handler(args)
     except UserError as error:
         print(f"sluice: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
     except grpc.RpcError as error:
+        from plumbing.rpc import describe_rpc_error
+
         target = args.rm or "the resource manager"
         print(f"sluice: error: {describe_rpc_error(error, target)}", file=sys.stderr)
         return 1

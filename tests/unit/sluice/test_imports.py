@@ -145,3 +145,11 @@ def test_version_prints_the_installed_distributions_version() -> None:
 )
 def test_the_command_is_found_past_the_top_level_options(argv: list[str], command: str) -> None:
     assert command_of(argv) == command
+
+
+def test_the_parsers_written_out_choices_are_the_modules_own() -> None:
+    from policies.approximation.dispatch import DispatchMode
+    from sluice import cli, local_cluster
+
+    assert tuple(mode.value for mode in DispatchMode) == cli.DISPATCH_MODES
+    assert cli.LOCAL_DAEMONS == local_cluster.DAEMONS
