@@ -55,7 +55,9 @@ def test_a_release_of_a_kept_container_with_no_report_is_recorded_as_released():
 
 
 @pytest.mark.parametrize(("priority", "kind"), [(9, "taken"), (1, None)])
-def test_a_takeover_by_a_higher_priority_is_recorded_with_its_reason(priority: int, kind: str):
+def test_a_takeover_by_a_higher_priority_is_recorded_with_its_reason(
+    priority: int, kind: str | None
+):
     core = new_core()
     keeper, first, _second = keeping(core)
     other = running_job(core, chain_spec("x", tasks=1, priority=priority), now=3.0)
