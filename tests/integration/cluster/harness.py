@@ -197,7 +197,7 @@ class Cluster:
         """Start the (stopped) agent again with its command line, on the same address."""
         node = self.node(node_id)
         argv = local_cluster.pinned_argv(node["argv"], node["address"])
-        node["pid"] = _spawn(argv, self.directory / "logs" / f"{node_id}.log").pid
+        start_recorded(node, "pid", argv, self.directory / "logs" / f"{node_id}.log")
         self.save_info()
 
     def restart_rm(self, extra: list[str] | None = None) -> None:
@@ -209,7 +209,7 @@ class Cluster:
     def start_rm(self, extra: list[str] | None = None) -> None:
         """Start the (stopped) RM again with its recorded command line (and ``extra``)."""
         argv = [*self.info["rm_argv"], *(extra or [])]
-        self.info["rm_pid"] = _spawn(argv, self.directory / "logs" / "rm.log").pid
+        start_recorded(self.info, "rm_pid", argv, self.directory / "logs" / "rm.log")
         self.save_info()
 
     def service(self, name: str) -> dict[str, Any]:
@@ -222,7 +222,7 @@ class Cluster:
         argv = [*aggregator["argv"], *(extra or [])]
         # Listen where it listened, so the RM's --aggregator stays right.
         argv[argv.index("--listen") + 1] = aggregator["address"]
-        aggregator["pid"] = _spawn(argv, self.directory / "logs" / "aggregator.log").pid
+        start_recorded(aggregator, "pid", argv, self.directory / "logs" / "aggregator.log")
         self.save_info()
 
     def save_info(self) -> None:
@@ -244,6 +244,14 @@ class Cluster:
 def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def start_recorded(record: dict[str, Any], pid_key: str, argv: list[str], log: Path) -> None:
+    """Start a daemon and record it in ``record`` (a part of cluster.json's info) as `local up`
+    does: its pid and, beside it, its identity, which `local down` checks before it signals.  A
+    pid written alone (the old identity left beside it) could only be told by its command
+    line, and `local down` said so for every daemon a test had restarted."""
+    local_cluster._record_pid(record, pid_key, _spawn(argv, log))
 
 
 def _alive(pid: int) -> bool:

@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,12 +20,12 @@ import pytest
 
 from plumbing import bearer, tls
 from plumbing.errors import UserError
-from sluice import machines
+from sluice import local_cluster, machines
 from sluice.client import RMClient
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
-from .harness import Cluster, job_spec, phase, running_cluster, wait_until
+from .harness import Cluster, job_spec, phase, running_cluster, start_recorded, wait_until
 
 # Seconds a daemon may take to answer again on a machine shared by many test runs: a bound on
 # waiting, never a measurement.
@@ -68,16 +67,14 @@ def _aggregator_answers(cluster: Cluster, address: str) -> bool:
     return False
 
 
+def _all_alive(cluster: Cluster) -> dict[str, bool]:
+    names = ["rm", *(n["node_id"] for n in cluster.info["nodes"])]
+    return dict.fromkeys([*names, *(s["name"] for s in cluster.info["services"])], True)
+
+
 def _handed_out_aggregator(cluster: Cluster) -> str:
     info = cluster.client.jobs.GetClusterInfo(rm_pb.GetClusterInfoRequest(), timeout=10)
     return str(info.data_plane.aggregator_address)
-
-
-def _spawn(argv: list[str], log: Path) -> int:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        ).pid
 
 
 def _sluice_local(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -104,6 +101,8 @@ def test_an_rm_restarted_with_its_recorded_command_line_answers_on_every_recorde
     try:
         assert wait_until(lambda: _answers(people), PATIENCE, "the bearer-token port answers")
         cluster.restart_rm()  # SIGKILL, then the very argv `local up` recorded (ports 0)
+        # recorded with its identity, so that `local down` knows it for ours and stops it
+        assert local_cluster.status(cluster.directory)["alive"] == _all_alive(cluster)
         after = _recorded(cluster)
         assert (after["rm"], after["rm_tokens"]) == (before["rm"], before["rm_tokens"])
         wait_until(lambda: _answers(cluster.client), PATIENCE, f"the RM at {after['rm']}")
@@ -120,8 +119,11 @@ def test_an_aggregator_restarted_with_its_recorded_command_line_is_where_the_rm_
     (aggregator,) = [s for s in info["services"] if s["name"] == "aggregator"]
     assert _handed_out_aggregator(cluster) == aggregator["address"]
     cluster.kill_process(int(aggregator["pid"]))
-    aggregator["pid"] = _spawn(aggregator["argv"], cluster.directory / "logs" / "aggregator.log")
+    start_recorded(
+        aggregator, "pid", aggregator["argv"], cluster.directory / "logs" / "aggregator.log"
+    )
     _write(cluster, info)  # so that `local down` stops this one
+    assert local_cluster.status(cluster.directory)["alive"] == _all_alive(cluster)
     handed_out = _handed_out_aggregator(cluster)
     wait_until(
         lambda: _aggregator_answers(cluster, handed_out),
