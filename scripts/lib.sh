@@ -6,20 +6,32 @@
 # Installed only when running as root on a machine that lacks them.
 SYSTEM_PACKAGES=(docker.io busybox-static mosquitto influxdb docker-compose)
 
+# install_system_packages [PACKAGE...]: the given Debian packages (default: SYSTEM_PACKAGES, what
+# the tests need) that are missing, with apt-get when run as root, saying which first; without
+# root or apt-get, it only says which are missing.
 install_system_packages() {
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+  local wanted=("$@")
+  if [ ${#wanted[@]} -eq 0 ]; then
+    wanted=("${SYSTEM_PACKAGES[@]}")
+  fi
+  if ! command -v dpkg-query >/dev/null; then
     return 0
   fi
   local missing=()
-  for package in "${SYSTEM_PACKAGES[@]}"; do
+  for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
       || missing+=("$package")
   done
-  if [ ${#missing[@]} -gt 0 ]; then
-    echo "== installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
   fi
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "== missing Debian packages: ${missing[*]} (not root: install them yourself)" >&2
+    return 0
+  fi
+  echo "== installing Debian packages as root (apt-get): ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
 # Start dockerd if it is installed but not answering (no systemd on these machines).
