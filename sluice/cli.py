@@ -293,7 +293,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_nodes(args: argparse.Namespace) -> int:
     from sluice import machines
-    from sluice.render import as_json, nodes_table
+    from sluice.render import as_json, nodes_table, terminal_width
     from sluice_pb import resource_manager_pb2 as rm_pb
 
     client = _client(args)
@@ -306,7 +306,8 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         statuses = {m.node_id: as_json(m) for m in listing.machines} if listing else {}
         _print_json([{**as_json(n), "metrics": statuses.get(n.node_id)} for n in nodes])
     else:
-        print(nodes_table(nodes, machines.node_columns(listing)))
+        width = None if args.wide else terminal_width()
+        print(nodes_table(nodes, machines.node_columns(listing), width))
     return 0
 
 
@@ -607,6 +608,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
 
     p = sub.add_parser("nodes", help="list nodes, with their load and indicators")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--wide", action="store_true", help="every column (default: those that fit the terminal)"
+    )
     p.add_argument("--aggregator", help="aggregator address (default: the one the RM names)")
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_nodes)

@@ -46,6 +46,49 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def fit_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+    drop_order: Sequence[str],
+    wide_flag: str,
+) -> str:
+    """``table`` within ``width`` columns (None: as wide as it is): the columns of
+    ``drop_order`` are left out, first ones first, until it fits (the others always stay), and
+    a last line names those left out and ``wide_flag``, which shows them."""
+    keep = list(range(len(headers)))
+    hidden: list[str] = []
+    droppable = [headers.index(h) for h in drop_order if h in headers]
+
+    def render() -> str:
+        return table([headers[i] for i in keep], [[row[i] for i in keep] for row in rows])
+
+    text = render()
+    while width is not None and droppable and max(map(len, text.splitlines())) > width:
+        column = droppable.pop(0)
+        keep.remove(column)
+        hidden.append(headers[column])
+        text = render()
+    if hidden:
+        hint = f"({wide_flag} shows {len(hidden)} more columns: {', '.join(hidden)})"
+        if width is not None and len(hint) > width:
+            hint = hint[: max(width - 2, 0)].rstrip(" ,") + "…)"
+        text += "\n" + hint
+    return text
+
+
+def terminal_width() -> int | None:
+    """The width a table fits by default: the terminal's (or $COLUMNS), None when the output
+    is not a terminal (a pipe or a file gets every column)."""
+    import os
+    import shutil
+    import sys
+
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
 def fraction_done(job: rm_pb.JobSummary) -> tuple[int, int]:
     done = sum(p.succeeded for p in job.phases)
     total = sum(p.tasks for p in job.phases)
@@ -347,11 +390,30 @@ def preemption_line(step: rm_pb.PreemptionEvent) -> str:
     return "  ".join(parts)
 
 
+# What `sluice nodes` leaves out first to fit the terminal; NODE, STATE, CPU ALLOC, TASKS, the
+# load and the candidacy always stay.
+NODE_DROP_ORDER = (
+    "ADDRESS",
+    "RUNTIME",
+    "DROPPED",
+    "POWER ENERGY",
+    "SWAP",
+    "QUEUED/ADMITTED/REFUSED/EVICTED",
+    "THROTTLE",
+    "PSI CPI/MPKI",
+    "CPU USED",
+    "SPECULATIVE",
+    "MEM ALLOC (MiB)",
+)
+
+
 def nodes_table(
     nodes: Sequence[rm_pb.NodeInfo],
     extra: tuple[Sequence[str], Mapping[str, Sequence[str]]] | None = None,
+    width: int | None = None,
 ) -> str:
-    """One row per node; ``extra`` = (headers, cells by node id) appends columns."""
+    """One row per node; ``extra`` = (headers, cells by node id) appends columns.  Within
+    ``width`` columns (None: every column), leaving out columns in ``NODE_DROP_ORDER``."""
     headers = [
         "NODE",
         "STATE",
@@ -388,7 +450,7 @@ def nodes_table(
         headers += extra_headers
         blank = ["-"] * len(extra_headers)
         rows = [[*row, *cells.get(n.node_id, blank)] for row, n in zip(rows, nodes, strict=True)]
-    return table(headers, rows)
+    return fit_table(headers, rows, width, NODE_DROP_ORDER, "--wide")
 
 
 def _speculative_queue_cells(node: rm_pb.NodeInfo) -> list[str]:
