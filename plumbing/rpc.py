@@ -22,16 +22,20 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
-from grpc_health.v1 import _async as health_aio
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
-from plumbing.authz import AccessTable, AioAuthorizer, Authorizer
-from plumbing.bearer import TokenVerifier
 from plumbing.tls import ClientTls, TlsFiles, channel_credentials, server_credentials
+
+# What only a server uses (health, reflection, the access guard) is imported when one starts:
+# a client's command (`sluice jobs`) imports this module for its channel alone.
+if TYPE_CHECKING:
+    from grpc_health.v1 import _async as health_aio
+    from grpc_health.v1 import health
+
+    from plumbing.authz import AccessTable
+    from plumbing.bearer import TokenVerifier
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +138,10 @@ def start_server(
     ``address`` is host:port; port 0 picks a free port.  ``max_receive_bytes`` bounds one
     request (a larger one is refused with RESOURCE_EXHAUSTED unread).  Returns the server, the
     bound port and the health servicer (already SERVING for every service and for "")."""
+    from grpc_health.v1 import health, health_pb2
+
+    from plumbing.authz import Authorizer
+
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         options=_server_options(max_receive_bytes),
@@ -155,6 +163,9 @@ def _register(
     health: Any,
 ) -> list[str]:
     """Add the servicers, the health service and reflection; the services' full names."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection
+
     names = []
     for add, servicer, name in registrations:
         add(servicer, server)
@@ -235,6 +246,11 @@ async def start_aio_server(
     client certificate, where people name themselves with bearer tokens
     (:mod:`plumbing.bearer`); its bound port is set on ``tokens.port``.
     ``max_streams_per_caller`` (with TLS) bounds the open streams of one identity."""
+    from grpc_health.v1 import _async as health_aio
+    from grpc_health.v1 import health_pb2
+
+    from plumbing.authz import AioAuthorizer
+
     if tokens is not None and tls is None:
         raise ValueError("bearer tokens need TLS")
     server = grpc.aio.server(
