@@ -156,7 +156,7 @@ class JobPlan(SpeculativeAttempts):
         # Every kept container's end, in order (slot reservation; the simulator reads them),
         # and the reasons of those ended since the last kept_changes (the RM records them).
         self.kept_ends: list[KeptEnd] = []
-        self._kept_ended: dict[str, str] = {}
+        self._kept_ended: list[KeptEnd] = []
         self._refits_seen = 0
         self._copied: set[str] = set()  # tasks that have had a copy (each gets one at most)
         self._copies_wanted: set[str] = set()  # copies the last round decided, to confirm
@@ -685,7 +685,7 @@ class JobPlan(SpeculativeAttempts):
                 )
             )
             if report:
-                self._kept_ended[container.allocation_id] = reason
+                self._kept_ended.append(self.kept_ends[-1])
         container.kept = None
         self._idle.unkept(container.allocation_id)
 
@@ -716,9 +716,11 @@ class JobPlan(SpeculativeAttempts):
     def kept_changes(self) -> list[tuple[str, str, float, str]]:
         """The containers whose reservation changed since the last call, for the RM:
         (allocation id, the phase it is kept for or "" when no longer kept, its expiry on the
-        plan's clock or ``math.inf``, and why it is no longer kept: a :class:`KeptEnd` reason,
-        else "").  A container that ended its keeping and goes back is listed too (the RM
-        records why, then the release); lost ones are not (the RM knows why)."""
+        plan's clock or ``math.inf``, "") for its state now, preceded by (allocation id, the
+        phase it was kept for, ``math.inf``, the :class:`KeptEnd` reason) for each end of its
+        keeping since the last call, in order: every end reaches the RM, even of a container
+        kept and used between two calls, or given back (the RM records why, then the release).
+        Lost ones are not listed (the RM knows why)."""
         if self._slots is None:
             return []
         if self._slots.refits != self._refits_seen:  # every deadline may have moved
@@ -726,17 +728,16 @@ class JobPlan(SpeculativeAttempts):
             for allocation_id, held in self.containers.items():
                 if held.kept is not None:
                     self._kept_changed[allocation_id] = None
-        changes = []
+        changes = [(e.allocation_id, e.phase, math.inf, e.reason) for e in self._kept_ended]
+        ended = {e.allocation_id for e in self._kept_ended}
         for allocation_id in self._kept_changed:
             container = self.containers.get(allocation_id)
-            ended = self._kept_ended.get(allocation_id, "")
             if container is None:
-                if ended:  # (given back this round: the RM records why first)
-                    changes.append((allocation_id, "", math.inf, ended))
                 continue
             kept = container.kept
             if kept is None:
-                changes.append((allocation_id, "", math.inf, ended))
+                if allocation_id not in ended:  # (its end says it is no longer kept)
+                    changes.append((allocation_id, "", math.inf, ""))
             else:
                 changes.append((allocation_id, kept.phase, self._slots.expiry(kept.origin), ""))
         self._kept_changed.clear()

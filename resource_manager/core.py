@@ -1430,10 +1430,9 @@ class ResourceManagerCore:
         for slot in kept:
             allocation = self.allocations.get(slot.allocation_id)
             if allocation is not None:  # (gone meanwhile: nothing to keep)
-                until = slot.until if slot.phase else 0.0
-                self.tables.put_allocation(
-                    evolve(allocation, kept_for=slot.phase, kept_until=until)
-                )
+                phase = "" if slot.ended else slot.phase  # (an end: no longer kept)
+                until = slot.until if phase else 0.0
+                self.tables.put_allocation(evolve(allocation, kept_for=phase, kept_until=until))
         if job.state.is_final:
             return self._allocate_answer(job_id, events_after)
         if progressed:
@@ -1565,22 +1564,33 @@ class ResourceManagerCore:
     def _kept_ended(
         self, job_id: str, releases: Sequence[str], kept: Sequence[KeptSlot], now: Now
     ) -> None:
-        """Record why the job's kept containers it reports ended (or gives back) stopped being
-        kept (:class:`KeptLog`): the job master's reason, else "released"."""
-        ended = {slot.allocation_id: slot.ended for slot in kept if not slot.phase}
-        for allocation_id in dict.fromkeys((*ended, *releases)):  # (each once)
+        """Record each end of a kept container the job reports (``ended``: the phase it was
+        kept for, or the one the RM knew, and the job master's reason), and of each kept one
+        it gives back with no report ("released") (:class:`KeptLog`)."""
+        reported = set()
+        for slot in kept:
+            allocation = self.allocations.get(slot.allocation_id)
+            if allocation is None:
+                continue
+            if slot.ended or (not slot.phase and allocation.kept_for):
+                reported.add(slot.allocation_id)
+                phase = (slot.phase if slot.ended else "") or allocation.kept_for
+                reason = (slot.ended or "released")[:200]  # (bounded: from the wire)
+                self._note_kept_end(allocation, reason, now, phase)
+        for allocation_id in releases:
             allocation = self.allocations.get(allocation_id)
-            if allocation is not None and allocation.kept_for:
-                reason = (ended.get(allocation_id) or "released")[:200]  # (bounded: from the wire)
-                self._note_kept_end(allocation, reason, now)
+            if allocation is not None and allocation.kept_for and allocation_id not in reported:
+                self._note_kept_end(allocation, "released", now)
 
-    def _note_kept_end(self, allocation: AllocationRecord, reason: str, now: Now) -> None:
+    def _note_kept_end(
+        self, allocation: AllocationRecord, reason: str, now: Now, phase: str = ""
+    ) -> None:
         self.kept_log.record(
             KeptEnded(
                 allocation.job_id,
                 allocation.allocation_id,
                 allocation.node_id,
-                allocation.kept_for,
+                phase or allocation.kept_for,
                 reason,
                 now.wall,
             )

@@ -276,7 +276,7 @@ def test_the_rm_is_told_of_each_change_of_a_reservation_once():
     assert plan.kept_changes() == []  # told once
     last = finish(plan, "p0-1", at=6.0)  # the barrier: the kept container runs p1-0
     assert allocation_id in {launch.container.allocation_id for launch in last.launches}
-    assert (allocation_id, "", math.inf, "used") in plan.kept_changes()
+    assert (allocation_id, "p1", math.inf, "used") in plan.kept_changes()
 
 
 def test_without_a_prior_every_kept_container_is_told_again_once_the_deadline_is_known():

@@ -138,7 +138,7 @@ def test_each_kept_containers_end_is_recorded_with_why_and_told_to_the_rm(
     (end,) = [end for end in plan.kept_ends if end.allocation_id == kept]
     assert (end.allocation_id, end.phase, end.origin, end.reason) == (kept, "p1", "p0", reason)
     changes = {a: (phase, ended) for a, phase, _until, ended in plan.kept_changes()}
-    assert (changes.get(kept) == ("", reason)) is told
+    assert (changes.get(kept) == ("p1", reason)) is told
     assert math.isfinite(end.at)
 
 

@@ -90,3 +90,24 @@ def test_the_log_is_bounded_per_job_and_in_jobs():
     log.record(KeptEnded("j3", "c", "n", "p", "taken: x", 0.0))
     assert log.of("j1") == [] and log.counts("j1") == {}  # the oldest job is forgotten
     assert log.counts("j3") == {"taken": 1}
+
+
+def test_an_end_and_a_new_keeping_in_one_report_are_both_taken_in_order():
+    # kept for sum, used by a task of sum that ended, kept again: all between two rounds
+    core = new_core()
+    job_id, first, _second = keeping(core)
+    core.allocate(
+        job_id,
+        [],
+        [],
+        [],
+        0,
+        now=5.0,
+        kept=[KeptSlot(first, "sum", 0.0, "used"), KeptSlot(first, "sum", 50.0)],
+    )
+    assert [(e.phase, e.reason) for e in core.kept_log.of(job_id)] == [("sum", "used")]
+    (kept,) = core.kept_slots(job_id)
+    assert (kept.allocation_id, kept.kept_for, kept.kept_until) == (first, "sum", 50.0)
+    core.allocate(job_id, [], [], [], 0, now=6.0, kept=[KeptSlot(first, "sum", 0.0, "deadline")])
+    assert core.kept_slots(job_id) == []
+    assert core.kept_log.counts(job_id) == {"used": 1, "deadline": 1}
