@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from policies.scheduling.jobspec import JobSpec
     from sluice.client import RMClient
     from sluice_pb import aggregator_pb2 as apb
+    from sluice_pb import node_agent_pb2 as agent_pb
     from sluice_pb import resource_manager_pb2 as rm_pb
+    from sluice_pb.node_agent_pb2_grpc import AgentServiceStub
 
 EXIT_USER_ERROR = 2
 MODEL_TOPICS = ("reservation", "preempt", "dias", "filter")
@@ -178,6 +180,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     client = _client(args)
     try:
+        if args.watch:
+            from sluice.cli_follow import watch
+
+            def table() -> str:
+                return jobs_table(client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs)
+
+            return watch(table, sys.stdout, interval=args.interval, title="sluice jobs")
         jobs = client.jobs.ListJobs(rm_pb.ListJobsRequest(), timeout=10).jobs
     finally:
         client.close()
@@ -232,15 +241,18 @@ def cmd_task(args: argparse.Namespace) -> int:
         change=f"TASK_{args.change.upper()}",  # the enum by name
         reason=args.reason or "",
     )
-    if args.change == "resize":
-        if args.cpu is None or args.memory_mb is None:
-            raise UserError("resize: give both --cpu and --memory-mb (the new limits)")
-        if args.cpu <= 0 or args.memory_mb <= 0:
-            raise UserError("resize: --cpu and --memory-mb must be positive")
-        request.limits.cpu = args.cpu
-        request.limits.memory_mb = args.memory_mb
     client = _client(args)
     try:
+        if args.change == "resize":
+            from sluice.cli_follow import resize_limits
+
+            # One limit given: the other stays what the container has now.
+            detail = None
+            if args.cpu is None or args.memory_mb is None:
+                detail = client.jobs.GetJob(rm_pb.GetJobRequest(job_id=args.job_id), timeout=10)
+            cpu, memory_mb = resize_limits(detail, args.task, args.cpu, args.memory_mb)
+            request.limits.cpu = cpu
+            request.limits.memory_mb = memory_mb
         answer = client.jobs.ChangeTask(request, timeout=10)
     finally:
         client.close()
@@ -274,20 +286,44 @@ def cmd_logs(args: argparse.Namespace) -> int:
         raise UserError(f"task: {args.task!r} of {args.job_id} has not run{hint}")
     task = max(attempts, key=lambda t: t.attempt)
     channel, stub = agent_stub(task.node_address, client.tls)
+    ref = agent_pb.TaskRef(
+        job_id=args.job_id,
+        task_id=task.task_id,
+        attempt=task.attempt,
+        log_pass=task.log_pass,  # with TLS, the owner's or an admin's (from GetJob)
+    )
     try:
-        for chunk in stub.GetTaskLogs(
-            agent_pb.TaskRef(
-                job_id=args.job_id,
-                task_id=task.task_id,
-                attempt=task.attempt,
-                log_pass=task.log_pass,  # with TLS, the owner's or an admin's (from GetJob)
-            ),
-            timeout=30,
-        ):
+        if args.follow:
+            return _follow_logs(args, stub, ref)
+        for chunk in stub.GetTaskLogs(ref, timeout=30):
             sys.stdout.buffer.write(chunk.data)
         sys.stdout.flush()
     finally:
         channel.close()
+    return 0
+
+
+def _follow_logs(args: argparse.Namespace, stub: AgentServiceStub, ref: agent_pb.TaskRef) -> int:
+    """``sluice logs -f``: the attempt's output as it is written, until it ends (Ctrl-C ends
+    following, status 0)."""
+    from sluice.cli_follow import attempt_state, follow_log
+    from sluice_pb import resource_manager_pb2 as rm_pb
+
+    client = _client(args)
+
+    def read() -> bytes:
+        return b"".join(chunk.data for chunk in stub.GetTaskLogs(ref, timeout=30))
+
+    def state() -> int:
+        detail = client.jobs.GetJob(rm_pb.GetJobRequest(job_id=args.job_id), timeout=10)
+        return attempt_state(detail, ref.task_id, ref.attempt)
+
+    try:
+        follow_log(read, state, sys.stdout.buffer)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
     return 0
 
 
@@ -461,6 +497,9 @@ def cmd_local_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report)
         return 0
+    if report["state"] == "none":
+        print(f"no local cluster in {report['directory']} (start one with `sluice local up`)")
+        return 0
     cluster = report["cluster"]
     alive = report["alive"]
     assert isinstance(cluster, dict) and isinstance(alive, dict)
@@ -471,7 +510,12 @@ def cmd_local_status(args: argparse.Namespace) -> int:
     for service in cluster.get("services", []):
         state = "up" if alive[service["name"]] else "DOWN"
         print(f"{service['name']:<10} {service.get('address', '-')} ({state})")
-    return 0 if all(alive.values()) else 1
+    if report["state"] == "stopped":
+        print(
+            f"the local cluster in {report['directory']} is stopped: none of its processes runs "
+            "(`sluice local down` cleans up what it left, then `sluice local up`)"
+        )
+    return 1 if report["state"] == "degraded" else 0
 
 
 # ---------------------------------------------------------------------------- daemons and demo
@@ -573,6 +617,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
 
     p = sub.add_parser("jobs", help="list jobs")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--watch", action="store_true", help="show the table again until Ctrl-C")
+    p.add_argument("--interval", type=float, default=2.0, help="--watch: seconds between tables")
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_jobs)
 
@@ -593,8 +639,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
     p.add_argument("change", choices=sorted(_TASK_CHANGES))
     p.add_argument("job_id")
     p.add_argument("task", help="task id, e.g. map-3 (its latest live attempt)")
-    p.add_argument("--cpu", type=float, help="resize: the new CPU limit, within the grant")
-    p.add_argument("--memory-mb", type=int, help="resize: the new memory limit, within the grant")
+    p.add_argument(
+        "--cpu", type=float, help="resize: the new CPU limit, within the grant (default: as now)"
+    )
+    p.add_argument(
+        "--memory-mb",
+        type=int,
+        help="resize: the new memory limit, within the grant (default: as now)",
+    )
     p.add_argument("--reason", help="recorded with the change")
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_task)
@@ -603,6 +655,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
     p.add_argument("job_id")
     p.add_argument("task", help="task id, e.g. map-3")
     p.add_argument("--attempt", type=int, help="a specific attempt")
+    p.add_argument(
+        "-f", "--follow", action="store_true", help="print its output as it comes, until it ends"
+    )
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_logs)
 
