@@ -595,7 +595,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
     commands of ``_LAZY_COMMANDS`` other than that one are listed by name and help alone, their
     modules not imported; without it, every command is built in full."""
     parser = argparse.ArgumentParser(
-        prog="sluice", description="Sluice: a two-tier cluster scheduler for shared clusters."
+        prog="sluice",
+        description="Sluice: a two-tier cluster scheduler for shared clusters.",
+        epilog="Pages cited as docs/X.md: `sluice docs X`.  Example files named as "
+        "examples/...: `sluice examples` (`--copy DIR` copies them out).",
     )
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     parser.add_argument("--rm", help=RM_HELP)
@@ -744,7 +747,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
         "--dias-config",
         type=Path,
         help="the RM's DiAS settings: drop ratios, sprint timeouts, accuracy curve, sprint budget "
-        "(e.g. examples/dias/dias.yaml)",
+        "(e.g. examples/dias/dias.yaml: `sluice examples`)",
     )
     from aggregator import flags as aggregator_flags  # light: no numpy
 

@@ -186,3 +186,11 @@ def test_the_wheel_ships_the_examples_and_docs_that_messages_name(tmp_path: Path
         assert f"sluice/docs/{page}" in names
     assert {"sluice/examples/queues/bigc.yaml", "sluice/examples/dias/dias.yaml"} <= names
     assert {"sluice/docs/preemption.md", "sluice/docs/model/dias.md"} <= names
+
+
+def test_help_says_where_cited_docs_and_examples_are(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "docs/X.md: `sluice docs X`" in text
+    assert "`sluice examples`" in text
