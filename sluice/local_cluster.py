@@ -8,11 +8,11 @@ its own process, in its own session, logging to ``DIR/logs``.  What does not wai
 starts at once: the brokers, the aggregator and the RM together (their ports are picked first,
 so each is told the others' addresses before they serve), then every agent together once the RM
 serves; each is said as it starts and as it is ready.  It waits until every node has registered
-and writes ``DIR/cluster.json``.  ``down`` and ``status`` where no cluster runs say so.  ``down`` drains every agent (stopping its tasks and
-removing their cgroups and containers) through its ``Drain`` RPC, starting an agent that died
-again first so that it can, then stops every process it started (each pid only while it is
-still that process: ``cluster.json`` records each one's identity beside its pid, see
-``sluice.process_identity``).
+and writes ``DIR/cluster.json``.  ``down`` drains every agent (stopping its tasks and removing
+their cgroups and containers) through its ``Drain`` RPC, starting an agent that died again
+first so that it can, then stops every process it started (each pid only while it is still that
+process: ``cluster.json`` records each one's identity beside its pid, see
+``sluice.process_identity``).  ``down`` and ``status`` where no cluster runs say so.
 
 Each directory is its own cluster: its cluster id (``local-<hash of the directory>``) names its
 cgroups and containers, so two local clusters on one machine, both with a ``node-1``, never
