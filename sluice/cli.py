@@ -893,7 +893,8 @@ def command_of(argv: Sequence[str]) -> str:
     when it names none (``sluice --help``, ``sluice --version``)."""
     words = iter(argv)
     for word in words:
-        if word in _VALUED_OPTIONS:
+        # argparse takes a unique prefix of an option (--tls for --tls-dir) too
+        if len(word) > 2 and any(option.startswith(word) for option in _VALUED_OPTIONS):
             next(words, None)
         elif word == "--":
             return next(words, "")

@@ -139,6 +139,7 @@ def test_version_prints_the_installed_distributions_version() -> None:
         (["--rm", "h:1", "rm", "--listen", "x"], "rm"),
         (["--dir", "D", "--tls-dir", "T", "agent"], "agent"),
         (["--rm=h:1", "sim", "run"], "sim"),
+        (["--tls", "T", "--d", "D", "ca", "init"], "ca"),  # argparse's abbreviations
         (["--", "model"], "model"),
         (["--dir"], ""),
     ],
