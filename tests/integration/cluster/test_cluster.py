@@ -302,7 +302,7 @@ def test_rm_killed_and_restarted_still_lists_every_job(cluster: Cluster) -> None
         except Exception:
             return set()
 
-    after = wait_until(listed, 20, "the restarted RM answers")
+    after = wait_until(listed, 60, "the restarted RM answers")  # a busy host: seconds to start
     assert before <= after
     detail = cluster.wait_final(running, timeout=60)
     assert detail.summary.state == pb.JOB_SUCCEEDED, detail.summary.message
