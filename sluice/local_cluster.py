@@ -5,14 +5,15 @@ processes.
 amqtt, unless ``--kafka`` / ``--mqtt`` name existing ones) and the cluster aggregator (with
 InfluxDB when ``--influx-url`` is given) — then one resource manager and N node agents.  Each is
 its own process, in its own session, logging to ``DIR/logs``.  What does not wait on another
-starts at once: the brokers, the aggregator and the RM together (their ports are picked first,
-so each is told the others' addresses before they serve), then every agent together once the RM
-serves; each is said as it starts and as it is ready.  It waits until every node has registered
-and writes ``DIR/cluster.json``.  ``down`` drains every agent (stopping its tasks and removing
-their cgroups and containers) through its ``Drain`` RPC, starting an agent that died again
-first so that it can, then stops every process it started (each pid only while it is still that
-process: ``cluster.json`` records each one's identity beside its pid, see
-``sluice.process_identity``).  ``down`` and ``status`` where no cluster runs say so.
+starts at once: the brokers and the RM together (ports are picked first, so each is told the
+others' addresses before they serve), the aggregator once the brokers serve, every agent
+together once the RM serves; each is said as it starts and as it is ready.  It waits until
+every node has registered and writes ``DIR/cluster.json``.  ``down`` drains every agent
+(stopping its tasks and removing their cgroups and containers) through its ``Drain`` RPC,
+starting an agent that died again first so that it can, then stops every process it started
+(each pid only while it is still that process: ``cluster.json`` records each one's identity
+beside its pid, see ``sluice.process_identity``).  ``down`` and ``status`` where no cluster
+runs say so.
 
 Each directory is its own cluster: its cluster id (``local-<hash of the directory>``) names its
 cgroups and containers, so two local clusters on one machine, both with a ``node-1``, never
@@ -239,9 +240,10 @@ def _check_rm_settings(spec: LocalClusterSpec) -> None:
 
 def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     """Start the cluster and return its ``cluster.json`` record.  Whatever does not wait on
-    another starts at once: the brokers, the aggregator and the RM together (each is told the
-    others' addresses, on ports picked before they start), then the agents together once the RM
-    serves.  ``say`` hears each daemon as it starts and as it is ready."""
+    another starts at once: the brokers and the RM together (each is told the others'
+    addresses, on ports picked before they start), the aggregator once the brokers serve, then
+    the agents together once the RM serves.  ``say`` hears each daemon as it starts and as it
+    is ready."""
     _check_rm_settings(spec)
     if spec.kafka_tls and spec.kafka is None:
         raise UserError("--kafka-tls: needs --kafka (the embedded broker, Tansu, has no TLS)")
@@ -265,37 +267,30 @@ def up(spec: LocalClusterSpec, say: Say) -> dict[str, object]:
     plane = _Plane(spec, certs)
     started: list[subprocess.Popen[bytes]] = []
     try:
-        # The brokers, the aggregator and the RM at once: none needs another serving to start.
+        # The brokers and the RM at once (the RM only names the others), the aggregator as soon
+        # as the brokers serve (it reads and publishes from its start), the agents once the RM
+        # serves.
         brokers_starting = _start_brokers(plane, logs, pool, say)
-        aggregator = _spawn_aggregator(spec, plane, directory, logs, certs)
-        started.append(aggregator.process)
-        storage = f"InfluxDB {spec.influx_url}" if spec.influx_url else "windows in memory only"
-        say(
-            f"starting the aggregator at {plane.aggregator} (ranking every "
-            f"{spec.aggregator_period:g} s; {storage})"
-        )
         rm_argv = _rm_argv(spec, plane, directory, cluster_id, certs)
-        for stale in _published_files(directory / "rm.addr"):
-            stale.unlink(missing_ok=True)
-        rm = _spawn(rm_argv, logs / "rm.log")
+        rm = _spawn_rm(rm_argv, directory, say)
         started.append(rm)
-        say("starting the resource manager")
-        ready = _wait_ready(
-            [
-                *brokers_starting,
-                aggregator.pending("the aggregator"),
-                _Pending.of_file(
-                    "the resource manager", directory / "rm.addr", rm, logs / "rm.log"
-                ),
-            ],
-            say,
-            clock,
-        )
+        _wait_ready(brokers_starting, say, clock)
+        aggregator = _spawn_aggregator(spec, plane, directory, logs, certs, say)
+        started.append(aggregator.process)
+        daemons = [
+            aggregator.pending("the aggregator"),
+            _Pending.of_file("the resource manager", directory / "rm.addr", rm, logs / "rm.log"),
+        ]
+        ready = _wait_ready(daemons, say, clock, needed={"the resource manager"})
         rm_address = ready["the resource manager"]
         tokens_file = directory / "rm.addr.tokens"
         rm_tokens = tokens_file.read_text().strip() if tokens_file.exists() else ""
-        # Every agent at once, now that the RM serves.
-        nodes = _start_agents(spec, directory, rm_address, cluster_id, certs, started, say, clock)
+        # Every agent at once, now that the RM serves (the aggregator may still be starting).
+        nodes, agents = _start_agents(spec, directory, rm_address, cluster_id, certs, started, say)
+        _wait_ready([*daemons, *agents], say, clock, addresses=ready)
+        for node in nodes:
+            node["address"] = ready[f"agent {node['node_id']}"]
+            node["argv"] = pinned_argv(node["argv"], str(node["address"]))  # type: ignore[arg-type]
         _wait_registered(rm_address, client_tls, spec.nodes, started, logs, say, clock)
     except BaseException:
         stop([*_children(started), *_services(plane.broker_records(wait=True))], say)
@@ -333,10 +328,9 @@ def _start_agents(
     certs: ClusterCerts | None,
     started: list[subprocess.Popen[bytes]],
     say: Say,
-    clock: _Clock,
-) -> list[dict[str, object]]:
-    """Start every node's agent at once (each joins ``started``); their ``cluster.json``
-    records once each serves."""
+) -> tuple[list[dict[str, object]], list[_Pending]]:
+    """Start every node's agent at once (each joins ``started``): their ``cluster.json``
+    records (the address is added once each serves) and what to wait on."""
     logs = directory / "logs"
     node_ids = [f"node-{index}" for index in range(1, spec.nodes + 1)]
     nodes: list[dict[str, object]] = []
@@ -352,11 +346,7 @@ def _start_agents(
             _Pending.of_file(f"agent {node_id}", addr_file, agent, logs / f"{node_id}.log")
         )
     say(f"starting {len(node_ids)} node agents ({', '.join(node_ids)}, {spec.runtime} runtime)")
-    addresses = _wait_ready(agents, say, clock)
-    for node in nodes:
-        node["address"] = addresses[f"agent {node['node_id']}"]
-        node["argv"] = pinned_argv(node["argv"], str(node["address"]))  # type: ignore[arg-type]
-    return nodes
+    return nodes, agents
 
 
 class _Clock:
@@ -404,14 +394,22 @@ class _Pending:
         return cls(name, lambda: future.result().address if future.done() else None, log_path)
 
 
-def _wait_ready(pending: list[_Pending], say: Say, clock: _Clock) -> dict[str, str]:
-    """Wait until every one of ``pending`` serves, saying each as it does; their addresses by
-    name.  UserError when one exits, or when none gets ready for ``START_TIMEOUT`` (progress
-    restarts the clock: daemons starting together on a loaded machine take longer, not
-    forever)."""
-    addresses: dict[str, str] = {}
+def _wait_ready(
+    pending: list[_Pending],
+    say: Say,
+    clock: _Clock,
+    needed: set[str] | None = None,
+    addresses: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Wait until those of ``pending`` named in ``needed`` (None: all) serve, saying each of
+    ``pending`` as it does; ``addresses`` (updated, and returned) holds those ready by name,
+    so that a later call goes on with the others.  UserError when one exits, or when none gets
+    ready for ``START_TIMEOUT`` (progress restarts the clock: daemons starting together on a
+    loaded machine take longer, not forever)."""
+    addresses = {} if addresses is None else addresses
+    needed = {p.name for p in pending} if needed is None else needed
     deadline = time.monotonic() + START_TIMEOUT
-    while len(addresses) < len(pending):
+    while not needed <= addresses.keys():
         for item in pending:
             if item.name in addresses:
                 continue
@@ -420,10 +418,10 @@ def _wait_ready(pending: list[_Pending], say: Say, clock: _Clock) -> dict[str, s
                 addresses[item.name] = address
                 say(f"{item.name} ready at {address} ({clock.elapsed():.1f} s)")
                 deadline = time.monotonic() + START_TIMEOUT
-        if len(addresses) == len(pending):
+        if needed <= addresses.keys():
             break
         if time.monotonic() > deadline:
-            late = [p for p in pending if p.name not in addresses]
+            late = [p for p in pending if p.name in needed and p.name not in addresses]
             raise UserError(
                 f"{', '.join(p.name for p in late)} did not start within {START_TIMEOUT:.0f} s "
                 f"(see {late[0].log_path})"
@@ -500,6 +498,14 @@ class _Started:
 
     def pending(self, name: str) -> _Pending:
         return _Pending.of_file(name, self.address_file, self.process, self.log_path)
+
+
+def _spawn_rm(argv: list[str], directory: Path, say: Say) -> subprocess.Popen[bytes]:
+    for stale in _published_files(directory / "rm.addr"):
+        stale.unlink(missing_ok=True)
+    process = _spawn(argv, directory / "logs" / "rm.log")
+    say("starting the resource manager")
+    return process
 
 
 def _rm_argv(
@@ -611,6 +617,7 @@ def _spawn_aggregator(
     directory: Path,
     logs: Path,
     certs: ClusterCerts | None,
+    say: Say,
 ) -> _Started:
     """Spawn the aggregator on ``plane.aggregator`` (the RM hands that address out, so the
     port is picked first; the command line ``cluster.json`` records keeps it)."""
@@ -645,6 +652,11 @@ def _spawn_aggregator(
     argv += ["--mode", spec.oversubscription, *spec.aggregator_args]
     log_path = logs / "aggregator.log"
     process = _spawn(argv, log_path)
+    storage = f"InfluxDB {spec.influx_url}" if spec.influx_url else "windows in memory only"
+    say(
+        f"starting the aggregator at {plane.aggregator} (ranking every "
+        f"{spec.aggregator_period:g} s; {storage})"
+    )
     record = _record_pid(
         {"name": "aggregator", "argv": argv, "address": plane.aggregator}, "pid", process
     )

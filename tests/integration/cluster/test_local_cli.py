@@ -89,17 +89,17 @@ def test_up_says_each_daemon_as_it_starts_and_as_it_is_ready(
     assert said[-1].startswith("2 nodes registered"), said
 
 
-def test_up_starts_the_brokers_aggregator_and_rm_together_then_the_agents_together(
+def test_up_starts_what_does_not_wait_on_another_together(
     started: tuple[Cluster, list[str]],
 ) -> None:
-    """Each is started before any of them is waited for: the RM is spawned before the
-    aggregator (which it only names) is ready, and node-2's agent before node-1's is."""
+    """Each is started before what it does not need is waited for: the RM before the brokers
+    or the aggregator (which it only names) are ready, the aggregator before the RM is ready
+    unless the RM was first, and node-2's agent before node-1's is ready."""
     _, said = started
-    first_ready = min(
-        _index(said, name)
-        for name in ("kafka ready", "mqtt ready", "the aggregator ready", "the resource manager")
-    )
-    assert _index(said, "starting the resource manager") < first_ready, said
+    rm_started = _index(said, "starting the resource manager")
+    for ready in ("kafka ready", "mqtt ready", "the aggregator ready"):
+        assert rm_started < _index(said, ready), said
+    assert _index(said, "starting the aggregator") < _index(said, "the aggregator ready"), said
     assert _index(said, "starting 2 node agents") < _index(said, "agent node-1 ready"), said
 
 
