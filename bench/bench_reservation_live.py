@@ -1,7 +1,7 @@
 """Slot reservation on a real two-node cluster (issue 12): a high-priority pipeline's completion
 time alone, and beside batch work without and with reservation.
 
-Run: .venv/bin/python bench/bench_reservation_live.py [--runs 3] [--batch-task-s 20]
+Run: .venv/bin/python bench/bench_reservation_live.py [--runs 3] [--batch-task-s 20] [--dag]
 
 It starts a local cluster (``sluice.local_cluster``, process runtime): two nodes of 2 cpu and
 2 GiB, room for the pipeline's four 0.9-cpu tasks and no more.  The pipeline (priority 10) has
@@ -15,6 +15,9 @@ over ``--runs``, the slowdowns against alone, and the machine's core count.  (Al
 reservation saves the pipeline its asks at each barrier: its containers are already there.)
 The times include the live cluster's own latencies (heartbeats, rounds, process launches), so
 they vary with the machine's load: compare the ratios of one run.
+
+``--dag`` (issue 28): the pipeline is a diamond instead, a fork and a join: four tasks feeding
+two phases of two that join into four, timed the same way.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ WIDTH = 4
 CASES = ("alone", "alone, with reservation", "without reservation", "with reservation")
 
 
-def task(name: str, tasks: int, script: str, after: str | None = None) -> dict[str, Any]:
+def task(name: str, tasks: int, script: str, *after: str) -> dict[str, Any]:
     phase: dict[str, Any] = {
         "name": name,
         "tasks": tasks,
@@ -51,11 +54,11 @@ def task(name: str, tasks: int, script: str, after: str | None = None) -> dict[s
         "resources": {"cpu": 0.9, "memory_mb": 64},
     }
     if after:
-        phase["after"] = [after]
+        phase["after"] = list(after)
     return phase
 
 
-def pipeline(gate: Path, reserve: bool) -> str:
+def pipeline(gate: Path, reserve: bool, dag: bool = False) -> str:
     tenths = "$(( (${SLUICE_TASK_ID##*-} + 1) * 3 ))"
     work = f"t={tenths}; sleep $(( t / 10 )).$(( t % 10 ))"
     wait = f"while [ ! -e {gate} ]; do sleep 0.05; done; {work}"
@@ -67,6 +70,13 @@ def pipeline(gate: Path, reserve: bool) -> str:
             task("p1", WIDTH, wait),
             task("p2", WIDTH, work, "p1"),
             task("p3", WIDTH, work, "p2"),
+        ]
+        if not dag
+        else [
+            task("split", WIDTH, wait),
+            task("left", WIDTH // 2, work, "split"),
+            task("right", WIDTH // 2, work, "split"),
+            task("join", WIDTH, work, "left", "right"),
         ],
     }
     if reserve:
@@ -96,7 +106,7 @@ def wait(condition: Any, timeout: float, what: str) -> Any:
         time.sleep(0.05)
 
 
-def one_case(client: RMClient, case: str, batch_s: float) -> float:
+def one_case(client: RMClient, case: str, batch_s: float, dag: bool = False) -> float:
     jobs = client.jobs
 
     def job(job_id: str) -> rm_pb.JobDetail:
@@ -105,7 +115,7 @@ def one_case(client: RMClient, case: str, batch_s: float) -> float:
 
     gate = Path(tempfile.gettempdir()) / f"sluice-bench-gate-{uuid.uuid4().hex[:12]}"
     try:
-        spec = pipeline(gate, reserve=case.endswith("with reservation"))
+        spec = pipeline(gate, reserve=case.endswith("with reservation"), dag=dag)
         hp = jobs.SubmitJob(rm_pb.SubmitJobRequest(spec_yaml=spec), timeout=30).job.job_id
         wait(
             lambda: sum(t.state == pb.TASK_RUNNING for t in job(hp).tasks) == WIDTH,
@@ -136,6 +146,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch-task-s", type=float, default=20.0)
+    parser.add_argument("--dag", action="store_true", help="a diamond (fork and join) instead")
     args = parser.parse_args()
     times: dict[str, list[float]] = {case: [] for case in CASES}
     with tempfile.TemporaryDirectory(prefix="sluice-bench-reservation-") as directory:
@@ -153,7 +164,7 @@ def main() -> int:
         try:
             for run in range(args.runs):
                 for case in CASES:
-                    times[case].append(one_case(client, case, args.batch_task_s))
+                    times[case].append(one_case(client, case, args.batch_task_s, args.dag))
                     print(f"run {run + 1}: {case}: {times[case][-1]:.2f} s", file=sys.stderr)
         finally:
             client.close()
@@ -162,7 +173,8 @@ def main() -> int:
     alone_kept = statistics.median(times["alone, with reservation"])
     print(
         f"bench_reservation_live: {os.cpu_count()} cores, {args.runs} runs, batch tasks of "
-        f"{args.batch_task_s:g} s; the pipeline's completion time (median)"
+        f"{args.batch_task_s:g} s; the {'diamond' if args.dag else 'pipeline'}'s completion "
+        "time (median)"
     )
     print("| case | completion (s) | against alone | against alone with reservation |")
     print("|---|---|---|---|")

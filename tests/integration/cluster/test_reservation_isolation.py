@@ -50,6 +50,27 @@ def pipeline(gate: Gate, reservation: dict[str, object] | None) -> str:
     return yaml.safe_dump(document)
 
 
+def diamond(gate: Gate, reservation: dict[str, object] | None) -> str:
+    """A fork and a join: four tasks feeding two phases of two that join into four, the
+    tasks timed as in :func:`pipeline`."""
+    tenths = "$(( (${SLUICE_TASK_ID##*-} + 1) * 3 ))"
+    work = f"t={tenths}; sleep $(( t / 10 )).$(( t % 10 ))"
+    document: dict[str, object] = {
+        "name": "diamond",
+        "priority": 10,
+        "max_retries": 0,
+        "phases": [
+            phase("split", WIDTH, gate.hold(work), cpu=0.9),
+            phase("left", WIDTH // 2, work, after=["split"], cpu=0.9),
+            phase("right", WIDTH // 2, work, after=["split"], cpu=0.9),
+            phase("join", WIDTH, work, after=["left", "right"], cpu=0.9),
+        ],
+    }
+    if reservation is not None:
+        document["reservation"] = reservation
+    return yaml.safe_dump(document)
+
+
 def batch() -> str:
     return yaml.safe_dump(
         {
@@ -62,11 +83,13 @@ def batch() -> str:
 
 
 def run_beside_batch(
-    cluster: Cluster, gate: Gate, reservation: dict[str, object] | None
+    cluster: Cluster, gate: Gate, reservation: dict[str, object] | None, *, dag: bool = False
 ) -> tuple[rm_pb.JobDetail, rm_pb.JobDetail]:
-    """The pipeline once its first phase runs, then the batch job; the pipeline's and the batch
-    job's records once the pipeline has ended (the batch job is killed then)."""
-    hp = gate.kill_on_close(cluster, cluster.submit(pipeline(gate, reservation)))
+    """The pipeline (``dag``: the diamond) once its first phase runs, then the batch job; the
+    pipeline's and the batch job's records once the pipeline has ended (the batch job is
+    killed then)."""
+    document = (diamond if dag else pipeline)(gate, reservation)
+    hp = gate.kill_on_close(cluster, cluster.submit(document))
     wait_until(
         lambda: sum(t.state == pb.TASK_RUNNING for t in cluster.job(hp).tasks) == WIDTH,
         60,
@@ -86,9 +109,9 @@ def containers(detail: rm_pb.JobDetail, phase_name: str) -> set[str]:
     return {t.allocation_id for t in detail.tasks if t.phase == phase_name}
 
 
-def last_barrier(hp: rm_pb.JobDetail) -> float:
+def last_barrier(hp: rm_pb.JobDetail, last: str = "p3") -> float:
     """When the pipeline's last phase started."""
-    return min(t.start_time for t in hp.tasks if t.phase == "p3")
+    return min(t.start_time for t in hp.tasks if t.phase == last)
 
 
 def batch_starts_before(lp: rm_pb.JobDetail, end: float) -> list[rm_pb.TaskInfo]:
@@ -114,6 +137,22 @@ def test_with_a_reservation_the_pipeline_keeps_its_slots_and_no_batch_task_start
     # Until the last barrier passed every container was kept (the final phase gives each
     # back as its task ends, Alg. 1 line 3, and batch tasks may start there then)
     assert batch_starts_before(lp, last_barrier(hp)) == []
+
+
+def test_with_a_reservation_a_fork_and_a_join_keep_their_slots_and_no_batch_task_starts(
+    cluster: Cluster, gate: Gate
+) -> None:
+    # The fork keeps its four containers for both of its downstream phases (two each), the
+    # join takes the four they keep; each kept container's end is recorded: all four used
+    # at each of the two barriers, none lost to a deadline, a takeover or its node.
+    hp, lp = run_beside_batch(cluster, gate, {"isolation": 0.999}, dag=True)
+    assert containers(hp, "left") | containers(hp, "right") == containers(hp, "split")
+    assert containers(hp, "join") == containers(hp, "split")
+    assert batch_starts_before(lp, last_barrier(hp, "join")) == []
+    ends = [(e.phase, e.ended) for e in hp.kept_ended]
+    assert sorted(ends) == sorted(
+        [("left", "used")] * 2 + [("right", "used")] * 2 + [("join", "used")] * WIDTH
+    ), ends
 
 
 def test_a_planted_straggler_is_overtaken_by_its_copy_on_a_kept_container(
