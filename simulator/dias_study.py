@@ -123,9 +123,11 @@ class DiasSimulation(Simulation):
         self.execution_energy_j = 0.0
         self._energy_at = 0.0
 
-    def _sample(self) -> None:
+    periodic_samples = True  # (the energy integrates the state at each sample over its interval)
+
+    def _sample(self, *, last: bool = False) -> None:
         self._integrate_energy()
-        super()._sample()
+        super()._sample(last=last)
 
     def _integrate_energy(self) -> None:
         elapsed = self.now - self._energy_at

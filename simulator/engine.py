@@ -112,6 +112,10 @@ MIN_ALONE_TIME = 1e-3
 this instead (a millisecond), so it stays finite."""
 
 
+def _usage(sample: UtilisationSample) -> tuple[float, float, float, float]:
+    return (sample.cpu_used, sample.cpu_capacity, sample.memory_used_mb, sample.memory_capacity_mb)
+
+
 @dataclass(frozen=True)
 class SimSettings:
     """The simulated cluster and the live system's timings (their live defaults)."""
@@ -278,6 +282,8 @@ class Simulation:
         self._pass_armed = False
         self._locality_armed = math.inf  # when a locality wake-up is armed for
         self._samples: list[UtilisationSample] = []
+        self._sample_armed = False
+        self._sampled_version = -1  # the core's tables' version when a change was last noted
         self.on_progress: Callable[[Simulation], None] | None = None
         self._sprint_armed: float | None = None  # when the sprint timer is set for
         self.refused: list[tuple[str, str]] = []  # (job name, why) of jobs submit refused
@@ -316,7 +322,7 @@ class Simulation:
                 self.on_progress(self)
             if self._unfinished == 0:
                 break
-        self._sample()
+        self._sample(last=True)
         return SimResult(self._outcomes(), self._samples, self.events, self.now)
 
     @property
@@ -345,6 +351,9 @@ class Simulation:
             tables.rollback()
             raise
         tables.commit()
+        if tables.version != self._sampled_version:
+            self._sampled_version = tables.version
+            self._usage_changed()
         for placement in self.core.drain_placements():
             if placement.kind is AllocationKind.JOB_MASTER:
                 self._arm_heartbeat(self._nodes[placement.node_id])
@@ -1023,7 +1032,24 @@ class Simulation:
 
     # ------------------------------------------------------------------ measurements
 
-    def _sample(self) -> None:
+    periodic_samples = False
+    """Sample every ``sample_interval`` whatever happens (a subclass that integrates over the
+    samples, as :class:`simulator.dias_study.DiasSimulation` its energy, says so)."""
+
+    def _usage_changed(self) -> None:
+        """What the cluster holds may have changed: sample at the next ``sample_interval`` tick
+        (at most one sample per interval, as periodic sampling, and none while nothing
+        changes: a long idle spell costs no events and no rows)."""
+        if self._sample_armed or self.periodic_samples:
+            return
+        self._sample_armed = True
+        when = self._next_aligned(0.0, self.settings.sample_interval, strictly=False)
+        self.at(when, self._sample)
+
+    def _sample(self, *, last: bool = False) -> None:
+        """Record utilisation now; a sample equal to the one before adds nothing to the step
+        function and is left out (the ``last`` one, marking the run's end, never is)."""
+        self._sample_armed = False
         held = self.core.tables.held_by_kind()
         used = Resources()
         for amount in held.values():
@@ -1032,9 +1058,14 @@ class Simulation:
         sample = UtilisationSample(
             self.now, used.cpu, capacity.cpu, float(used.memory_mb), float(capacity.memory_mb)
         )
-        if not self._samples or self._samples[-1] != sample:
-            self._samples.append(sample)
-        if self._unfinished and self._queue:
+        previous = self._samples[-1] if self._samples else None
+        if previous is None or last or _usage(previous) != _usage(sample):
+            if previous is not None and previous.time == sample.time:
+                self._samples[-1] = sample
+            else:
+                self._samples.append(sample)
+        if self.periodic_samples and self._unfinished and self._queue:
+            self._sample_armed = True
             self.at(self.now + self.settings.sample_interval, self._sample)
 
     def _outcomes(self) -> list[JobOutcome]:

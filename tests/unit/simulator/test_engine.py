@@ -441,3 +441,26 @@ def test_a_job_evicted_while_its_job_master_starts_is_executed_again(high_at: fl
     assert outcomes["high"].finish_time < outcomes["low"].finish_time
     low = next(j for j, job in simulation.sim_jobs.items() if job.job_class == "low")
     assert simulation.core.job(low).execution.evictions == 1
+
+
+def one_long_task(duration: float) -> list[SimJob]:
+    phase = {"name": "p", "tasks": 1, "cpu": 2, "memory_mb": 512, "duration": duration}
+    return jobs_of(workload(job_class("long", count=1, phases=[phase])))
+
+
+def test_utilisation_is_sampled_on_change_not_through_idle_spells():
+    """A task running 100,000 s alone costs the events and samples of one running 1,000 s:
+    nothing changes while it runs (it used to take a sample event, and a row, every 10 s).
+    The time-weighted utilisation is the same step function: the task's 2 of 4 cpus and its
+    job master's 0.1 while it runs."""
+    runs = {
+        duration: simulate(one_long_task(duration), nodes=1, node_cpu=4) for duration in (1e3, 1e5)
+    }
+    short, long = (runs[d].result for d in (1e3, 1e5))  # type: ignore[attr-defined]
+    assert long.events == short.events
+    assert len(long.samples) == len(short.samples) <= 6
+    utilisation = {
+        d: summarize(r.outcomes, r.samples).cpu_utilisation for d, r in ((1e3, short), (1e5, long))
+    }
+    assert utilisation[1e5] == pytest.approx(2.1 / 4, abs=0.001)
+    assert 0.5 < utilisation[1e3] < 0.53

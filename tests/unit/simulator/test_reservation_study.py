@@ -115,6 +115,7 @@ def test_the_command_writes_tables_and_plots(tmp_path: Path, capsys: pytest.Capt
         "isolation-2.md",
         "isolation-2.png",
         "isolation-utilisation.png",
+        "reservation-2.json",
         "stragglers-2.md",
         "stragglers-2.png",
     }
