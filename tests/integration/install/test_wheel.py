@@ -42,12 +42,14 @@ def _pip(*args: str, cwd: Path) -> None:
 
 
 def _source_files() -> set[str]:
-    """Every file of the packages pyproject.toml names, as paths relative to the root."""
+    """Every file of the packages pyproject.toml names, as paths relative to the root, those
+    under a link too (sluice/docs and sluice/examples/queues... are links to docs/, examples/)."""
     return {
         path.relative_to(ROOT).as_posix()
         for package in PACKAGES
-        for path in (ROOT / package).rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+        for directory, _, files in os.walk(ROOT / package, followlinks=True)
+        for path in (Path(directory) / name for name in files)
+        if "__pycache__" not in path.parts and path.suffix != ".pyc"
     }
 
 
@@ -102,6 +104,11 @@ for name in sluice.demo.JOB_FILES:
         assert path.resolve().is_relative_to(target), path
         load_spec_file(path)
 build_parser().parse_args(["local", "up", "--dir", "d"])
+from sluice import cli_examples  # what README, --help and messages name: `sluice examples`, `docs`
+assert {"queues/bigc.yaml", "dias/dias.yaml"} <= set(cli_examples.example_names())
+assert cli_examples.find_doc("docs/preemption.md") == "preemption.md"
+for root in (cli_examples.examples_root(), cli_examples.docs_root()):
+    assert pathlib.Path(str(root)).resolve().is_relative_to(target), root
 print("ok")
 """
     environment = {**os.environ, "PYTHONPATH": str(target)}
