@@ -78,15 +78,15 @@ def fit_table(
 
 
 def terminal_width() -> int | None:
-    """The width a table fits by default: the terminal's (or $COLUMNS), None when the output
-    is not a terminal (a pipe or a file gets every column)."""
-    import os
+    """The width a table fits by default: the terminal's ($COLUMNS, else the terminal's own),
+    None when the output is not a terminal (a pipe or a file gets every column, whatever
+    $COLUMNS an environment exports)."""
     import shutil
     import sys
 
-    if os.environ.get("COLUMNS") or sys.stdout.isatty():
-        return shutil.get_terminal_size().columns
-    return None
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def fraction_done(job: rm_pb.JobSummary) -> tuple[int, int]:

@@ -3,6 +3,9 @@ width (``--wide``, or output to a pipe) every column is shown."""
 
 from __future__ import annotations
 
+import io
+import sys
+
 import pytest
 
 from sluice import machines, render
@@ -69,13 +72,18 @@ def test_a_table_that_fits_is_left_whole() -> None:
     assert render.nodes_table(nodes(), extra(), width=width) == wide
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def test_nodes_width_comes_from_the_terminal_or_is_unlimited_in_a_pipe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "77")
+    monkeypatch.setattr(sys, "stdout", _Terminal())
     assert render.terminal_width() == 77
-    monkeypatch.delenv("COLUMNS")
-    # pytest captures stdout: not a terminal, so a pipe's reader gets every column
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # a pipe: every column, $COLUMNS or not
     assert render.terminal_width() is None
 
 
