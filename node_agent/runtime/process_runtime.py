@@ -15,7 +15,11 @@ an exit-status file means EXITED; otherwise the recorded wrapper PID, checked ag
 time in ``/proc/<pid>/stat`` (PIDs are reused), means the task still runs.
 
 ``stop`` signals the task's processes -- the cgroup's members, or the process group's in fallback
-mode -- but never the wrapper, which must survive to record the status.
+mode -- but never the wrapper, which must survive to record the status.  Once the task has
+ended, the wrapper ignores SIGTERM, SIGINT and SIGHUP, and so does the ``mv`` it records the
+status with: that ``mv`` is a member too, and a stop still signalling the members used to kill
+it, leaving no status, which then read as 137 (lost) instead of the task's 143 -- on a busy
+host, where the ``mv`` lives long enough to be seen, several times a run.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ unset IFS SLUICE_CGROUP_PROCS
 : > "$SLUICE_TASK_DIR/started" || { echo "sluice: cannot write $SLUICE_TASK_DIR" >&2; exit 125; }
 "$@"
 status=$?
+trap '' TERM INT HUP
 echo "$status" > "$SLUICE_TASK_DIR/exit_code.tmp" &&
   PATH=/usr/bin:/bin mv -f "$SLUICE_TASK_DIR/exit_code.tmp" "$SLUICE_TASK_DIR/exit_code"
 exit "$status"
