@@ -87,15 +87,15 @@ def test_a_sighup_reloads_a_valid_file_and_keeps_the_queues_on_an_invalid_one(
     pid = int(running.info["rm_pid"])
     write_queues(queues, 0.2)
     os.kill(pid, signal.SIGHUP)
-    wait_until(lambda: shares(running) == {"short": 0.8, "long": 0.2}, 20, "queues reloaded")
+    wait_until(lambda: shares(running) == {"short": 0.8, "long": 0.2}, 60, "queues reloaded")
     queues.write_text("queues:\n  long: {share: 7}\n")
     os.kill(pid, signal.SIGHUP)
-    wait_until(lambda: "queue reload refused" in rm_log(running), 20, "the refusal logged")
+    wait_until(lambda: "queue reload refused" in rm_log(running), 60, "the refusal logged")
     assert "queues.long.share: must be a number in [0, 1], got 7" in rm_log(running)
     assert shares(running) == {"short": 0.8, "long": 0.2}
     write_queues(queues, 0.05)
     os.kill(pid, signal.SIGHUP)
-    wait_until(lambda: shares(running) == {"short": 0.95, "long": 0.05}, 20, "queues back")
+    wait_until(lambda: shares(running) == {"short": 0.95, "long": 0.05}, 60, "queues back")
 
 
 def test_a_job_naming_an_unknown_queue_is_refused_in_one_line(
