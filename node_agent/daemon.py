@@ -45,6 +45,7 @@ from node_agent.lease import retry_pause
 from node_agent.metrics.counters import CounterSampler, detect_counters
 from node_agent.metrics.energy import EnergyMeter, detect_rapl
 from node_agent.metrics.host import HostSampler
+from node_agent.metrics.pressure import parse_pressure
 from node_agent.metrics.reporter import MetricsReporter
 from node_agent.metrics.share import LoadScope, resolve_scope
 from node_agent.runtime import make_runtime
@@ -273,6 +274,22 @@ def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
         sprint_factor=event.sprint_factor,
         speculative=event.speculative,
     )
+
+
+def machine_pressure_of(directory: Path) -> Path:
+    """--machine-pressure checked: a directory other than the kernel's must hold a ``cpu`` PSI
+    file that parses (else services would silently never be judged); a one-line UserError."""
+    if directory == MACHINE_PRESSURE:
+        return directory  # the kernel's: absent without PSI, and then nothing is judged by it
+    try:
+        parse_pressure((directory / "cpu").read_text(), source=str(directory / "cpu"))
+    except OSError as error:
+        raise UserError(
+            f"--machine-pressure: cannot read {directory / 'cpu'}: {error.strerror}"
+        ) from None
+    except ValueError as error:
+        raise UserError(f"--machine-pressure: {error}") from None
+    return directory
 
 
 def oversubscription_of(args: argparse.Namespace) -> OversubscriptionConfig:
@@ -865,7 +882,7 @@ def run(args: argparse.Namespace) -> int:
             oversubscription=oversubscription_of(args),
             state_dir=state_dir,
             monitor_interval=args.monitor_interval,
-            machine_pressure=args.machine_pressure,
+            machine_pressure=machine_pressure_of(args.machine_pressure),
             own_share=_own_share(args.load_scope, capacity, len(cpu_ids)),
         ),
         tasks,
