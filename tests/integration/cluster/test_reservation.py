@@ -69,7 +69,11 @@ def test_the_rm_shows_the_kept_container_and_its_deadline_while_the_barrier_hold
         ],
     }
     job_id = gate.kill_on_close(cluster, cluster.submit(yaml.safe_dump(document)))
-    kept = wait_until(lambda: list(cluster.job(job_id).kept), 60, "a kept container")
+    # The deadline counts from the start of up's last task: "no deadline yet" until up-1 is
+    # seen running (up-0 may end before that), then up-1's start + D.
+    kept = wait_until(
+        lambda: [k for k in cluster.job(job_id).kept if k.until], 60, "a kept container's deadline"
+    )
     (slot,) = kept
     up_0 = next(t for t in cluster.job(job_id).tasks if t.task_id == "up-0")
     assert (slot.allocation_id, slot.phase) == (up_0.allocation_id, "down")
