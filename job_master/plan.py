@@ -300,6 +300,10 @@ class JobPlan(SpeculativeAttempts):
                 last = latest.get(task.task_id)
                 if last is not None:
                     self._adopt_task(task, last, succeeded=task.task_id in succeeded)
+        if self._slots is not None:  # (their tasks started under the earlier attempt: now, at
+            for name, state in self._phases.items():  # the latest, is time 0 of a deadline)
+                if state.upstream_left == 0 and self._all_started(name):
+                    self._slots.started(name, self.now)
         self._check_done()
 
     def _adopt_task(self, task: Task, record: AttemptRecord, *, succeeded: bool) -> None:

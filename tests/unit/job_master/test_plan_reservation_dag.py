@@ -9,6 +9,7 @@ import math
 import pytest
 
 from job_master.plan import JobPlan
+from job_master.plan_model import AttemptRecord
 from policies.reservation.deadline import deadline_for_isolation
 from policies.scheduling.jobspec import JobSpec, ReservationSpec, TaskTimePrior
 from policies.scheduling.lifecycle import TaskState
@@ -149,3 +150,21 @@ def test_a_container_lost_before_it_was_kept_records_no_end():
     (allocation_id,) = plan.containers
     plan.on_allocation_lost(allocation_id)
     assert plan.kept_ends == []
+
+
+def test_a_job_master_that_adopts_a_running_phase_counts_its_deadline_from_then():
+    settings = ReservationSpec(isolation=0.9, prior=TaskTimePrior(2.0, 10.0))
+    deadline = deadline_for_isolation(0.9, 10.0, 2.0, 2)
+    plan = JobPlan(chain(2, 2), settings, now=50.0)  # a second attempt, started at 50
+    held = [container("p0"), container("p0")]
+    for c in held:
+        plan.on_granted(c)
+    plan.adopt(
+        [
+            AttemptRecord(f"p0-{i}", 1, TaskState.RUNNING, c.allocation_id)
+            for i, c in enumerate(held)
+        ]
+    )
+    finish(plan, "p0-0", at=60.0)
+    ((_, phase, expiry, _),) = plan.kept_changes()
+    assert (phase, expiry) == ("p1", 50.0 + deadline)  # not "no deadline" for ever
