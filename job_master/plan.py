@@ -233,29 +233,56 @@ class JobPlan(SpeculativeAttempts):
         message: str,
         *,
         preempted: bool = False,
+        ran_s: float | None = None,
     ) -> None:
         """An agent-observed state of one attempt; reports of attempts that are not live (a
         stale report, a retried attempt's late news) are ignored.  ``preempted`` marks a kill
-        the scheduler made to free the container: it uses up no retry."""
+        the scheduler made to free the container: it uses up no retry.  ``ran_s``: for a final
+        state, how long the attempt ran as its node measured it (its end less its start; None:
+        unknown, and it is counted from when this plan heard it running).  The RM hands a job
+        master each attempt's latest state, so an attempt may be heard running late or never:
+        task times counted from hearing it were short, and the deadlines fitted to them (Eq. 4)
+        let kept containers lapse before their phase could use them."""
         task = self.tasks.get(task_id)
         live = task.attempts.get(attempt) if task is not None else None
         if task is None or live is None:
             if state.is_final:
                 self._drained(task_id, attempt)
             return
+        launching = task.step is Step.LAUNCHING
+        self._on_attempt_state(
+            task, live, state, exit_code, message, preempted=preempted, ran_s=ran_s
+        )
+        # The last of its phase to start starts the deadline of the containers kept from the
+        # phase (time 0 of Sec. IV-B), whether it was heard running or only ended: the RM hands
+        # a job master an attempt's latest state, so a task that ended between two rounds is
+        # never heard running.
+        started = launching and task.step is not Step.LAUNCHING
+        if started and self._slots is not None and self._all_started(task.phase):
+            self._slots.started(task.phase, self.now)
+
+    def _on_attempt_state(
+        self,
+        task: Task,
+        live: Attempt,
+        state: TaskState,
+        exit_code: int,
+        message: str,
+        *,
+        preempted: bool,
+        ran_s: float | None,
+    ) -> None:
         if state in (TaskState.RUNNING, TaskState.SUSPENDED):
             live.running = True
             if live.started_at is None:
                 live.started_at = self.now
             if live.kind is AttemptKind.REGULAR and task.step is Step.LAUNCHING:
                 self._move(task, Step.RUNNING)
-                if self._slots is not None and self._all_started(task.phase):
-                    self._slots.started(task.phase, self.now)  # its deadline's time 0
         elif state.is_final and self.spec.service is not None:
             problem = message or f"{state.value} (exit code {exit_code})"
             self._service_ended(task, live, problem, preempted=preempted)
         elif state is TaskState.SUCCEEDED:
-            self._succeeded(task, live)
+            self._succeeded(task, live, ran_s)
         elif state.is_final:
             problem = message or f"{state.value} (exit code {exit_code})"
             self._attempt_ended(task, live, problem, preempted=preempted)
@@ -512,16 +539,19 @@ class JobPlan(SpeculativeAttempts):
             self._move(task, Step.LAUNCHING)
         return Launch(task.task_id, attempt.number, container, self._phases[task.phase].spec, kind)
 
-    def _succeeded(self, task: Task, winner: Attempt) -> None:
+    def _succeeded(self, task: Task, winner: Attempt, ran_s: float | None = None) -> None:
         container = self.containers.get(winner.allocation_id)
         if container is not None:  # its output is there: downstream asks prefer the node
             self._phases[task.phase].output_nodes[container.node_id] = None
+        seconds = ran_s if ran_s is not None and ran_s > 0 else None
+        if seconds is None and winner.started_at is not None:
+            seconds = self.now - winner.started_at
         if self._slots is not None:
-            if winner.started_at is not None:
-                self._slots.task_time(self.now - winner.started_at)
+            if seconds is not None:
+                self._slots.task_time(seconds)
             self._slots.count_completion(task.phase)
-        if self.speculation is not None and winner.started_at is not None:
-            self.speculation.finished(task.phase, self.now - winner.started_at)
+        if self.speculation is not None and seconds is not None:
+            self.speculation.finished(task.phase, seconds)
         if task.step is Step.COVERED:  # the reserve was not needed: it goes back
             self._release_reserve(task)
         self._keep_on_completion(task, winner)

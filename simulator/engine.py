@@ -913,6 +913,7 @@ class Simulation:
                 task.exit_code,
                 task.message,
                 preempted=task.preempted,
+                ran_s=_ran_s(task),
             )
         for allocation_id in result.lost_allocations:
             plan.on_allocation_lost(allocation_id)
@@ -1090,3 +1091,11 @@ class Simulation:
                 )
             )
         return outcomes
+
+
+def _ran_s(task: TaskRecord) -> float | None:
+    """How long a finished attempt ran, as its node saw it (job_master.master does the same
+    with the event the RM sends)."""
+    if not task.state.is_final or task.start_time <= 0 or task.finish_time < task.start_time:
+        return None
+    return task.finish_time - task.start_time

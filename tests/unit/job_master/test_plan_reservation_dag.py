@@ -168,3 +168,45 @@ def test_a_job_master_that_adopts_a_running_phase_counts_its_deadline_from_then(
     finish(plan, "p0-0", at=60.0)
     ((_, phase, expiry, _),) = plan.kept_changes()
     assert (phase, expiry) == ("p1", 50.0 + deadline)  # not "no deadline" for ever
+
+
+def test_a_last_task_heard_only_as_ended_starts_the_deadline():
+    """The RM hands a job master each attempt's latest state: a task that started and ended
+    between two rounds is heard succeeded, never running.  Its phase's kept containers still
+    get their deadline (before, they were kept for ever)."""
+    alpha, t_min = 2.0, 10.0
+    settings = ReservationSpec(isolation=0.9, prior=TaskTimePrior(alpha, t_min))
+    deadline = deadline_for_isolation(0.9, t_min, alpha, 2)
+    plan = JobPlan(chain(2, 2), settings, now=0.0)
+    for _ in range(2):
+        plan.on_granted(container("p0"))
+    assert len(plan.decide().launches) == 2  # neither is heard running
+    report(plan, "p0-0", TaskState.RUNNING)
+    finish(plan, "p0-1", at=5.0)  # kept for p1; heard only as ended: the last to start
+    assert len(kept_for(plan, "p1")) == 1
+    plan.advance(5.0 + deadline)
+    assert len(plan.decide().releases) == 1
+    assert [end.reason for end in plan.kept_ends] == ["deadline"]
+
+
+@pytest.mark.parametrize(
+    ("ran_s", "fitted_t_min"),
+    [
+        (None, 1.0),  # heard running at 9 and succeeded at 10: it seemed to run 1 s
+        (10.0, 10.0),  # its node says it ran 10 s
+    ],
+)
+def test_task_times_are_what_the_node_measured(ran_s: float | None, fitted_t_min: float):
+    plan = JobPlan(chain(8, 1), ReservationSpec(isolation=0.9), now=0.0)
+    for _ in range(8):
+        plan.on_granted(container("p0"))
+    plan.decide()
+    plan.advance(9.0)
+    for index in range(8):
+        report(plan, f"p0-{index}", TaskState.RUNNING)
+    for index in range(8):
+        plan.advance(10.0 + index)
+        extra = None if ran_s is None else ran_s + index
+        plan.on_task_event(f"p0-{index}", 1, TaskState.SUCCEEDED, 0, "", ran_s=extra)
+    fit = plan._slots._fit if plan._slots is not None else None
+    assert fit is not None and fit[1] == pytest.approx(fitted_t_min)
