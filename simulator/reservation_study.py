@@ -45,6 +45,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 
+from plumbing.errors import UserError
 from policies.reservation.deadline import utilization_for_isolation
 from policies.scheduling.jobspec import ReservationSpec
 from simulator.engine import SimSettings, Simulation
@@ -107,6 +108,11 @@ def _simulate(
     settings = dataclasses.replace(base, locality=True)
     simulation = Simulation(jobs, settings, seed)
     result = simulation.run(progress_every=0)
+    if simulation.refused:
+        # Every job's time is compared across configurations: one the RM refuses has none.
+        name, why = simulation.refused[0]
+        more = f" (and {len(simulation.refused) - 1} more)" if len(simulation.refused) > 1 else ""
+        raise UserError(f"workload: job {name} is refused{more}: {why}")
     names = {o.job_id: o.name for o in result.outcomes}
     nonlocal_tasks = {names[j]: n for j, n in simulation.nonlocal_tasks.items() if j in names}
     kept_ends = {o.name: simulation.core.kept_log.counts(o.job_id) for o in result.outcomes}

@@ -120,3 +120,18 @@ def test_the_command_writes_tables_and_plots(tmp_path: Path, capsys: pytest.Capt
         "stragglers-2.png",
     }
     assert "R=0.5" in capsys.readouterr().out
+
+
+def test_a_workload_whose_jobs_are_refused_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """A job the RM refuses has no time to compare: the study says which and why, instead
+    of a KeyError after every simulation."""
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        WORKLOAD.replace("    priority: 0\n", "    priority: 0\n    queue: nightly\n")
+    )
+    assert main(["sim", "reservation", str(workload), "--nodes", "2", "--out", str(tmp_path)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("sluice: error: workload: job batch-") and "nightly" in err[-1]
+    assert not any("Traceback" in line for line in err)
