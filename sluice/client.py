@@ -31,10 +31,6 @@ SUBMIT_PATIENCE = 60.0  # all attempts
 _RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-def default_dir() -> Path:
-    return Path(os.environ.get("SLUICE_DIR") or Path.home() / ".sluice")
-
-
 def cluster_file(directory: Path) -> Path:
     return directory / "cluster.json"
 
