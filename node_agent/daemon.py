@@ -605,7 +605,12 @@ class AgentDaemon:
                 lease = self.agent.lease
                 lease.attempt_failed()
                 longer = retry_pause(
-                    backoff, interval, self._max_backoff, lease.node_timeout, lease.is_fenced
+                    backoff,
+                    interval,
+                    self._max_backoff,
+                    lease.node_timeout,
+                    fenced=lease.is_fenced,
+                    rm_down=self._rm_down_said,
                 )
                 if longer != backoff:  # (a line per doubling: a few per outage)
                     log.info("next attempt to reach the resource manager in %g s", longer)

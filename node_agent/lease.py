@@ -64,20 +64,28 @@ def fence_due(view: LeaseView, now: float, monitor_interval: float) -> float | N
 
 
 def retry_pause(
-    backoff: float, interval: float, max_backoff: float, node_timeout: float, fenced: bool
+    backoff: float,
+    interval: float,
+    max_backoff: float,
+    node_timeout: float,
+    *,
+    fenced: bool,
+    rm_down: bool,
 ) -> float:
     """The wait before the next attempt to reach the RM, after an attempt that waited
     ``backoff`` failed: doubled, up to ``max_backoff`` (never below ``interval``).
 
-    While the lease holds (the node timeout is known and the agent has not fenced), never longer
-    than a node timeout's share of attempts (``HEARTBEATS_PER_NODE_TIMEOUT``): an RM that is
-    briefly away (restarting, or too busy to answer one call) counts this node lost a node
-    timeout after its last heartbeat, or after its own start, so an agent sleeping out a longer
-    backoff is counted lost, and fences itself, before its next attempt (seen: an RM that
-    restarted under load failed the agent's first call, the agent waited 8 s, and the RM's
-    5.5 s node timeout and the agent's lease both ran out in between)."""
+    While an RM may be counting this node's silence (the node timeout is known, the agent has
+    not fenced, and the RM's address does not refuse connections), never longer than a node
+    timeout's share of attempts (``HEARTBEATS_PER_NODE_TIMEOUT``): an RM that is briefly away
+    (just restarted, or too busy to answer one call) counts this node lost a node timeout after
+    its last heartbeat, or after its own start, so an agent sleeping out a longer backoff is
+    counted lost, and fences itself, before its next attempt (seen: an RM that restarted under
+    load failed the agent's first call, the agent waited 8 s, and the RM's 5.5 s node timeout
+    and the agent's lease both ran out in between).  With ``rm_down`` (connections refused: no
+    RM runs to count anything) the backoff grows: the agent is woken as soon as one listens."""
     longer = min(backoff * 2, max(max_backoff, interval))
-    if node_timeout > 0 and not fenced:
+    if node_timeout > 0 and not fenced and not rm_down:
         longer = min(longer, max(node_timeout / HEARTBEATS_PER_NODE_TIMEOUT, interval))
     return longer
 

@@ -67,22 +67,32 @@ RULE: list[tuple[float, float, bool]] = [
 ]
 
 
-# (backoff that failed, interval, max backoff, node timeout, fenced, next pause)
-PAUSES: list[tuple[float, float, float, float, bool, float]] = [
-    (0.5, 0.5, 10.0, 0.0, False, 1.0),  # doubles; no node timeout known: no cap
-    (8.0, 0.5, 10.0, 0.0, False, 10.0),  # up to the max backoff
-    (4.0, 0.5, 10.0, 5.5, False, 5.5 / 3),  # the lease holds: 3 attempts per node timeout
-    (0.5, 0.5, 10.0, 5.5, False, 1.0),  # below the cap: doubles
-    (4.0, 0.5, 10.0, 5.5, True, 8.0),  # fenced: nothing left to lose, backs off
-    (1.0, 2.0, 1.0, 3.0, False, 2.0),  # never below the heartbeat interval
+# (backoff that failed, interval, max backoff, node timeout, fenced, RM down, next pause)
+PAUSES: list[tuple[float, float, float, float, bool, bool, float]] = [
+    (0.5, 0.5, 10.0, 0.0, False, False, 1.0),  # doubles; no node timeout known: no cap
+    (8.0, 0.5, 10.0, 0.0, False, False, 10.0),  # up to the max backoff
+    (4.0, 0.5, 10.0, 5.5, False, False, 5.5 / 3),  # an RM may count: 3 tries per node timeout
+    (0.5, 0.5, 10.0, 5.5, False, False, 1.0),  # below the cap: doubles
+    (4.0, 0.5, 10.0, 5.5, True, False, 8.0),  # fenced: nothing left to lose, backs off
+    (4.0, 0.5, 10.0, 5.5, False, True, 8.0),  # connections refused: no RM counts, backs off
+    (1.0, 2.0, 1.0, 3.0, False, False, 2.0),  # never below the heartbeat interval
 ]
 
 
-@pytest.mark.parametrize(("backoff", "interval", "most", "timeout", "fenced", "pause"), PAUSES)
+@pytest.mark.parametrize(
+    ("backoff", "interval", "most", "timeout", "fenced", "down", "pause"), PAUSES
+)
 def test_retry_pause(
-    backoff: float, interval: float, most: float, timeout: float, fenced: bool, pause: float
+    backoff: float,
+    interval: float,
+    most: float,
+    timeout: float,
+    fenced: bool,
+    down: bool,
+    pause: float,
 ) -> None:
-    assert retry_pause(backoff, interval, most, timeout, fenced) == pytest.approx(pause)
+    got = retry_pause(backoff, interval, most, timeout, fenced=fenced, rm_down=down)
+    assert got == pytest.approx(pause)
 
 
 def test_an_agent_retries_often_enough_to_register_within_the_node_timeout() -> None:
@@ -92,7 +102,7 @@ def test_an_agent_retries_often_enough_to_register_within_the_node_timeout() -> 
     for timeout in (5.5, 10.0, 30.0):
         backoff = HEARTBEAT
         for _ in range(20):
-            backoff = retry_pause(backoff, HEARTBEAT, 10.0, timeout, False)
+            backoff = retry_pause(backoff, HEARTBEAT, 10.0, timeout, fenced=False, rm_down=False)
             assert backoff <= timeout / 3 + 1e-9
 
 
