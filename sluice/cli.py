@@ -241,6 +241,10 @@ def cmd_task(args: argparse.Namespace) -> int:
         change=f"TASK_{args.change.upper()}",  # the enum by name
         reason=args.reason or "",
     )
+    if args.change == "resize":
+        from sluice.cli_follow import check_resize_flags
+
+        check_resize_flags(args.cpu, args.memory_mb)  # (before reaching for the RM)
     client = _client(args)
     try:
         if args.change == "resize":

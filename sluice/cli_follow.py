@@ -96,18 +96,23 @@ def attempt_state(detail: rm_pb.JobDetail, task_id: str, attempt: int) -> int:
     return int(pb.TASK_LOST)
 
 
-def resize_limits(
-    detail: rm_pb.JobDetail | None, task_id: str, cpu: float | None, memory_mb: int | None
-) -> tuple[float, int]:
-    """The limits a resize asks for: those given, and for one not given the container's now
-    (its last resize's, or its grant's: its phase's resources, from ``detail``, which only a
-    resize with both limits may leave None).  UserError names a bad flag."""
+def check_resize_flags(cpu: float | None, memory_mb: int | None) -> None:
+    """UserError naming a bad resize flag, before anything is asked of the RM."""
     if cpu is None and memory_mb is None:
         raise UserError("resize: give --cpu, --memory-mb or both (the new limits)")
     if cpu is not None and not cpu > 0:
         raise UserError("resize: --cpu must be positive")
     if memory_mb is not None and memory_mb <= 0:
         raise UserError("resize: --memory-mb must be positive")
+
+
+def resize_limits(
+    detail: rm_pb.JobDetail | None, task_id: str, cpu: float | None, memory_mb: int | None
+) -> tuple[float, int]:
+    """The limits a resize asks for: those given, and for one not given the container's now
+    (its last resize's, or its grant's: its phase's resources, from ``detail``, which only a
+    resize with both limits may leave None).  UserError names a bad flag."""
+    check_resize_flags(cpu, memory_mb)
     if cpu is not None and memory_mb is not None:
         return cpu, memory_mb
     assert detail is not None, "one limit given: the job's detail says the other"

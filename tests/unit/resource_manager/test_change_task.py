@@ -129,7 +129,7 @@ def test_a_preempted_task_cannot_be_resumed_and_an_unknown_task_is_not_found(ser
 @pytest.mark.parametrize(
     ("argv", "problem"),
     [
-        (["resize", "job-1", "p-0", "--cpu", "1"], "resize: give both --cpu and --memory-mb"),
+        (["resize", "job-1", "p-0"], "resize: give --cpu, --memory-mb or both"),
         (["resize", "job-1", "p-0", "--cpu", "0", "--memory-mb", "5"], "must be positive"),
     ],
 )
