@@ -33,9 +33,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from plumbing.client_tls import TOKEN_FILE, is_token_dir
 from plumbing.tls import (
     CA_CERT,
-    CERT,
     Authority,
     ClientTls,
     Identity,
@@ -43,6 +43,8 @@ from plumbing.tls import (
     TlsError,
     parse_identity_uri,
 )
+
+__all__ = ["TOKEN_FILE", "is_token_dir"]  # kept here too: they moved to plumbing.client_tls
 
 PREFIX = "sluice1"
 DEFAULT_DAYS = 30
@@ -201,9 +203,6 @@ def bearer_of(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
     return None
 
 
-TOKEN_FILE = "token"
-
-
 def write_token_dir(out: Path, ca_pem: bytes, token: str) -> None:
     """A person's token directory: the cluster CA (to check the RM) and the token (0600)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -212,10 +211,6 @@ def write_token_dir(out: Path, ca_pem: bytes, token: str) -> None:
     path.touch(mode=0o600)
     path.chmod(0o600)
     path.write_text(token + "\n")
-
-
-def is_token_dir(directory: Path) -> bool:
-    return (directory / TOKEN_FILE).is_file() and not (directory / CERT).exists()
 
 
 def load_token_dir(directory: Path) -> ClientTls:

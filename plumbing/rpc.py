@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from plumbing.tls import ClientTls, TlsFiles, channel_credentials, server_credentials
+from plumbing.client_tls import ClientTls, channel_credentials
 
 # What only a server uses (health, reflection, the access guard) is imported when one starts:
 # a client's command (`sluice jobs`) imports this module for its channel alone.
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from plumbing.authz import AccessTable
     from plumbing.bearer import TokenVerifier
+    from plumbing.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,8 @@ def _bind(server: Any, address: str, tls: TlsFiles | None) -> int:
     if tls is None:
         port = int(server.add_insecure_port(address))
     else:
+        from plumbing.tls import server_credentials  # a server's path: cryptography is loaded
+
         credentials = server_credentials(tls, require_client_cert=True)
         port = int(server.add_secure_port(address, credentials))
     if port == 0:
@@ -269,6 +272,8 @@ async def start_aio_server(
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     port = _bind(server, address, tls)
     if tokens is not None and tls is not None:
+        from plumbing.tls import server_credentials
+
         bound = server.add_secure_port(
             tokens.address, server_credentials(tls, require_client_cert=False)
         )

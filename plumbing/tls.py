@@ -41,10 +41,19 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-CA_CERT = "ca.crt"
-CA_KEY = "ca.key"
-CERT = "tls.crt"
-KEY = "tls.key"
+# What a client needs lives in a module without cryptography (the CLI's path); re-exported here.
+from plumbing.client_tls import (
+    CA_CERT,
+    CA_KEY,
+    CERT,
+    KEY,
+    ClientTls,
+    TlsError,
+    channel_credentials,
+)
+from plumbing.client_tls import read_file as _read
+
+__all__ = ["CA_CERT", "CA_KEY", "CERT", "KEY", "ClientTls", "TlsError", "channel_credentials"]
 
 URI_SCHEME = "sluice"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -88,11 +97,6 @@ JOB_MASTER_CA_UNIT = "jobmaster-ca"
 says, and what no other certificate's issuer may say."""
 JOB_MASTER_CA_CERT = "jm-ca.crt"
 JOB_MASTER_CA_KEY = "jm-ca.key"
-
-
-class TlsError(ValueError):
-    """A CA, a certificate or a TLS directory that cannot be used; the message says why in one
-    line, naming the file or the field."""
 
 
 @dataclass(frozen=True)
@@ -504,38 +508,6 @@ def server_credentials(tls: TlsFiles, *, require_client_cert: bool) -> grpc.Serv
     )
 
 
-@dataclass(frozen=True)
-class ClientTls:
-    """What a client needs for TLS: the CA to trust, and its own certificate (servers require
-    one; a client without it is for tests of refusal)."""
-
-    ca_pem: bytes
-    cert_pem: bytes | None = None
-    key_pem: bytes | None = None
-    token: str | None = None  # a person's bearer token instead (plumbing/bearer.py)
-
-    @classmethod
-    def of(cls, tls: TlsFiles) -> ClientTls:
-        return cls(tls.ca_pem, tls.cert_pem, tls.key_pem)
-
-    @classmethod
-    def load(cls, directory: Path) -> ClientTls:
-        """A TLS directory's, checked as :func:`load_tls_dir` checks it."""
-        return cls.of(load_tls_dir(directory))
-
-
-def channel_credentials(tls: ClientTls | TlsFiles) -> grpc.ChannelCredentials:
-    """Credentials for a client: trust only the cluster CA, and present our certificate if we
-    have one, or else our bearer token with every call."""
-    secure = grpc.ssl_channel_credentials(
-        root_certificates=tls.ca_pem, private_key=tls.key_pem, certificate_chain=tls.cert_pem
-    )
-    token = getattr(tls, "token", None)
-    if token is None:
-        return secure
-    return grpc.composite_channel_credentials(secure, grpc.access_token_call_credentials(token))
-
-
 # ------------------------------------------------------------------------------ internals
 
 
@@ -577,15 +549,6 @@ def _write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as file:
         file.write(data)
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise TlsError(f"{path}: missing") from None
-    except OSError as error:
-        raise TlsError(f"{path}: cannot read ({error.strerror})") from None
 
 
 def _read_certificates(path: Path) -> list[x509.Certificate]:

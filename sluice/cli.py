@@ -945,7 +945,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except grpc.RpcError as error:
         from plumbing.rpc import describe_rpc_error
+        from sluice.client import tls_problem
 
+        # The TLS directory is read unchecked (sluice/client.py): a refused handshake may be
+        # its certificate's fault, which only the full check can name.
+        if isinstance(error, grpc.Call) and error.code() is grpc.StatusCode.UNAVAILABLE:
+            problem = tls_problem(getattr(args, "tls_dir", None), args.dir)
+            if problem is not None:
+                print(f"sluice: error: {problem}", file=sys.stderr)
+                return EXIT_USER_ERROR
         target = args.rm or "the resource manager"
         print(f"sluice: error: {describe_rpc_error(error, target)}", file=sys.stderr)
         return 1

@@ -5,6 +5,11 @@ The RM address comes from ``--rm``, then ``$SLUICE_RM``, then the local cluster'
 comes from ``--tls-dir``, then ``$SLUICE_TLS_DIR``, then the client certificate the local
 cluster made (``client_tls`` in ``cluster.json``); without any, the CLI speaks plaintext, which
 only an ``--insecure`` cluster accepts.
+
+A command reads the TLS directory's files without checking them: checking needs
+``cryptography``, which costs more to import than a call takes.  A certificate that is expired,
+foreign or not the key's makes the handshake fail; :func:`tls_problem` then checks the directory
+and says what is wrong (``sluice.cli`` asks it when a call fails).
 """
 
 from __future__ import annotations
@@ -12,16 +17,14 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
-from plumbing import bearer
+from plumbing.client_tls import ClientTls, TlsError, is_token_dir
 from plumbing.errors import UserError
 from plumbing.rpc import channel
-from plumbing.tls import ClientTls, TlsError
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -62,32 +65,63 @@ def resolve_rm(flag: str | None, directory: Path) -> str:
     return address
 
 
-def resolve_tls(flag: Path | None, directory: Path) -> ClientTls | None:
-    """The caller's TLS (see the module docstring), or None for plaintext."""
+def chosen_tls_dir(flag: Path | None, directory: Path) -> Path | None:
+    """The caller's TLS directory (see the module docstring), or None for plaintext."""
     chosen = flag or (
         Path(os.environ["SLUICE_TLS_DIR"]) if os.environ.get("SLUICE_TLS_DIR") else None
     )
+    if chosen is None and cluster_file(directory).exists():
+        return _client_tls_dir(read_cluster(directory))
+    return chosen
+
+
+def resolve_tls(flag: Path | None, directory: Path) -> ClientTls | None:
+    """The caller's TLS (see the module docstring), or None for plaintext: a certificate's files
+    read unchecked (:func:`tls_problem` checks them if a call fails), or a bearer token."""
+    chosen = chosen_tls_dir(flag, directory)
     if chosen is None:
-        return (
-            cluster_client_tls(read_cluster(directory))
-            if cluster_file(directory).exists()
-            else None
-        )
+        return None
     try:
-        if bearer.is_token_dir(chosen):
+        if is_token_dir(chosen):
+            from plumbing import bearer  # imports cryptography: only for a token's directory
+
             return bearer.load_token_dir(chosen)
-        return ClientTls.load(chosen)
+        return ClientTls.read(chosen)
     except TlsError as error:
         raise UserError(str(error)) from None
 
 
-def cluster_client_tls(cluster: dict[str, object]) -> ClientTls | None:
-    """The client TLS a local cluster made (None for an --insecure one)."""
+def tls_problem(flag: Path | None, directory: Path) -> str | None:
+    """After a call failed as unreachable: what is wrong with the caller's TLS directory, in
+    one line (expired, not issued by its CA, not the key's ...), or None if nothing is (or it
+    is plaintext or a token's, which :func:`resolve_tls` checked already)."""
+    try:
+        chosen = chosen_tls_dir(flag, directory)
+    except UserError:
+        return None
+    if chosen is None or is_token_dir(chosen):
+        return None
+    from plumbing.tls import load_tls_dir
+
+    try:
+        load_tls_dir(chosen)
+    except TlsError as error:
+        return str(error)
+    return None
+
+
+def _client_tls_dir(cluster: dict[str, object]) -> Path | None:
     path = cluster.get("client_tls")
-    if not isinstance(path, str) or not path:
+    return Path(path) if isinstance(path, str) and path else None
+
+
+def cluster_client_tls(cluster: dict[str, object]) -> ClientTls | None:
+    """The client TLS a local cluster made (None for an --insecure one), checked."""
+    path = _client_tls_dir(cluster)
+    if path is None:
         return None
     try:
-        return ClientTls.load(Path(path))
+        return ClientTls.load(path)
     except TlsError as error:
         raise UserError(str(error)) from None
 
@@ -113,7 +147,7 @@ class RMClient:
         RM is unreachable or slow to answer, so a retry never creates a second job; a refusal
         (a bad spec) is final and created nothing.  If no attempt got an answer, the job may or
         may not exist: the error says so and names the key."""
-        key = uuid.uuid4().hex
+        key = os.urandom(16).hex()  # as random as uuid4().hex, without importing uuid
         request = rm_pb.SubmitJobRequest(
             spec_yaml=spec_yaml, client_mode=client_mode, idempotency_key=key
         )
