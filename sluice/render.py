@@ -5,17 +5,21 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-
-from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import Message
+from typing import TYPE_CHECKING
 
 from plumbing.wire import job_state_name, task_state_name
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
 
 def as_json(message: Message) -> dict[str, object]:
     """A message as JSON-ready data, with enum states as lower-case words."""
+    # Only --json needs json_format, whose import costs more than a `sluice jobs` call.
+    from google.protobuf.json_format import MessageToDict
+
     data = MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
