@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
-from plumbing.client_tls import ClientTls, TlsError, is_token_dir
+from plumbing.client_tls import CA_CERT, CERT, KEY, ClientTls, TlsError, is_token_dir
 from plumbing.errors import UserError
 from plumbing.rpc import channel
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
@@ -86,9 +87,20 @@ def resolve_tls(flag: Path | None, directory: Path) -> ClientTls | None:
             from plumbing import bearer  # imports cryptography: only for a token's directory
 
             return bearer.load_token_dir(chosen)
-        return ClientTls.read(chosen)
+        read = ClientTls.read(chosen)
     except TlsError as error:
         raise UserError(str(error)) from None
+    # OpenSSL (loaded with gRPC anyway) tells in about a millisecond whether the files parse and
+    # the key is the certificate's, which gRPC would only log as C-level errors.
+    try:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.load_verify_locations(chosen / CA_CERT)
+        context.load_cert_chain(chosen / CERT, chosen / KEY)
+    except (ssl.SSLError, OSError):
+        problem = tls_problem(chosen, directory)
+        if problem is not None:
+            raise UserError(problem) from None
+    return read
 
 
 def tls_problem(flag: Path | None, directory: Path) -> str | None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
+import re
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -78,6 +81,41 @@ def test_the_cli_without_the_clusters_certificate_says_what_is_missing(
         "jobs",
     )
     assert with_certificate.returncode == 0, with_certificate.stderr
+
+
+def _expired(cluster: Cluster, out: Path) -> Path:
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=3)
+    authority = tls.load_ca(cluster.directory / "tls" / "ca")
+    return tls.issue(authority, Identity(Role.CLIENT, "ann"), out, days=1, now=past).directory
+
+
+def _foreign(cluster: Cluster, out: Path) -> Path:
+    tls.init_ca(out.parent / "other-ca", "elsewhere")
+    issued = tls.issue(tls.load_ca(out.parent / "other-ca"), Identity(Role.CLIENT, "ann"), out)
+    shutil.copy(cluster.directory / "tls" / "ca" / tls.CA_CERT, out / tls.CA_CERT)
+    return issued.directory
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (_expired, r"ann/tls\.crt: expired on \d{4}-\d\d-\d\d \d\d:\d\d UTC$"),
+        (_foreign, r"ann/tls\.crt: not issued by .*ann/ca\.crt"),
+    ],
+    ids=["expired", "foreign"],
+)
+def test_a_certificate_the_rm_refuses_gets_one_line_naming_the_problem(
+    cluster: Cluster, tmp_path: Path, make: Callable[[Cluster, Path], Path], problem: str
+):
+    # The CLI reads its certificate unchecked; the RM refuses the handshake, and only then does
+    # the CLI check the directory, to say why.
+    directory = make(cluster, tmp_path / "ann")
+    result = _sluice(
+        "--rm", cluster.info["rm"], "--tls-dir", str(directory), "--dir", str(tmp_path), "jobs"
+    )
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("sluice: error: ") and re.search(problem, line), line
 
 
 @pytest.mark.parametrize(

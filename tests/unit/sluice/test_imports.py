@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,9 @@ from sluice.cli import command_of
 
 # What a path must not import, by top-level module or exact module name.
 NUMERIC = ("numpy", "scipy", "matplotlib", "pandas")
+# A client's call needs neither certificate parsing (gRPC's handshake checks certificates; the
+# CLI checks them itself only once a call failed) nor protobuf's JSON (only --json prints it).
+CLIENT_CALL = ("cryptography", "google.protobuf.json_format", "uuid")
 PLOTTING = ("scipy", "matplotlib", "pandas")
 SERVICES = ("simulator", "resource_manager", "node_agent", "job_master", "aggregator")
 # The aggregator's flags, which `local up` takes and passes on, are argparse and arithmetic only.
@@ -56,6 +60,11 @@ CASES = [
     ),
     ("sluice --version", CLI.format(argvs=[["--version"]]), NUMERIC + SERVICES),
     (
+        "sluice jobs, its call refused",
+        CLI.format(argvs=[["--rm", "127.0.0.1:1", "--dir", "/nonexistent", "jobs"]]),
+        NUMERIC + SERVICES + CLIENT_CALL,
+    ),
+    (
         "the RM daemon's start path",
         CLI.format(argvs=[["rm", "--help"]])
         + "import resource_manager.server, resource_manager.service, resource_manager.core\n"
@@ -85,8 +94,31 @@ def loaded_modules(setup: str) -> list[str]:
 @pytest.mark.parametrize(("setup", "forbidden"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_a_path_imports_only_what_it_uses(setup: str, forbidden: tuple[str, ...]) -> None:
     loaded = loaded_modules(setup)
-    found = [m for m in loaded if m.split(".")[0] in forbidden and m not in ALLOWED]
-    assert found == []
+    assert forbidden_among(loaded, forbidden) == []
+
+
+def forbidden_among(loaded: list[str], forbidden: tuple[str, ...]) -> list[str]:
+    return [
+        m for m in loaded if (m.split(".")[0] in forbidden or m in forbidden) and m not in ALLOWED
+    ]
+
+
+def test_sluice_jobs_with_a_certificate_reads_it_without_cryptography(tmp_path: Path) -> None:
+    # The channel a certificate's directory makes, before any call (a failed call checks the
+    # certificate, and imports cryptography to do it).
+    from plumbing import tls
+
+    tls.init_ca(tmp_path / "ca", "lab")
+    tls.issue(tls.load_ca(tmp_path / "ca"), tls.Identity(tls.Role.CLIENT, "ann"), tmp_path / "ann")
+    loaded = loaded_modules(
+        "from pathlib import Path\n"
+        "import sluice.cli, sluice.render\n"
+        "from sluice.client import RMClient, resolve_tls\n"
+        f"tls = resolve_tls(Path({str(tmp_path / 'ann')!r}), Path('/nonexistent'))\n"
+        "assert tls is not None and tls.cert_pem and tls.key_pem\n"
+        "RMClient.connect('127.0.0.1:1', tls).close()\n"
+    )
+    assert forbidden_among(loaded, CLIENT_CALL) == []
 
 
 def test_the_cluster_commands_do_not_build_the_daemons_parsers() -> None:
