@@ -20,15 +20,18 @@ import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
 from plumbing.client_tls import CA_CERT, CERT, KEY, ClientTls, TlsError, is_token_dir
 from plumbing.errors import UserError
 from plumbing.rpc import channel
-from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
+
+if TYPE_CHECKING:
+    from sluice_pb import node_agent_pb2_grpc as agent_grpc
 
 SUBMIT_TIMEOUT = 30.0  # one attempt
 SUBMIT_PATIENCE = 60.0  # all attempts
@@ -191,5 +194,7 @@ class RMClient:
 def agent_stub(
     address: str, tls: ClientTls | None = None
 ) -> tuple[grpc.Channel, agent_grpc.AgentServiceStub]:
+    from sluice_pb import node_agent_pb2_grpc as agent_grpc  # the RM's commands need none
+
     ch = channel(address, tls)
     return ch, agent_grpc.AgentServiceStub(ch)

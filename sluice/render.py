@@ -7,12 +7,31 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from plumbing.wire import job_state_name, task_state_name
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 if TYPE_CHECKING:
+    from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
     from google.protobuf.message import Message
+
+
+def job_state_name(state: pb.JobState) -> str:
+    """'running' for JOB_RUNNING, and so on, as :func:`plumbing.wire.job_state_name` says;
+    from the enum's own names, since plumbing.wire imports the job spec's parser too."""
+    return _state_name(pb.JobState, state, "JOB_")
+
+
+def task_state_name(state: pb.TaskState) -> str:
+    """'running' for TASK_RUNNING, and so on, as :func:`plumbing.wire.task_state_name` says."""
+    return _state_name(pb.TaskState, state, "TASK_")
+
+
+def _state_name(enum: EnumTypeWrapper, state: int, prefix: str) -> str:
+    try:
+        name = enum.Name(state)
+    except ValueError:
+        return "unknown"
+    return "unknown" if name.endswith("_UNSPECIFIED") else name.removeprefix(prefix).lower()
 
 
 def as_json(message: Message) -> dict[str, object]:

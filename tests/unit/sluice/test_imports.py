@@ -21,8 +21,9 @@ from sluice.cli import command_of
 # What a path must not import, by top-level module or exact module name.
 NUMERIC = ("numpy", "scipy", "matplotlib", "pandas")
 # A client's call needs neither certificate parsing (gRPC's handshake checks certificates; the
-# CLI checks them itself only once a call failed) nor protobuf's JSON (only --json prints it).
-CLIENT_CALL = ("cryptography", "google.protobuf.json_format", "uuid")
+# CLI checks them itself only once a call failed) nor protobuf's JSON (only --json prints it),
+# nor plumbing.wire (the job spec's parser, for a listing that only names states).
+CLIENT_CALL = ("cryptography", "google.protobuf.json_format", "uuid", "plumbing.wire")
 PLOTTING = ("scipy", "matplotlib", "pandas")
 SERVICES = ("simulator", "resource_manager", "node_agent", "job_master", "aggregator")
 # The aggregator's flags, which `local up` takes and passes on, are argparse and arithmetic only.
