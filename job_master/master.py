@@ -38,6 +38,7 @@ from job_master.plan import (
     Launch,
     SpeculativeLaunch,
     Upgrade,
+    node_run_time,
 )
 from job_master.speculation import Candidate
 from plumbing.broker_tls import BrokerTls
@@ -349,7 +350,11 @@ class JobMaster:
                         event.exit_code,
                         event.message,
                         preempted=event.preempted,
-                        ran_s=_ran_s(event) if state.is_final else None,
+                        ran_s=(
+                            node_run_time(event.start_time, event.timestamp)
+                            if state.is_final
+                            else None
+                        ),
                     )
                     if self._outcomes is not None and state.is_final:
                         self._outcomes.task_ended(
@@ -693,14 +698,6 @@ def _reserved_slots(
         )
         for allocation_id, phase, expiry, ended in changes
     ]
-
-
-def _ran_s(event: pb.TaskEvent) -> float | None:
-    """How long a finished attempt ran, by its node's clock (both times are the node's), or
-    None when its node did not say when it started."""
-    if event.start_time <= 0 or event.timestamp < event.start_time:
-        return None
-    return event.timestamp - event.start_time
 
 
 def _attempt(event: pb.TaskEvent, execution: int) -> AttemptRecord:

@@ -101,6 +101,16 @@ __all__ = [
 ]
 
 
+def node_run_time(start_time: float, end_time: float) -> float | None:
+    """How long a finished attempt ran by its node's clock (its start and end are both the
+    node's), or None when its node did not say when it started: what
+    :meth:`JobPlan.on_task_event` takes as ``ran_s`` (the live job master and the simulator
+    both call this)."""
+    if start_time <= 0 or end_time < start_time:
+        return None
+    return end_time - start_time
+
+
 class JobPlan(SpeculativeAttempts):
     """See the module docstring."""
 

@@ -73,7 +73,15 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
-from job_master.plan import AttemptKind, AttemptRecord, Container, Decisions, JobPlan, Launch
+from job_master.plan import (
+    AttemptKind,
+    AttemptRecord,
+    Container,
+    Decisions,
+    JobPlan,
+    Launch,
+    node_run_time,
+)
 from job_master.speculation import Candidate
 from plumbing.intervals import (
     HEARTBEAT_INTERVAL_S,
@@ -913,7 +921,11 @@ class Simulation:
                 task.exit_code,
                 task.message,
                 preempted=task.preempted,
-                ran_s=_ran_s(task),
+                ran_s=(
+                    node_run_time(task.start_time, task.finish_time)
+                    if task.state.is_final
+                    else None
+                ),
             )
         for allocation_id in result.lost_allocations:
             plan.on_allocation_lost(allocation_id)
@@ -1091,11 +1103,3 @@ class Simulation:
                 )
             )
         return outcomes
-
-
-def _ran_s(task: TaskRecord) -> float | None:
-    """How long a finished attempt ran, as its node saw it (job_master.master does the same
-    with the event the RM sends)."""
-    if not task.state.is_final or task.start_time <= 0 or task.finish_time < task.start_time:
-        return None
-    return task.finish_time - task.start_time
