@@ -21,6 +21,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Set as AbstractSet
 from typing import NoReturn, TypeVar
 
 import grpc
@@ -57,6 +58,7 @@ from resource_manager.errors import (
 )
 from resource_manager.limits import SubmissionRate
 from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now, TaskReport
+from resource_manager.shell import PassDue, RMShell
 from resource_manager.speculative_log import SpeculativeLog
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -112,7 +114,7 @@ class JobWatchers:
             else:
                 self._events[job_id] = (event, count - 1)
 
-    def notify(self, job_ids: set[str]) -> None:
+    def notify(self, job_ids: AbstractSet[str]) -> None:
         for job_id in job_ids:
             entry = self._events.get(job_id)
             if entry is not None:
@@ -163,7 +165,7 @@ class RMState:
         self._node_keys: dict[str, bytes] = {}  # one HMAC saved per grant; a key per node
         self._foreign_logged_at: float | None = None  # the last line about foreign reports
         self._foreign_unlogged = 0  # foreign reports dropped since that line
-        self._state_refusals = 0  # units refused since the state directory failed (0: fine)
+        self.shell = RMShell(core)  # every unit of work, and its effects
         # From now on the RM serves: nodes holding work in the recovered state are waited for
         # from here (memory only: nothing to commit).
         core.started(clock())
@@ -233,57 +235,34 @@ class RMState:
         return found
 
     def run(self, action: Callable[[ResourceManagerCore, Now], T]) -> T:
-        """Apply ``action(core, now)`` whole or not at all, then wake who watches what changed,
-        and arm a scheduling pass if it could place something.
-
-        Whole or not at all includes the commit: if the state directory cannot take the unit
-        (full, read-only, failing), memory is rolled back too and StateUnavailableError is
-        raised (nothing is answered or done after a commit that failed).  The RM goes on
-        serving reads, and the next unit tries again: it recovers by itself once there is
-        room.  The log says so once when it begins and once when it ends."""
-        tables = self.core.tables
-        tables.begin()
-        try:
-            result = action(self.core, self.clock())
-        except BaseException:
-            tables.rollback()
-            raise
-        try:
-            changed = tables.commit()  # (a commit that fails rolls the unit back itself)
-        except StateUnavailableError as error:
-            if not self._state_refusals:
-                log.error("%s: changes are refused until it can take them", error)
-            self._state_refusals += 1
-            raise
-        if self._state_refusals:
-            log.warning(
-                "the state directory takes changes again (%d refused meanwhile)",
-                self._state_refusals,
-            )
-            self._state_refusals = 0
-        self.watchers.notify(changed)
-        placed = self.core.drain_placements()
-        if placed:
-            log.debug("placed %d containers", len(placed))
+        """Apply ``action(core, now)`` as one unit of work through the RM's one shell
+        (:class:`~resource_manager.shell.RMShell`: whole or not at all, the commit included),
+        then carry out its effects: wake who watches what changed, and arm a scheduling pass if
+        one is due.  Build a request's answer inside ``action``: if building it raises, the unit
+        is rolled back, so a refused caller is never told less than was committed."""
+        outcome = self.shell.run(action, self.clock())
+        effects = outcome.effects
+        self.watchers.notify(effects.changed_jobs)
+        if effects.placed:
+            log.debug("placed %d containers", len(effects.placed))
         # Nodes heartbeat every interval whatever happens: their next answer carries the
-        # commands, so there is nothing to do with these but forget them.
-        self.core.drain_nodes_to_tell()
-        self._arm_pass()
-        return result
+        # commands, so effects.nodes_to_tell needs nothing here.
+        self._arm_pass(effects.pass_due)
+        return outcome.result
 
-    def _arm_pass(self) -> None:
+    def _arm_pass(self, due: PassDue) -> None:
         """One pass :data:`PASS_DELAY` after the first change that needs one: the requests of
         that interval are one batch, and the pass is one unit of work (group commit).  After a
         pass that stopped at its placement limit the next comes at once, but behind the
         requests already received (the event loop serves those first)."""
-        if self._pass_armed or not self.core.needs_pass:
+        if self._pass_armed or due is PassDue.NO:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # not serving (a test driving the state directly): passes run on demand
         self._pass_armed = True
-        if self.core.pass_backlog:
+        if due is PassDue.AT_ONCE:
             loop.call_soon(self._run_pass)
         else:
             loop.call_later(PASS_DELAY, self._run_pass)
@@ -460,16 +439,19 @@ class JobServicer(rm_grpc.JobServiceServicer):
         spec = await _answer_async(context, "SubmitJob", lambda: asyncio.to_thread(parse))
 
         def submit() -> rm_pb.SubmitJobResponse:
-            job = self._state.run(
-                lambda core, now: core.submit(
-                    spec,
-                    client_mode=request.client_mode,
-                    now=now,
-                    idempotency_key=key,
-                    owner=owner,
+            return self._state.run(
+                lambda core, now: rm_pb.SubmitJobResponse(
+                    job=self._summary(
+                        core.submit(
+                            spec,
+                            client_mode=request.client_mode,
+                            now=now,
+                            idempotency_key=key,
+                            owner=owner,
+                        )
+                    )
                 )
             )
-            return rm_pb.SubmitJobResponse(job=self._summary(job))
 
         return await _answer(context, "SubmitJob", submit)
 
@@ -560,12 +542,13 @@ class JobServicer(rm_grpc.JobServiceServicer):
     ) -> rm_pb.JobSummary:
         identity = caller(context)
 
-        def kill() -> JobRecord:
+        def kill() -> rm_pb.JobSummary:
             check_owner(self._state.core.job(request.job_id), identity)
-            return self._state.run(lambda core, now: core.kill(request.job_id, now=now))
+            return self._state.run(
+                lambda core, now: self._summary(core.kill(request.job_id, now=now))
+            )
 
-        job = await _answer(context, "KillJob", kill)
-        return self._summary(job)
+        return await _answer(context, "KillJob", kill)
 
     async def ChangeTask(
         self, request: rm_pb.ChangeTaskRequest, context: grpc.aio.ServicerContext
@@ -581,23 +564,17 @@ class JobServicer(rm_grpc.JobServiceServicer):
                 limits = resources_from_pb(request.limits)
             if len(request.reason) > MAX_REASON:
                 raise InvalidRequestError("reason", f"at most {MAX_REASON} characters")
-            changed = self._state.run(
-                lambda core, now: core.change_task(
-                    request.job_id,
-                    request.task_id,
-                    action,
-                    limits=limits,
-                    reason=request.reason,
-                    now=now,
+            return self._state.run(
+                lambda core, now: _changed_to_pb(
+                    core.change_task(
+                        request.job_id,
+                        request.task_id,
+                        action,
+                        limits=limits,
+                        reason=request.reason,
+                        now=now,
+                    )
                 )
-            )
-            if changed is None:  # a preempted container with nothing running: taken back
-                return rm_pb.ChangeTaskResponse(goal="stop")
-            return rm_pb.ChangeTaskResponse(
-                allocation_id=changed.allocation_id,
-                node_id=changed.node_id,
-                goal=changed.goal.value,
-                limits=resources_to_pb(changed.current_limits),
             )
 
         return await _answer(context, "ChangeTask", change)
@@ -677,6 +654,17 @@ class JobServicer(rm_grpc.JobServiceServicer):
             cluster_id=self._state.core.settings.cluster_id,
             oversubscription=self._state.oversubscription,
         )
+
+
+def _changed_to_pb(changed: AllocationRecord | None) -> rm_pb.ChangeTaskResponse:
+    if changed is None:  # a preempted container with nothing running: taken back
+        return rm_pb.ChangeTaskResponse(goal="stop")
+    return rm_pb.ChangeTaskResponse(
+        allocation_id=changed.allocation_id,
+        node_id=changed.node_id,
+        goal=changed.goal.value,
+        limits=resources_to_pb(changed.current_limits),
+    )
 
 
 def _document(request: rm_pb.SubmitJobRequest) -> object:
@@ -907,11 +895,9 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
     ) -> rm_pb.RegisterMasterResponse:
         await _own_job(context, request.job_id, self._state)
 
-        def register() -> rm_pb.RegisterMasterResponse:
-            registration = self._state.run(
-                lambda core, now: core.register_master(
-                    request.job_id, attempt=request.attempt or 1, now=now
-                )
+        def unit(core: ResourceManagerCore, now: Now) -> rm_pb.RegisterMasterResponse:
+            registration = core.register_master(
+                request.job_id, attempt=request.attempt or 1, now=now
             )
             job = registration.job
             return rm_pb.RegisterMasterResponse(
@@ -929,7 +915,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                 drop_ratio=job.approximation.drop_ratio,
             )
 
-        return await _answer(context, "RegisterMaster", register)
+        return await _answer(context, "RegisterMaster", lambda: self._state.run(unit))
 
     async def Allocate(
         self, request: rm_pb.AllocateRequest, context: grpc.aio.ServicerContext
@@ -956,8 +942,12 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
             progress = [wire.progress_from_pb(p) for p in request.progress]
             kept = [KeptSlot(k.allocation_id, k.phase, k.until, k.ended) for k in request.kept]
             SpeculativeLog.check(request.speculative)
-            result = self._state.run(
-                lambda core, now: core.allocate(
+            wanted = list(request.resolve_nodes)
+
+            def unit(core: ResourceManagerCore, now: Now) -> rm_pb.AllocateResponse:
+                # The answer is built inside the unit: if building it raises, the grants and
+                # events it carries are not marked delivered (rolled back with the rest).
+                result = core.allocate(
                     request.job_id,
                     asks,
                     list(request.releases),
@@ -967,21 +957,25 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                     attempt=request.master_attempt or 1,
                     kept=kept,
                 )
-            )
+                addresses = core.node_addresses(wanted) if wanted else {}
+                return rm_pb.AllocateResponse(
+                    granted=[self._state.allocation_to_pb(a) for a in result.granted],
+                    events=[
+                        rm_pb.SequencedTaskEvent(seq=t.seq, event=convert.task_event_to_pb(t))
+                        for t in result.events
+                    ],
+                    lost_allocations=list(result.lost_allocations),
+                    kill_requested=result.kill_requested,
+                    node_addresses=addresses,
+                    speculative_passes=self._state.speculative_passes(
+                        request.job_id, list(addresses)
+                    ),
+                )
+
+            response = self._state.run(unit)
+            # (memory only, checked above: nothing after the commit can refuse the call)
             self._state.speculative_log.record(request.job_id, list(request.speculative))
-            wanted = list(request.resolve_nodes)
-            addresses = self._state.read(lambda core: core.node_addresses(wanted)) if wanted else {}
-            return rm_pb.AllocateResponse(
-                granted=[self._state.allocation_to_pb(a) for a in result.granted],
-                events=[
-                    rm_pb.SequencedTaskEvent(seq=t.seq, event=convert.task_event_to_pb(t))
-                    for t in result.events
-                ],
-                lost_allocations=list(result.lost_allocations),
-                kill_requested=result.kill_requested,
-                node_addresses=addresses,
-                speculative_passes=self._state.speculative_passes(request.job_id, list(addresses)),
-            )
+            return response
 
         return await _answer(context, "Allocate", allocate)
 
@@ -1016,7 +1010,7 @@ async def housekeeping(state: RMState, period: float = 1.0) -> None:
     """Run the core's timers (lost nodes) when :meth:`ResourceManagerCore.next_wakeup` says,
     at least every ``period`` seconds, until cancelled."""
     while True:
-        wakeup = state.core.next_wakeup()
+        wakeup = state.shell.next_wakeup()
         delay = period if wakeup is None else wakeup - state.clock().monotonic
         await asyncio.sleep(min(period, max(0.05, delay)))
         try:

@@ -108,6 +108,7 @@ from resource_manager.core import (
 )
 from resource_manager.errors import ConflictError
 from resource_manager.records import AllocationRecord, KeptSlot, Now, TaskRecord, TaskReport
+from resource_manager.shell import PassDue, RMShell
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
 from simulator.results import JobOutcome, UtilisationSample
@@ -274,6 +275,7 @@ class Simulation:
         self.core = ResourceManagerCore(
             Tables(_SimulationStore()), settings.core, profile, queues=settings.queues
         )
+        self.shell = RMShell(self.core)  # the live RM's own shell: every call is one unit
         self._now = Now(0.0, 0.0)
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
@@ -347,44 +349,40 @@ class Simulation:
         return phase + max(k, 0) * interval
 
     def _unit(self, action: Callable[[ResourceManagerCore, Now], T]) -> T:
-        """One call into the core as one unit of work, as the service makes it; then tell who
-        is concerned by what it placed, and arm a pass if one is due."""
-        tables = self.core.tables
+        """One call into the core through the RM's one shell, as the service makes it; then
+        carry out its effects with simulated time: who is concerned by what it placed hears
+        (a node's heartbeat, a job master's round), and timers are armed for a pass, a sprint
+        change and the end of a locality wait."""
         if self._now.wall != self.now:
             self._now = Now(self.now, self.now)
-        tables.begin()
-        try:
-            result = action(self.core, self._now)
-        except BaseException:
-            tables.rollback()
-            raise
-        tables.commit()
-        if tables.version != self._sampled_version:
-            self._sampled_version = tables.version
+        outcome = self.shell.run(action, self._now)
+        effects = outcome.effects
+        if effects.version != self._sampled_version:
+            self._sampled_version = effects.version
             self._usage_changed()
-        for placement in self.core.drain_placements():
+        for placement in effects.placed:
             if placement.kind is AllocationKind.JOB_MASTER:
                 self._arm_heartbeat(self._nodes[placement.node_id])
             else:
                 self._wake_master(placement.job_id)
-        for node_id in self.core.drain_nodes_to_tell():
+        for node_id in effects.nodes_to_tell:
             self._arm_heartbeat(self._nodes[node_id])
-        sprint_at = self.core.sprints.next_change()
+        sprint_at = self.shell.next_sprint_change()
         if sprint_at is not None and sprint_at != self._sprint_armed:
             # A sprint starts or the budget runs dry then (DiAS): the RM's timer, as its shell's.
             self._sprint_armed = sprint_at
             self.at(max(sprint_at, self.now), self._sprint_timer)
-        locality_end = self.core.next_locality_end()
+        locality_end = self.shell.next_locality_end()
         if locality_end is not None and locality_end < self._locality_armed:
             # An ask held back for a node near its input may take any once its wait is over:
             # the live RM's tick notices; here a wake-up is armed for it.
             self._locality_armed = locality_end
             self.at(max(locality_end, self.now), self._end_locality_wait)
-        if self.core.needs_pass and not self._pass_armed:
+        if effects.pass_due is not PassDue.NO and not self._pass_armed:
             self._pass_armed = True
-            delay = 0.0 if self.core.pass_backlog else self.settings.pass_delay
+            delay = 0.0 if effects.pass_due is PassDue.AT_ONCE else self.settings.pass_delay
             self.at(self.now + delay, self._pass)
-        return result
+        return outcome.result
 
     def _end_locality_wait(self) -> None:
         self._locality_armed = math.inf

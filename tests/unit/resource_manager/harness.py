@@ -18,6 +18,7 @@ from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState
 from resource_manager.core import CoreSettings, NodeCommand, ResourceManagerCore
 from resource_manager.records import Now, TaskReport
+from resource_manager.shell import RMShell
 from resource_manager.sqlite_store import SqliteStore as Store
 from resource_manager.tables import Tables
 from tests.builders import job_spec, phase_doc, res
@@ -28,10 +29,12 @@ def at(t: float) -> Now:
 
 
 class Driver:
-    """A ResourceManagerCore whose every method call is one unit of work."""
+    """A ResourceManagerCore whose every method call is one unit of work, run through the RM's
+    one shell (:class:`~resource_manager.shell.RMShell`), followed by the passes it makes due."""
 
     def __init__(self, core: ResourceManagerCore) -> None:
         self.core = core
+        self.shell = RMShell(core)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self.core, name)
@@ -46,20 +49,11 @@ class Driver:
                 kwargs["now"] = at(float(now))
             if len(args) == 1 and isinstance(args[0], int | float) and method.__name__ == "tick":
                 args = (at(float(args[0])),)
-            tables = self.core.tables
-            tables.begin()
-            try:
-                result = method(*args, **kwargs)
-            except BaseException:
-                tables.rollback()
-                raise
-            tables.commit()
             when = kwargs.get("now") or (args[0] if args and isinstance(args[0], Now) else at(0.0))
-            while self.core.needs_pass:  # passes stopped at their limit are followed at once
-                tables.begin()
-                self.core.schedule(when)
-                tables.commit()
-            return result
+            outcome = self.shell.run(lambda core, now: method(*args, **kwargs), when)
+            # passes stopped at their limit are followed at once
+            self.shell.settle(when, outcome.effects)
+            return outcome.result
 
         return call
 
