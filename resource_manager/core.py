@@ -902,7 +902,7 @@ class ResourceManagerCore:
                 self.settings.max_placements_per_pass,
             )
             self._cut_short = plan.cut_short
-            for held_back in plan.waiting:
+            for held_back in (w.ask for w in plan.waiting):
                 if held_back.local_only(now.monotonic) and held_back.local_until < math.inf:
                     entry = (held_back.local_until, held_back.job_id, held_back.phase)
                     if entry not in self._locality_armed:
@@ -984,7 +984,7 @@ class ResourceManagerCore:
         buffer than a job in execution evicts it, when execution is full."""
         if len(self.tables.in_execution) < self.settings.max_running_jobs:
             return
-        heads = [a for a in plan.waiting if a.kind is AllocationKind.JOB_MASTER]
+        heads = [w.ask for w in plan.waiting if w.ask.kind is AllocationKind.JOB_MASTER]
         if not heads:
             return
         head = max(heads, key=lambda a: (a.priority, -a.submit_seq))

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from policies.identity_enum import IdentityEnum
-from policies.scheduling.framework import AllocationKind, PassContext, PendingAsk
+from policies.scheduling.framework import AllocationKind, PassContext, PendingAsk, Refusal
 
 
 class DispatchMode(IdentityEnum):
@@ -50,15 +51,21 @@ class JobsInExecution:
 
     max_running: int
     shape_only: bool = True  # the count only grows during a pass
+    name: ClassVar[str] = "JobsInExecution"
 
     def __post_init__(self) -> None:
         if self.max_running < 1:
             raise ValueError(f"max_running must be at least 1, got {self.max_running}")
 
-    def admit(self, ask: PendingAsk, context: PassContext) -> bool:
-        if ask.kind is not AllocationKind.JOB_MASTER:
-            return True
-        return context.jobs_in_execution < self.max_running
+    def admit(self, ask: PendingAsk, context: PassContext) -> Refusal | None:
+        if ask.kind is not AllocationKind.JOB_MASTER or (
+            context.jobs_in_execution < self.max_running
+        ):
+            return None
+        return Refusal(
+            self.name,
+            f"{self.max_running} jobs are in execution, the most DiAS dispatches (max_running)",
+        )
 
 
 @dataclass(frozen=True)

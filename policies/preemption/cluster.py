@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from policies.preemption.amounts import QueueAmount, QueueState, preemption_amounts
 from policies.preemption.queues import QueueSpec
@@ -54,6 +54,7 @@ from policies.scheduling.framework import (
     Placement,
     Preemption,
     PreemptionAction,
+    Refusal,
     Reservation,
 )
 from policies.scheduling.resources import Resources
@@ -237,6 +238,7 @@ class ContainerPreemption:
     due: bool = True
     decided: bool = field(default=False, init=False)
     wanted: bool = field(default=False, init=False)
+    name: ClassVar[str] = "ContainerPreemption"
 
     def preempt(self, ask: PendingAsk, context: PassContext) -> Sequence[Preemption]:
         if self.decided:
@@ -265,6 +267,7 @@ class QueueClaims:
 
     claims: Mapping[str, Mapping[str, Resources]]
     by_queue: bool = True  # what it holds depends on the ask's queue alone
+    name: ClassVar[str] = "QueueClaims"
 
     def held_for_others(self, ask: PendingAsk, node: NodeCapacity) -> Resources:
         on_node = self.claims.get(node.node_id)
@@ -291,12 +294,15 @@ class QueueCap:
     usage: dict[str, Resources]
     shape_only: bool = False  # the verdict depends on the ask's queue
     by_queue: bool = True  # (as a reserve plugin it holds nothing)
+    name: ClassVar[str] = "QueueCap"
 
-    def admit(self, ask: PendingAsk, context: PassContext) -> bool:
+    def admit(self, ask: PendingAsk, context: PassContext) -> Refusal | None:
         limit = self.limits.get(ask.queue)
         if limit is None:
-            return True
-        return (self.usage.get(ask.queue, Resources()) + ask.resources).fits_in(limit)
+            return None
+        if (self.usage.get(ask.queue, Resources()) + ask.resources).fits_in(limit):
+            return None
+        return Refusal(self.name, f"queue {ask.queue!r} is at its max_share ({_shown(limit)})")
 
     def held_for_others(self, ask: PendingAsk, node: NodeCapacity) -> Resources:
         return Resources()
@@ -306,6 +312,10 @@ class QueueCap:
             used = self.usage.get(placement.queue, Resources())
             self.usage[placement.queue] = used + placement.resources
         return ()
+
+
+def _shown(amount: Resources) -> str:
+    return f"{amount.cpu:g} CPU, {amount.memory_mb} MB"
 
 
 def cap_of(spec: QueueSpec, capacity: Resources) -> Resources | None:

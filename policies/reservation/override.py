@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from policies.reservation.slot_approval import Approval, Reservation, approve_allocation
 from policies.scheduling.framework import PassContext, PendingAsk, Preemption, PreemptionAction
@@ -43,6 +44,7 @@ class ReservationOverride:
     kept_on: Mapping[str, Sequence[KeptContainer]]
     now: float
     taken: set[str] = field(default_factory=set)
+    name: ClassVar[str] = "ReservationOverride"
 
     def preempt(self, ask: PendingAsk, context: PassContext) -> Sequence[Preemption]:
         for node_id, kept in self.kept_on.items():

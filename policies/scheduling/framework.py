@@ -23,7 +23,8 @@ A pass (:func:`schedule_pass`) serves the asks in the order given (the shell kee
 queue order, :mod:`pending_asks`), container by container:
 
 1. *permit*: every permit plugin must admit the container; otherwise the ask waits (it is listed
-   in :attr:`Plan.waiting`) and the pass goes on with the next ask.  A permit that declares
+   in :attr:`Plan.waiting` with the plugin's :class:`Refusal`) and the pass goes on with the
+   next ask.  A permit that declares
    itself ``shape_only`` (its refusal depends on the ask's kind and size alone, and holds for
    the rest of the pass) is not asked again for asks of that kind no smaller: a queue full of
    job master asks held back by :class:`MasterShare` costs a pass O(1) each, not a plugin call.
@@ -45,10 +46,14 @@ queue order, :mod:`pending_asks`), container by container:
 *Locality* (delay scheduling, Zaharia et al., EuroSys 2010): an ask that names
 ``preferred_nodes`` is placed on one of them when one fits (filters and reserves apply; the best
 score wins), looked up directly, O(preferred).  Until its ``local_until`` it takes no other node:
-it waits (listed in :attr:`Plan.waiting`, no post-filter), and the shell runs a pass when that
-time comes.  After, it takes any node, as any ask.
+it waits (listed in :attr:`Plan.waiting`, refused by :data:`LOCALITY`, no post-filter), and the
+shell runs a pass when that time comes.  After, it takes any node, as any ask.
    The pass never counts the capacity they would free (it is freed when the nodes report it
    done); the next pass places the ask.
+
+Every plugin has a :attr:`~Plugin.name`, and a permit's refusal says why (:class:`Refusal`):
+the plan lists what waits and why, and :mod:`policies.scheduling.diagnosis` tells a user why an
+ask is pending, node by node (as Kubernetes' "0/N nodes are available: ...").
 
 An ask whose container fits nowhere does not block the asks behind it (work-conserving).  The
 same container shape is not tried again after it failed, since capacity only shrinks during a
@@ -60,7 +65,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from policies.identity_enum import IdentityEnum
 from policies.scheduling.capacity_index import CapacityIndex, NodeCapacity
@@ -77,18 +82,22 @@ __all__ = [
     "Permit",
     "Placement",
     "Plan",
+    "Plugin",
     "PostFilter",
     "Preemption",
     "PreemptionAction",
     "PriorityFifo",
     "Profile",
     "QueueOrder",
+    "Refusal",
     "Reservation",
     "Reserve",
     "Resize",
     "Resumption",
     "Score",
+    "Waiting",
     "baseline_profile",
+    "locality_wait",
     "schedule_pass",
 ]
 
@@ -189,17 +198,43 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Why a plugin holds an ask back: the plugin's :attr:`~Plugin.name` and a short reason a
+    user can act on ("queue 'batch' is at its max_share")."""
+
+    plugin: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.reason} ({self.plugin})"
+
+
+LOCALITY = "Locality"
+"""The name under which the pass itself holds an ask back for a node near its input (delay
+scheduling): not a plugin, but said alike."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An ask the pass held back, and why."""
+
+    ask: PendingAsk
+    why: Refusal
+
+
+@dataclass(frozen=True)
 class Plan:
-    """What one pass decided.  ``waiting`` lists the asks a permit plugin held back, of those
-    the pass visited (it stops early once nothing left can be placed); ``cut_short`` says the
-    pass stopped at its placement limit (see :func:`schedule_pass`)."""
+    """What one pass decided.  ``waiting`` lists the asks held back (by a permit plugin, or
+    waiting for a node near their input), with why, of those the pass visited (it stops early
+    once nothing left can be placed); ``cut_short`` says the pass stopped at its placement limit
+    (see :func:`schedule_pass`)."""
 
     placements: tuple[Placement, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     resumptions: tuple[Resumption, ...] = ()
     resizes: tuple[Resize, ...] = ()
     reservations: tuple[Reservation, ...] = ()
-    waiting: tuple[PendingAsk, ...] = ()
+    waiting: tuple[Waiting, ...] = ()
     cut_short: bool = False  # it stopped at its placement limit: more may fit now
 
 
@@ -226,13 +261,20 @@ class PassContext:
             self.jobs_in_execution += 1
 
 
-class QueueOrder(Protocol):
+class Plugin(Protocol):
+    @property
+    def name(self) -> str:
+        """What users and logs call it (a CamelCase word, as Kubernetes' plugin names)."""
+        ...
+
+
+class QueueOrder(Plugin, Protocol):
     def sort_key(self, ask: PendingAsk) -> tuple[int | str, ...]:
         """Asks are served by ascending key."""
         ...
 
 
-class Permit(Protocol):
+class Permit(Plugin, Protocol):
     @property
     def shape_only(self) -> bool:
         """True when a refusal depends on the ask's kind and resources alone and holds for the
@@ -240,28 +282,30 @@ class Permit(Protocol):
         held), so the pass may remember it."""
         ...
 
-    def admit(self, ask: PendingAsk, context: PassContext) -> bool:
-        """May one more container of ``ask`` be placed now?"""
+    def admit(self, ask: PendingAsk, context: PassContext) -> Refusal | None:
+        """None if one more container of ``ask`` may be placed now, else why not."""
         ...
 
 
-class Filter(Protocol):
+class Filter(Plugin, Protocol):
     @property
     def shape_only(self) -> bool:
         """True when the verdict depends on the ask's resources alone, not on its job (so a
         pass may remember that a shape fits nowhere)."""
         ...
 
-    def feasible(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> bool: ...
+    def feasible(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> bool:
+        """May ``ask`` go on ``node``?  (A refusal is told as "refused by <name>".)"""
+        ...
 
 
-class Score(Protocol):
+class Score(Plugin, Protocol):
     def score(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> float:
         """Higher is better; the pass weighs and adds the scores of every score plugin."""
         ...
 
 
-class Reserve(Protocol):
+class Reserve(Plugin, Protocol):
     @property
     def by_queue(self) -> bool:
         """True when what it holds for others depends on the ask's queue alone (not its job):
@@ -277,7 +321,7 @@ class Reserve(Protocol):
         ...
 
 
-class PostFilter(Protocol):
+class PostFilter(Plugin, Protocol):
     def preempt(self, ask: PendingAsk, context: PassContext) -> Sequence[Preemption]:
         """What to preempt so that ``ask`` can be placed by a later pass (may be nothing)."""
         ...
@@ -304,6 +348,8 @@ class Profile:
 class PriorityFifo:
     """Strict priority between jobs, FIFO (submission order) within a priority."""
 
+    name: ClassVar[str] = "PriorityFifo"
+
     def sort_key(self, ask: PendingAsk) -> tuple[int | str, ...]:
         return (-ask.priority, ask.submit_seq, ask.kind.value, ask.phase)
 
@@ -312,6 +358,8 @@ class PriorityFifo:
 class LeastAllocated:
     """Prefer the node whose dominant allocated share after the placement is lowest: spreads
     load (Kubernetes' NodeResourcesFit with LeastAllocated, over DRF shares)."""
+
+    name: ClassVar[str] = "LeastAllocated"
 
     def score(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> float:
         capacity, allocated, request = node.capacity, node.allocated, ask.resources
@@ -332,16 +380,22 @@ class MasterShare:
 
     share: float
     shape_only: bool = True  # what job masters hold only grows during a pass
+    name: ClassVar[str] = "MasterShare"
 
-    def admit(self, ask: PendingAsk, context: PassContext) -> bool:
+    def admit(self, ask: PendingAsk, context: PassContext) -> Refusal | None:
         if ask.kind is not AllocationKind.JOB_MASTER:
-            return True
+            return None
         held = context.held_by(AllocationKind.JOB_MASTER)
         if held.cpu <= 0 and held.memory_mb <= 0:
-            return True
+            return None
         total = context.cluster.total_capacity
         limit = Resources(total.cpu * self.share, int(total.memory_mb * self.share))
-        return (held + ask.resources).fits_in(limit)
+        if (held + ask.resources).fits_in(limit):
+            return None
+        return Refusal(
+            self.name,
+            f"job masters hold their share of the cluster ({self.share:.0%}, max_master_share)",
+        )
 
 
 def baseline_profile(*, max_master_share: float = 0.1, nodes_to_score: int = 8) -> Profile:
@@ -399,20 +453,19 @@ def schedule_pass(
     # With shape-only plugins, a shape (kind, size) nothing more can be placed for is settled
     # for the rest of the pass: True if a permit holds it back, False if it fits nowhere.  A
     # long queue behind a full cluster then costs a lookup per ask.
-    settled: dict[AskShape, bool] = {}
+    settled: dict[AskShape, Refusal | None] = {}
     with context.cluster.scratch() as cluster:
         for ask in asks:
             if state.cut_short:
                 break
             shape = (ask.kind, ask.resources)
-            if shape_only:
-                held_back = settled.get(shape)
+            if shape_only and shape in settled:
+                held_back = settled[shape]
                 if held_back is not None:
-                    if held_back:
-                        state.waiting.append(ask)
-                    continue
+                    state.waiting.append(Waiting(ask, held_back))
+                continue
             verdict = _serve(ask, cluster, state)
-            if shape_only and verdict is not None:
+            if shape_only and verdict is not _UNSETTLED:
                 settled[shape] = verdict
                 if shapes and _all_failed(shapes, state.failed, state.refused):
                     break  # nothing asked for can be placed any more
@@ -439,16 +492,21 @@ class _PassState:
     placements: list[Placement] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
-    waiting: list[PendingAsk] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
     failed: list[tuple[str, Resources]] = field(default_factory=list)  # (job id or "", size)
-    refused: list[AskShape] = field(default_factory=list)  # by shape-only permits
+    refused: dict[AskShape, Refusal] = field(default_factory=dict)  # by shape-only permits
     cut_short: bool = False
 
 
-def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> bool | None:
+_UNSETTLED = Refusal("", "")
+"""What :func:`_serve` returns when its verdict does not settle the ask's shape."""
+
+
+def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> Refusal | None:
     """Place as many of ``ask``'s containers as can be, one by one.  Returns what settles its
-    shape for the rest of the pass: True if a shape-only permit held it back, False if it fits
-    nowhere, None if nothing does (all placed, the pass's limit, a job-dependent verdict)."""
+    shape for the rest of the pass: a shape-only permit's refusal if one held it back, None if
+    it fits nowhere, :data:`_UNSETTLED` if nothing does (all placed, the pass's limit, a
+    job-dependent verdict)."""
     context, profile, remembered = state.context, state.profile, state.remembered
     # What "fits nowhere" is remembered for, in this pass: any ask of the shape, the shape in
     # the ask's queue, or the shape for the ask's job.  (One failed search per queue, not one
@@ -461,26 +519,29 @@ def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> bool |
         memo_key = ask.job_id
     for _ in range(ask.count):
         if _known_to_fail(ask.resources, memo_key, state.failed):
-            return False
-        if _known_refused(ask.kind, ask.resources, state.refused):
-            state.waiting.append(ask)
-            return True
-        if not all(permit.admit(ask, context) for permit in profile.permits):
-            state.waiting.append(ask)
+            return None
+        known = _known_refused(ask.kind, ask.resources, state.refused)
+        if known is not None:
+            state.waiting.append(Waiting(ask, known))
+            return known
+        refusal = _refusal(ask, context, profile.permits)
+        if refusal is not None:
+            state.waiting.append(Waiting(ask, refusal))
             if not state.permits_shape_only:
-                return None
-            state.refused.append((ask.kind, ask.resources))
-            return True
+                return _UNSETTLED
+            state.refused[ask.kind, ask.resources] = refusal
+            return refusal
         if ask.preferred_nodes:
             local = _choose_preferred(ask, cluster, context, profile)
             if local is not None:
                 _place(ask, local, cluster, state)
                 if state.cut_short:
-                    return None
+                    return _UNSETTLED
                 continue
             if ask.local_only(context.now):
-                state.waiting.append(ask)  # delay scheduling: no other node yet
-                return None
+                # delay scheduling: no other node yet
+                state.waiting.append(Waiting(ask, locality_wait(ask)))
+                return _UNSETTLED
         if remembered is not None and _still_nowhere(ask, cluster, context, profile, remembered):
             state.failed.append((memo_key, ask.resources))
             node = None
@@ -495,11 +556,29 @@ def _serve(ask: PendingAsk, cluster: CapacityIndex, state: _PassState) -> bool |
         if node is None:
             for post_filter in profile.post_filters:
                 state.preemptions.extend(post_filter.preempt(ask, context))
-            return False  # identical containers: if one fits nowhere, the rest do not either
+            return None  # identical containers: if one fits nowhere, the rest do not either
         _place(ask, node, cluster, state)
         if state.cut_short:
-            return None
+            return _UNSETTLED
+    return _UNSETTLED
+
+
+def _refusal(ask: PendingAsk, context: PassContext, permits: Sequence[Permit]) -> Refusal | None:
+    """The first permit plugin's refusal of one more container of ``ask``, or None."""
+    for permit in permits:
+        refusal = permit.admit(ask, context)
+        if refusal is not None:
+            return refusal
     return None
+
+
+def locality_wait(ask: PendingAsk) -> Refusal:
+    """Why an ask waits for a node near its input (delay scheduling)."""
+    return Refusal(
+        LOCALITY,
+        f"waits for one of {len(ask.preferred_nodes)} nodes near its input "
+        f"until {ask.local_until:g} s (locality wait)",
+    )
 
 
 def _place(ask: PendingAsk, node: NodeCapacity, cluster: CapacityIndex, state: _PassState) -> None:
@@ -619,16 +698,23 @@ def _known_to_fail(request: Resources, memo_key: str, failed: list[tuple[str, Re
     return any(key == memo_key and shape.fits_in(request) for key, shape in failed)
 
 
-def _known_refused(kind: AllocationKind, request: Resources, refused: list[AskShape]) -> bool:
-    """A shape-only permit refused an ask of this kind and no larger in this pass."""
-    return any(k is kind and shape.fits_in(request) for k, shape in refused)
+def _known_refused(
+    kind: AllocationKind, request: Resources, refused: dict[AskShape, Refusal]
+) -> Refusal | None:
+    """A shape-only permit's refusal of an ask of this kind and no larger in this pass."""
+    for (k, shape), refusal in refused.items():
+        if k is kind and shape.fits_in(request):
+            return refusal
+    return None
 
 
 def _all_failed(
-    shapes: Collection[AskShape], failed: list[tuple[str, Resources]], refused: list[AskShape]
+    shapes: Collection[AskShape],
+    failed: list[tuple[str, Resources]],
+    refused: dict[AskShape, Refusal],
 ) -> bool:
     return all(
-        _known_to_fail(shape, "", failed) or _known_refused(kind, shape, refused)
+        _known_to_fail(shape, "", failed) or _known_refused(kind, shape, refused) is not None
         for kind, shape in shapes
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -250,6 +251,7 @@ class SuspendToFit:
 
     victims: list[str]
     asked: list[PendingAsk] = field(default_factory=list)
+    name: ClassVar[str] = "SuspendToFit"
 
     def preempt(self, ask: PendingAsk, context: PassContext) -> list[Preemption]:
         self.asked.append(ask)

@@ -22,6 +22,7 @@ from policies.scheduling.framework import (
     PreemptionAction,
     PriorityFifo,
     Profile,
+    Refusal,
     baseline_profile,
     schedule_pass,
 )
@@ -183,19 +184,26 @@ def test_job_masters_wait_at_the_permit_point_beyond_their_share():
     assert [p.job_id for p in plan.placements] == ["j0", "j1"]  # 0.8 cpu; a third makes 1.2
     # j2 waits; the permit's refusal holds for j3 too, and nothing else is asked for: the pass
     # ends there.
-    assert [a.job_id for a in plan.waiting] == ["j2"]
+    assert [(w.ask.job_id, w.why.plugin) for w in plan.waiting] == [("j2", "MasterShare")]
+    assert plan.waiting[0].why.reason == (
+        "job masters hold their share of the cluster (10%, max_master_share)"
+    )
 
 
 class _CountingPermit:
     """Refuses job masters; counts how often it is asked."""
 
+    name = "Counting"
+
     def __init__(self, *, shape_only: bool) -> None:
         self.shape_only = shape_only
         self.asked = 0
 
-    def admit(self, ask: PendingAsk, context: PassContext) -> bool:
+    def admit(self, ask: PendingAsk, context: PassContext) -> Refusal | None:
         self.asked += 1
-        return ask.kind is not AllocationKind.JOB_MASTER
+        if ask.kind is not AllocationKind.JOB_MASTER:
+            return None
+        return Refusal(self.name, "no job masters here")
 
 
 @pytest.mark.parametrize(("shape_only", "asked"), [(True, 2), (False, 52)])
@@ -227,12 +235,15 @@ def test_one_job_master_may_always_run():
 
 
 class _PreemptEverything:
+    name = "PreemptEverything"
+
     def preempt(self, ask: PendingAsk, context: PassContext) -> Sequence[Preemption]:
         return [Preemption(f"victim-of-{ask.job_id}", PreemptionAction.SUSPEND, "test")]
 
 
 class _NotOnB:
     shape_only = True
+    name = "NotOnB"
 
     def feasible(self, ask: PendingAsk, node: NodeCapacity, context: PassContext) -> bool:
         return node.node_id != "b"

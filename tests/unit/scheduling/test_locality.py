@@ -8,7 +8,13 @@ from dataclasses import replace
 import pytest
 
 from policies.scheduling.asks import MAX_PREFERRED_NODES, AskError, PhaseAsk, check_asks
-from policies.scheduling.framework import PassContext, PendingAsk, baseline_profile, schedule_pass
+from policies.scheduling.framework import (
+    PassContext,
+    PendingAsk,
+    Refusal,
+    baseline_profile,
+    schedule_pass,
+)
 from tests.builders import job_spec, phase_doc, res
 from tests.unit.scheduling.test_framework import index_of, pending
 
@@ -36,7 +42,11 @@ def test_a_preferred_node_is_taken_first_and_waited_for_until_the_locality_wait_
     ask = replace(pending("j"), preferred_nodes=frozenset({"busy"}), local_until=3.0)
     plan = place(ask, now, ("busy", 4, 4096, 4 - busy_free, 0), ("idle", 4, 4096, 0, 0))
     assert [p.node_id for p in plan.placements] == ([node] if node else [])
-    assert list(plan.waiting) == ([] if node else [ask])
+    assert [w.ask for w in plan.waiting] == ([] if node else [ask])
+    if not node:
+        assert plan.waiting[0].why == Refusal(
+            "Locality", "waits for one of 1 nodes near its input until 3 s (locality wait)"
+        )
     assert plan.preemptions == ()
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -254,6 +255,7 @@ class _KillLowerPriority:
 
     simulation: Simulation | None = None
     action: PreemptionAction = PreemptionAction.KILL
+    name: ClassVar[str] = "KillLowerPriority"
 
     def preempt(self, ask: PendingAsk, context: PassContext) -> list[Preemption]:
         assert self.simulation is not None

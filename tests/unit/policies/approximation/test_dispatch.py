@@ -11,7 +11,7 @@ from policies.approximation.dispatch import (
     waste_share,
 )
 from policies.scheduling.capacity_index import CapacityIndex
-from policies.scheduling.framework import AllocationKind, PassContext, PendingAsk
+from policies.scheduling.framework import AllocationKind, PassContext, PendingAsk, Refusal
 from policies.scheduling.resources import Resources
 
 
@@ -32,7 +32,12 @@ def test_the_permit_bounds_jobs_in_execution(
     in_execution: int, kind: AllocationKind, admitted: bool
 ) -> None:
     context = PassContext(now=0.0, cluster=CapacityIndex(), jobs_in_execution=in_execution)
-    assert JobsInExecution(2).admit(ask(kind), context) is admitted
+    refusal = JobsInExecution(2).admit(ask(kind), context)
+    assert (refusal is None) is admitted
+    if not admitted:
+        assert refusal == Refusal(
+            "JobsInExecution", "2 jobs are in execution, the most DiAS dispatches (max_running)"
+        )
 
 
 def test_the_permit_needs_room_for_one_job() -> None:
