@@ -11,6 +11,8 @@ from plumbing.wire import (
     resources_to_pb,
 )
 from policies.approximation.sprinting import SprintingJob
+from policies.scheduling.diagnosis import PendingWhy
+from policies.scheduling.framework import AllocationKind
 from policies.scheduling.resources import Resources
 from resource_manager.queues import QueueStatus
 from resource_manager.records import (
@@ -198,4 +200,20 @@ def queue_to_pb(status: QueueStatus) -> rm_pb.QueueInfo:
         resume_after_offers=spec.resume_after_offers,
         max_suspended_s=spec.max_suspended_s or 0.0,
         is_default=status.is_default,
+    )
+
+
+def pending_to_pb(why: PendingWhy) -> rm_pb.PendingReason:
+    """Why an ask is pending (``GetJob``), structured and as one line."""
+    ask = why.ask
+    return rm_pb.PendingReason(
+        phase=ask.phase,
+        job_master=ask.kind is AllocationKind.JOB_MASTER,
+        count=ask.count,
+        resources=resources_to_pb(ask.resources),
+        held_back=str(why.held_back) if why.held_back is not None else "",
+        nodes=why.nodes,
+        available=why.available,
+        reasons=[rm_pb.NodeReason(reason=r, nodes=n) for r, n in why.reasons],
+        text=why.text(),
     )

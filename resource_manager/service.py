@@ -57,6 +57,7 @@ from resource_manager.errors import (
     StateUnavailableError,
 )
 from resource_manager.limits import SubmissionRate
+from resource_manager.pending_why import pending_reasons
 from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now, TaskReport
 from resource_manager.shell import PassDue, RMShell
 from resource_manager.speculative_log import SpeculativeLog
@@ -505,6 +506,10 @@ class JobServicer(rm_grpc.JobServiceServicer):
                         ended_at=e.at,
                     )
                     for e in core.kept_log.of(job.job_id)
+                ],
+                pending=[
+                    convert.pending_to_pb(why)
+                    for why in pending_reasons(core, job.job_id, self._state.clock())
                 ],
             )
 

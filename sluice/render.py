@@ -264,6 +264,7 @@ def job_detail(detail: rm_pb.JobDetail, service_watch: Sequence[str] = ()) -> st
             )
         )
     lines.extend(service_watch)
+    lines.extend(pending_lines(detail.pending))
     preempted = [t for t in detail.tasks if t.preemptions or t.held_by]
     if preempted:
         lines.append("")
@@ -310,6 +311,19 @@ def job_detail(detail: rm_pb.JobDetail, service_watch: Sequence[str] = ()) -> st
         lines.append("")
         lines.append(speculative_section(detail.speculative))
     return "\n".join(lines)
+
+
+def pending_lines(pending: Sequence[rm_pb.PendingReason]) -> list[str]:
+    """`sluice job`: why each pending ask is pending, as the next scheduling pass judges it."""
+    if not pending:
+        return []
+    lines = ["", "pending (why, as the next scheduling pass judges it)"]
+    for why in pending:
+        what = "job master" if why.job_master else f"phase {why.phase}"
+        count = "1 container" if why.count == 1 else f"{why.count} containers"
+        size = f"{why.resources.cpu:g} cpu, {why.resources.memory_mb} MB"
+        lines.append(f"  {what}: {count} of {size}: {why.text}")
+    return lines
 
 
 def speculative_section(attempts: Sequence[rm_pb.SpeculativeAttempt]) -> str:

@@ -233,20 +233,52 @@ class PreemptionEvent(_message.Message):
     def __init__(self, time: _Optional[float] = ..., action: _Optional[str] = ..., limits: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reason: _Optional[str] = ..., work_lost_s: _Optional[float] = ...) -> None: ...
 
 class JobDetail(_message.Message):
-    __slots__ = ("summary", "spec", "tasks", "kept", "speculative", "kept_ended")
+    __slots__ = ("summary", "spec", "tasks", "kept", "speculative", "kept_ended", "pending")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     KEPT_ENDED_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     spec: _common_pb2.JobSpec
     tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
     kept: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
     speculative: _containers.RepeatedCompositeFieldContainer[SpeculativeAttempt]
     kept_ended: _containers.RepeatedCompositeFieldContainer[ReservedSlot]
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., speculative: _Optional[_Iterable[_Union[SpeculativeAttempt, _Mapping]]] = ..., kept_ended: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ...) -> None: ...
+    pending: _containers.RepeatedCompositeFieldContainer[PendingReason]
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., spec: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., kept: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., speculative: _Optional[_Iterable[_Union[SpeculativeAttempt, _Mapping]]] = ..., kept_ended: _Optional[_Iterable[_Union[ReservedSlot, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingReason, _Mapping]]] = ...) -> None: ...
+
+class PendingReason(_message.Message):
+    __slots__ = ("phase", "job_master", "count", "resources", "held_back", "nodes", "available", "reasons", "text")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    JOB_MASTER_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    HELD_BACK_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    job_master: bool
+    count: int
+    resources: _common_pb2.Resources
+    held_back: str
+    nodes: int
+    available: int
+    reasons: _containers.RepeatedCompositeFieldContainer[NodeReason]
+    text: str
+    def __init__(self, phase: _Optional[str] = ..., job_master: _Optional[bool] = ..., count: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., held_back: _Optional[str] = ..., nodes: _Optional[int] = ..., available: _Optional[int] = ..., reasons: _Optional[_Iterable[_Union[NodeReason, _Mapping]]] = ..., text: _Optional[str] = ...) -> None: ...
+
+class NodeReason(_message.Message):
+    __slots__ = ("reason", "nodes")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    nodes: int
+    def __init__(self, reason: _Optional[str] = ..., nodes: _Optional[int] = ...) -> None: ...
 
 class SpeculativeAttempt(_message.Message):
     __slots__ = ("task_id", "attempt", "node_id", "outcome", "message")
