@@ -1,10 +1,11 @@
 """The job master process: drives one job's :class:`JobPlan` against the RM and the agents.
 
 Started by a node agent (``python -m job_master --rm ADDR --job ID``) or in-process by
-``sluice run`` (client mode).  Each round it carries out the plan's decisions, calls the RM's
-Allocate (asks, releases and progress out; grants and task events in), and feeds the answers back
-to the plan.  A lost RM or agent is retried with backoff; the plan's state lives here, so an RM
-restart costs nothing but a pause.
+``sluice run`` (client mode).  Each round is :mod:`job_master.round`'s (the simulator's too): the
+plan decides at the round's ``now``; this shell carries the decisions out (launches, stops,
+speculative work), sends the round's ``AllocateCall`` as the RM's Allocate and hands the answer
+back to be absorbed.  A lost RM or agent is retried with backoff; the plan's state lives here,
+so an RM restart costs nothing but a pause.
 
 On the data plane the RM names at registration, the job master publishes how each task attempt
 ended on which machine (``OutcomeReporter``) and keeps a replica of the aggregator's candidate

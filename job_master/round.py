@@ -91,7 +91,7 @@ class Grant:
 
 
 @dataclass(frozen=True)
-class TaskEvent:
+class SequencedTaskEvent:
     """The latest state of one task attempt, in the RM's sequence.  ``state`` None: a state
     this job master does not know (a newer RM); the event is skipped but its ``seq`` counts.
     ``start_time`` and ``end_time`` are the node's (its start, and when this state was seen:
@@ -114,7 +114,7 @@ class AllocateAnswer:
     """Everything the RM answers to one ``Allocate``."""
 
     granted: tuple[Grant, ...] = ()
-    events: tuple[TaskEvent, ...] = ()  # in sequence order
+    events: tuple[SequencedTaskEvent, ...] = ()  # in sequence order
     lost_allocations: tuple[str, ...] = ()
     kill_requested: bool = False
     node_addresses: Mapping[str, str] = field(default_factory=dict)  # for resolve_nodes

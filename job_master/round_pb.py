@@ -10,7 +10,13 @@ the wire unnoticed.
 from __future__ import annotations
 
 from job_master.plan import SpeculativeRecord
-from job_master.round import AllocateAnswer, AllocateCall, Grant, KeptChange, TaskEvent
+from job_master.round import (
+    AllocateAnswer,
+    AllocateCall,
+    Grant,
+    KeptChange,
+    SequencedTaskEvent,
+)
 from plumbing.wire import (
     TASK_STATE_FROM_PB,
     TASK_STATE_TO_PB,
@@ -132,7 +138,7 @@ def answer_from_pb(response: rm_pb.AllocateResponse) -> AllocateAnswer:
     return AllocateAnswer(
         granted=tuple(grant_from_pb(a) for a in response.granted),
         events=tuple(
-            TaskEvent(
+            SequencedTaskEvent(
                 seq=s.seq,
                 task_id=s.event.task_id,
                 attempt=s.event.attempt,

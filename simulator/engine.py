@@ -81,8 +81,14 @@ from job_master.plan import (
     JobPlan,
     Launch,
 )
-from job_master.round import AllocateAnswer, Grant, absorb, allocate_call, begin_round
-from job_master.round import TaskEvent as RoundTaskEvent
+from job_master.round import (
+    AllocateAnswer,
+    Grant,
+    SequencedTaskEvent,
+    absorb,
+    allocate_call,
+    begin_round,
+)
 from job_master.speculation import Candidate
 from plumbing.intervals import (
     HEARTBEAT_INTERVAL_S,
@@ -939,7 +945,7 @@ class Simulation:
         return AllocateAnswer(
             granted=tuple(self._grant(a.allocation_id) for a in result.granted),
             events=tuple(
-                RoundTaskEvent(
+                SequencedTaskEvent(
                     seq=task.seq,
                     task_id=task.task_id,
                     attempt=task.attempt,
@@ -948,7 +954,7 @@ class Simulation:
                     message=task.message,
                     preempted=task.preempted,
                     start_time=task.start_time,
-                    end_time=task.finish_time,
+                    end_time=task.finish_time or task.start_time,  # (as the wire's timestamp)
                     node_id=task.node_id,
                 )
                 for task in result.events

@@ -17,8 +17,8 @@ from job_master.round import (
     Grant,
     Heard,
     KeptChange,
+    SequencedTaskEvent,
     TaskEnd,
-    TaskEvent,
     absorb,
     allocate_call,
     begin_round,
@@ -163,7 +163,7 @@ def running_plan() -> JobPlan:
     absorb(plan, call, AllocateAnswer(granted=(grant("g1"),)), 1.0)
     (launch,) = begin_round(plan, 2.0).launches
     assert launch.task_id == "a-0"
-    running = TaskEvent(1, "a-0", 1, TaskState.RUNNING, start_time=4.0, end_time=4.0)
+    running = SequencedTaskEvent(1, "a-0", 1, TaskState.RUNNING, start_time=4.0, end_time=4.0)
     absorb(plan, call, AllocateAnswer(events=(running,)), 5.0)
     return plan
 
@@ -183,10 +183,10 @@ def ended(
     return (TaskEnd(task_id, attempt, node_id, state, preempted),)
 
 
-SUCCEEDED = TaskEvent(
+SUCCEEDED = SequencedTaskEvent(
     12, "a-0", 1, TaskState.SUCCEEDED, 0, "", start_time=4.0, end_time=9.0, node_id="n1"
 )
-PREEMPTED = TaskEvent(9, "a-0", 1, TaskState.KILLED, 137, "", preempted=True)
+PREEMPTED = SequencedTaskEvent(9, "a-0", 1, TaskState.KILLED, 137, "", preempted=True)
 ANSWER_CASES = [
     AnswerCase(
         "nothing",
@@ -221,21 +221,21 @@ ANSWER_CASES = [
     ),
     AnswerCase(
         "a stale end (an attempt not live) is heard, and changes nothing",
-        AllocateAnswer(events=(TaskEvent(8, "a-0", 5, TaskState.FAILED),)),
+        AllocateAnswer(events=(SequencedTaskEvent(8, "a-0", 5, TaskState.FAILED),)),
         Heard(8, ended=ended("a-0", 5, TaskState.FAILED)),
         True,
         lambda plan: plan.tasks["a-0"].step is Step.RUNNING,
     ),
     AnswerCase(
         "a state this job master does not know: skipped, its seq counted",
-        AllocateAnswer(events=(TaskEvent(20, "a-0", 1, None),)),
+        AllocateAnswer(events=(SequencedTaskEvent(20, "a-0", 1, None),)),
         Heard(20),
         False,
         lambda plan: plan.tasks["a-0"].step is Step.RUNNING,
     ),
     AnswerCase(
         "an event already seen does not move events_after back",
-        AllocateAnswer(events=(TaskEvent(3, "a-0", 1, TaskState.RUNNING),)),
+        AllocateAnswer(events=(SequencedTaskEvent(3, "a-0", 1, TaskState.RUNNING),)),
         Heard(7),
         False,
         lambda plan: plan.tasks["a-0"].step is Step.RUNNING,
@@ -282,10 +282,10 @@ def test_a_finished_tasks_time_is_what_its_node_measured(
     call = call_of(plan, 0.0)
     absorb(plan, call, AllocateAnswer(granted=tuple(grant(f"g{i}", "p0") for i in range(8))), 0.0)
     begin_round(plan, 1.0)
-    running = tuple(TaskEvent(i + 1, f"p0-{i}", 1, TaskState.RUNNING) for i in range(8))
+    running = tuple(SequencedTaskEvent(i + 1, f"p0-{i}", 1, TaskState.RUNNING) for i in range(8))
     absorb(plan, call, AllocateAnswer(events=running), 9.0)
     for index in range(8):
-        ended = TaskEvent(
+        ended = SequencedTaskEvent(
             20 + index,
             f"p0-{index}",
             1,

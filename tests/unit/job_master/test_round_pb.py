@@ -11,7 +11,7 @@ import pytest
 from google.protobuf.message import Message
 
 from job_master.plan import SpeculativeRecord
-from job_master.round import AllocateAnswer, AllocateCall, Grant, KeptChange, TaskEvent
+from job_master.round import AllocateAnswer, AllocateCall, Grant, KeptChange, SequencedTaskEvent
 from job_master.round_pb import answer_from_pb, answer_to_pb, call_from_pb, call_to_pb
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.lifecycle import TaskState
@@ -33,7 +33,7 @@ CALL = AllocateCall(
 ANSWER = AllocateAnswer(
     granted=(Grant("g1", "a", "n1", "n1:7000", res(1.5, 256), b"token"),),
     events=(
-        TaskEvent(
+        SequencedTaskEvent(
             seq=17,
             task_id="a-0",
             attempt=2,
