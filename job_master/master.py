@@ -1,10 +1,11 @@
 """The job master process: drives one job's :class:`JobPlan` against the RM and the agents.
 
 Started by a node agent (``python -m job_master --rm ADDR --job ID``) or in-process by
-``sluice run`` (client mode).  Each round it carries out the plan's decisions, calls the RM's
-Allocate (asks, releases and progress out; grants and task events in), and feeds the answers back
-to the plan.  A lost RM or agent is retried with backoff; the plan's state lives here, so an RM
-restart costs nothing but a pause.
+``sluice run`` (client mode).  Each round is :mod:`job_master.round`'s (the simulator's too): the
+plan decides at the round's ``now``; this shell carries the decisions out (launches, stops,
+speculative work), sends the round's ``AllocateCall`` as the RM's Allocate and hands the answer
+back to be absorbed.  A lost RM or agent is retried with backoff; the plan's state lives here,
+so an RM restart costs nothing but a pause.
 
 On the data plane the RM names at registration, the job master publishes how each task attempt
 ended on which machine (``OutcomeReporter``) and keeps a replica of the aggregator's candidate
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,12 +33,24 @@ from job_master.plan import (
     Attempt,
     AttemptKind,
     AttemptRecord,
-    Container,
     JobPlan,
     Launch,
     SpeculativeLaunch,
     Upgrade,
-    node_run_time,
+)
+from job_master.round import (
+    AllocateAnswer,
+    AllocateCall,
+    absorb,
+    allocate_call,
+    begin_round,
+    speculative_report,
+)
+from job_master.round_pb import (
+    answer_from_pb,
+    call_to_pb,
+    grant_from_pb,
+    speculative_attempt_to_pb,
 )
 from job_master.speculation import Candidate
 from plumbing.broker_tls import BrokerTls
@@ -50,7 +62,6 @@ from plumbing.wire import (
     JOB_STATE_TO_PB,
     TASK_STATE_FROM_PB,
     progress_to_pb,
-    resources_from_pb,
     resources_to_pb,
     service_to_pb,
     spec_document_from_pb,
@@ -236,7 +247,7 @@ class JobMaster:
             drop_seed=self.job_id,
         )
         for allocation in registration.allocations:
-            plan.on_granted(_container(allocation))
+            plan.on_granted(grant_from_pb(allocation).container())
         if registration.history:
             plan.adopt(
                 (
@@ -264,20 +275,24 @@ class JobMaster:
         )
         try:
             while True:
+                # The round's clock, read once: the plan decides at ``now``; kept containers'
+                # deadlines go to the RM in its wall time.
+                now = time.monotonic()
+                wall_offset = time.time() - now
                 with self._lock:
-                    plan.advance(time.monotonic())
-                    decisions = plan.decide(self._speculation_candidates(plan), self._rng)
+                    decisions = begin_round(
+                        plan, now, self._speculation_candidates(plan), self._rng
+                    )
                     progress = plan.progress()
                     outcome = plan.outcome
-                    kept = _reserved_slots(plan.kept_changes())
                 for launch in decisions.launches:
                     self._launcher.submit(self._launch, plan, launch)
                 for placement in decisions.speculative:
-                    self._decided_at[(placement.task_id, placement.attempt)] = time.monotonic()
+                    self._decided_at[(placement.task_id, placement.attempt)] = now
                     self._launcher.submit(self._enqueue, plan, placement)
                 for upgrade in decisions.upgrades:
                     self._launcher.submit(self._upgrade, plan, upgrade)
-                self._poll_speculative(plan)
+                self._poll_speculative(plan, now)
                 for stop in decisions.stops:  # attempts that lost to another, or were dropped
                     if stop.node_address:
                         self._launcher.submit(
@@ -290,31 +305,20 @@ class JobMaster:
                 if outcome is not None:
                     return self._finish(plan, outcome, progress)
                 with self._lock:  # (after the end is known: _finish reports the last ones)
-                    speculative_report = _speculative_report(plan)
-                request = rm_pb.AllocateRequest(
-                    job_id=self.job_id,
-                    asks=[
-                        rm_pb.Ask(
-                            phase=a.phase,
-                            count=a.count,
-                            resources=resources_to_pb(a.resources),
-                            preferred_nodes=a.preferred_nodes,
-                            local_only=a.local_only,
-                        )
-                        for a in decisions.asks
-                    ],
-                    releases=list(decisions.releases),
-                    progress=_progress_to_pb(progress),
-                    events_after=self._events_after,
-                    master_attempt=self.attempt,
-                    kept=kept,
-                    resolve_nodes=self._take_unresolved(),
-                    speculative=speculative_report,
-                )
+                    call = allocate_call(
+                        plan,
+                        decisions,
+                        job_id=self.job_id,
+                        attempt=self.attempt,
+                        events_after=self._events_after,
+                        resolve_nodes=self._take_unresolved(),
+                        wall_offset=wall_offset,
+                    )
                 response = self._call_rm(
-                    "allocate", functools.partial(self._rm.Allocate, request, timeout=RPC_TIMEOUT)
+                    "allocate",
+                    functools.partial(self._rm.Allocate, call_to_pb(call), timeout=RPC_TIMEOUT),
                 )
-                self._absorb(plan, response)
+                self._absorb(plan, call, answer_from_pb(response))
                 self._report_progress(progress)
                 if self._stop.wait(ROUND_INTERVAL):
                     with self._lock:
@@ -327,47 +331,24 @@ class JobMaster:
                 agent_channel.close()
             self._channel.close()
 
-    def _absorb(self, plan: JobPlan, response: rm_pb.AllocateResponse) -> None:
-        self._addresses.update(response.node_addresses)
-        self._passes.update(response.speculative_passes)
-        for node_id, speculative_pass in response.speculative_passes.items():
-            address = response.node_addresses.get(node_id)
+    def _absorb(self, plan: JobPlan, call: AllocateCall, answer: AllocateAnswer) -> None:
+        """The RM's answer into the plan (:func:`job_master.round.absorb`), timed when it came
+        (the call may have waited for the RM); the agents' addresses and passes it brought into
+        the shell's address book; the task ends it brought to the aggregator."""
+        self._addresses.update(answer.node_addresses)
+        self._passes.update(answer.speculative_passes)
+        for node_id, speculative_pass in answer.speculative_passes.items():
+            address = answer.node_addresses.get(node_id)
             if address:
                 self._passes_at[address] = speculative_pass
         with self._lock:
-            plan.advance(time.monotonic())  # task times are measured as the answers come
-            for allocation in response.granted:
-                plan.on_granted(_container(allocation))
-            for sequenced in response.events:
-                event = sequenced.event
-                self._events_after = max(self._events_after, sequenced.seq)
-                state = TASK_STATE_FROM_PB.get(event.state)
-                if state is not None:
-                    plan.on_task_event(
-                        event.task_id,
-                        event.attempt,
-                        state,
-                        event.exit_code,
-                        event.message,
-                        preempted=event.preempted,
-                        ran_s=(
-                            node_run_time(event.start_time, event.timestamp)
-                            if state.is_final
-                            else None
-                        ),
-                    )
-                    if self._outcomes is not None and state.is_final:
-                        self._outcomes.task_ended(
-                            event.task_id,
-                            event.attempt,
-                            event.node_id,
-                            state,
-                            preempted=event.preempted,
-                        )
-            for allocation_id in response.lost_allocations:
-                plan.on_allocation_lost(allocation_id)
-            if response.kill_requested:
-                plan.kill("killed")
+            heard = absorb(plan, call, answer, time.monotonic())
+        self._events_after = heard.events_after
+        if self._outcomes is not None:
+            for end in heard.ended:
+                self._outcomes.task_ended(
+                    end.task_id, end.attempt, end.node_id, end.state, preempted=end.preempted
+                )
 
     def _report_progress(self, progress: Sequence[PhaseProgress]) -> None:
         if self._on_progress is not None and progress != self._last_progress:
@@ -398,7 +379,7 @@ class JobMaster:
         self._launcher.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             plan.speculation_ended(f"the job {state.value}")
-            report = _speculative_report(plan)
+            report = [speculative_attempt_to_pb(r) for r in speculative_report(plan)]
         self._call_rm(
             "finish",
             lambda: self._rm.FinishJob(
@@ -570,10 +551,10 @@ class JobMaster:
             container.allocation_id,
         )
 
-    def _poll_speculative(self, plan: JobPlan) -> None:
+    def _poll_speculative(self, plan: JobPlan, now: float) -> None:
         """Ask the agents holding our speculative tasks how they are, at most every
-        :data:`SPECULATIVE_POLL_S`, one poll at a time, off the round's thread."""
-        now = time.monotonic()
+        :data:`SPECULATIVE_POLL_S` (``now``: the round's clock), one poll at a time, off the
+        round's thread."""
         if now - self._polled_at < SPECULATIVE_POLL_S or self._polling.is_set():
             return
         with self._lock:
@@ -669,37 +650,6 @@ class JobMaster:
             log.warning("stopping %s failed (the RM will stop it): %s", task_id, error)
 
 
-def _speculative_report(plan: JobPlan) -> list[rm_pb.SpeculativeAttempt]:
-    """The speculative attempts that changed since the last report, for the RM's log."""
-    return [
-        rm_pb.SpeculativeAttempt(
-            task_id=r.task_id,
-            attempt=r.attempt,
-            node_id=r.node_id,
-            outcome=r.outcome,
-            message=r.message[:200],
-        )
-        for r in plan.speculative_changes()
-    ]
-
-
-def _reserved_slots(
-    changes: Sequence[tuple[str, str, float, str]],
-) -> list[rm_pb.ReservedSlot]:
-    """The plan's reservation changes for the RM, their expiries (on the monotonic clock the
-    plan runs on) as wall times; 0 for none; with why a container is no longer kept."""
-    offset = time.time() - time.monotonic()
-    return [
-        rm_pb.ReservedSlot(
-            allocation_id=allocation_id,
-            phase=phase,
-            until=expiry + offset if math.isfinite(expiry) else 0.0,
-            ended=ended,
-        )
-        for allocation_id, phase, expiry, ended in changes
-    ]
-
-
 def _attempt(event: pb.TaskEvent, execution: int) -> AttemptRecord:
     return AttemptRecord(
         task_id=event.task_id,
@@ -710,17 +660,6 @@ def _attempt(event: pb.TaskEvent, execution: int) -> AttemptRecord:
         allocation_id=event.allocation_id,
         message=event.message,
         execution=execution or 1,
-    )
-
-
-def _container(allocation: rm_pb.Allocation) -> Container:
-    return Container(
-        allocation_id=allocation.allocation_id,
-        phase=allocation.phase,
-        node_id=allocation.node_id,
-        node_address=allocation.node_address,
-        resources=resources_from_pb(allocation.resources),
-        grant_token=allocation.grant_token,
     )
 
 

@@ -80,7 +80,14 @@ from job_master.plan import (
     Decisions,
     JobPlan,
     Launch,
-    node_run_time,
+)
+from job_master.round import (
+    AllocateAnswer,
+    Grant,
+    SequencedTaskEvent,
+    absorb,
+    allocate_call,
+    begin_round,
 )
 from job_master.speculation import Candidate
 from plumbing.intervals import (
@@ -97,6 +104,7 @@ from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.core import (
+    AllocateResult,
     CoreSettings,
     LaunchMaster,
     ResizeAllocation,
@@ -871,13 +879,14 @@ class Simulation:
         self.at(when, lambda: self._round(master))
 
     def _round(self, master: _Master) -> None:
-        """One job master round, as ``job_master.master.JobMaster.run`` does it."""
+        """One job master round, as ``job_master.master.JobMaster.run`` does it: the same
+        :mod:`job_master.round` builds the call and absorbs the answer; the core is called
+        with the call's fields and its result wrapped as the answer."""
         master.round_armed = False
         if master.finished:
             return
         plan = master.plan
-        plan.advance(self.now)
-        decisions = plan.decide(*self._speculation_inputs(master))
+        decisions = begin_round(plan, self.now, *self._speculation_inputs(master))
         for launch in decisions.launches:
             self._launch_task(master, launch)
         for stop in decisions.stops:
@@ -888,57 +897,39 @@ class Simulation:
         if plan.outcome is not None:
             self._finish(master, plan.outcome, decisions)
             return
-        kept = [  # (slot reservation: the RM records what is kept, and why it ended)
-            KeptSlot(a, phase, until if math.isfinite(until) else 0.0, ended)
-            for a, phase, until, ended in plan.kept_changes()
-        ]
+        # The simulated RM's wall clock is the plan's (wall_offset 0).  Of the call, only
+        # ``speculative`` (the live RM's speculative log, which the simulated one does not keep)
+        # and ``resolve_nodes`` (simulated candidates come with their addresses) have no reader.
+        call = allocate_call(
+            plan,
+            decisions,
+            job_id=master.job_id,
+            attempt=master.attempt,
+            events_after=master.events_after,
+        )
         try:
             result = self._unit(
                 lambda core, now: core.allocate(
-                    master.job_id,
-                    decisions.asks,
-                    decisions.releases,
-                    plan.progress(),
-                    master.events_after,
+                    call.job_id,
+                    call.asks,
+                    call.releases,
+                    call.progress,
+                    call.events_after,
                     now=now,
-                    attempt=master.attempt,
-                    kept=kept,
+                    attempt=call.attempt,
+                    kept=[KeptSlot(k.allocation_id, k.phase, k.until, k.ended) for k in call.kept],
                 )
             )
         except ConflictError:
             master.finished = True  # superseded (its job was evicted): it exits, as a live one
             return
-        for allocation in result.granted:
-            plan.on_granted(self._container(allocation.allocation_id))
-        for task in result.events:
-            master.events_after = max(master.events_after, task.seq)
-            plan.on_task_event(
-                task.task_id,
-                task.attempt,
-                task.state,
-                task.exit_code,
-                task.message,
-                preempted=task.preempted,
-                ran_s=(
-                    node_run_time(task.start_time, task.finish_time)
-                    if task.state.is_final
-                    else None
-                ),
-            )
-        for allocation_id in result.lost_allocations:
-            plan.on_allocation_lost(allocation_id)
-        if result.kill_requested:
-            plan.kill("killed")
+        heard = absorb(plan, call, self._answer(result), self.now)
+        master.events_after = heard.events_after
         # Only what the master heard can change its next decisions.  What it said needs no
         # round of its own: the next round would decide nothing new and repeat the same asks
         # and progress (the core changes nothing on a repeat); grants its asks bring wake it
         # through drain_placements.
-        heard = bool(
-            result.granted
-            or result.lost_allocations
-            or any(task.state.is_final for task in result.events)
-        )
-        if heard or result.kill_requested or self.settings.heartbeats == "all":
+        if heard.news or heard.kill_requested or self.settings.heartbeats == "all":
             self._wake_master(master.job_id)
         deadline = plan.next_deadline()
         if deadline < master.deadline_armed:
@@ -946,6 +937,29 @@ class Simulation:
             # the master is woken for it (slot reservation).
             master.deadline_armed = deadline
             self.at(deadline, lambda: self._deadline_reached(master))
+
+    def _answer(self, result: AllocateResult) -> AllocateAnswer:
+        """The core's answer as the job master hears it over the wire (``AllocateResponse``)."""
+        return AllocateAnswer(
+            granted=tuple(self._grant(a.allocation_id) for a in result.granted),
+            events=tuple(
+                SequencedTaskEvent(
+                    seq=task.seq,
+                    task_id=task.task_id,
+                    attempt=task.attempt,
+                    state=task.state,
+                    exit_code=task.exit_code,
+                    message=task.message,
+                    preempted=task.preempted,
+                    start_time=task.start_time,
+                    end_time=task.finish_time or task.start_time,  # (as the wire's timestamp)
+                    node_id=task.node_id,
+                )
+                for task in result.events
+            ),
+            lost_allocations=tuple(result.lost_allocations),
+            kill_requested=result.kill_requested,
+        )
 
     # ---------------------------------------------------- extension points (oversubscription)
 
@@ -1032,8 +1046,11 @@ class Simulation:
             self._observe(host, process)
 
     def _container(self, allocation_id: str) -> Container:
+        return self._grant(allocation_id).container()
+
+    def _grant(self, allocation_id: str) -> Grant:
         allocation = self.core.allocations[allocation_id]
-        return Container(
+        return Grant(
             allocation_id,
             allocation.phase,
             allocation.node_id,
