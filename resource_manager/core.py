@@ -43,21 +43,18 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
-from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
-from policies.approximation.dias_config import DiasConfig
 from policies.approximation.dispatch import (
     DispatchMode,
-    JobsInExecution,
     RunningJob,
     eviction_victim,
 )
 from policies.approximation.dropping import dropped_tasks, effective_drop_ratio
-from policies.preemption.queues import QueueConfig, QueueError, single_queue
+from policies.preemption.queues import QueueConfig, QueueError
 from policies.preemption.resumption import PreemptedContainer, Verdict, consider_offer
 from policies.scheduling.asks import AskError, PhaseAsk, check_asks
 from policies.scheduling.containers import ContainerCommand, Goal, Shown, check_goal
@@ -72,13 +69,11 @@ from policies.scheduling.framework import (
     Profile,
     Resize,
     Resumption,
-    baseline_profile,
     schedule_pass,
 )
 from policies.scheduling.identifiers import node_id_problem
 from policies.scheduling.jobspec import (
     JobSpec,
-    ReservationSpec,
     SpecError,
     check_fits_cluster,
 )
@@ -91,7 +86,6 @@ from policies.scheduling.lifecycle import (
     check_transition,
 )
 from policies.scheduling.node_liveness import is_lost
-from policies.scheduling.pending_asks import PendingAsks
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 from resource_manager.errors import (
@@ -102,9 +96,8 @@ from resource_manager.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
-from resource_manager.limits import NodeNames, capacity_problem
-from resource_manager.queue_book import QueueBook
-from resource_manager.queues import QueueStatus, QueueView, eventual_holds
+from resource_manager.limits import capacity_problem
+from resource_manager.queues import QueueStatus, eventual_holds
 from resource_manager.records import (
     OPERATOR,
     AllocationKind,
@@ -122,13 +115,11 @@ from resource_manager.records import (
     TaskReport,
     evolve,
 )
-from resource_manager.reservations import KeptEnded, KeptLog, override_plugin
-from resource_manager.sprints import SprintBook
+from resource_manager.reservations import KeptEnded, override_plugin
+from resource_manager.state import MASTER_RESOURCES, CoreSettings, CoreState
 from resource_manager.tables import Tables
 
 log = logging.getLogger(__name__)
-
-MASTER_RESOURCES = Resources(cpu=0.1, memory_mb=256)
 
 MAX_SESSION_LENGTH = 64
 """An agent's session id (a random id drawn when its process starts) has at most this many
@@ -152,57 +143,6 @@ __all__ = [
     "StopAllocation",
     "SuspendAllocation",
 ]
-
-
-@dataclass(frozen=True)
-class CoreSettings:
-    """The RM's knobs.
-
-    ``max_master_share``: the fraction of the cluster's capacity (in each resource) job masters
-    may hold together, like YARN's maximum-am-resource-percent; one job master may always run.
-    Beyond it jobs wait in SUBMITTED, so masters can never take every node and leave no room
-    for the tasks they wait for.  ``max_master_attempts``: job masters launched per job
-    (YARN's am.max-attempts).  ``lost_node_retention``: how long a lost node stays listed.
-    ``master_exit_grace``: how long the job master of a succeeded job may keep running (to
-    flush what it publishes) before its node is told to stop it.  ``nodes_to_score``: on
-    clusters of more than 100 nodes, how many feasible nodes (the least allocated first) a
-    container's placement compares (:mod:`policies.scheduling.framework`).
-    ``max_placements_per_pass``: the containers one pass places at most (0: no limit); a pass
-    that reaches it is followed at once by another, after the requests waiting meanwhile, so a
-    burst of grants never holds heartbeats up for long.  ``max_open_tasks_per_user``: the tasks
-    of one owner's unfinished jobs not yet done, beyond which their submissions are refused (0:
-    no limit; jobs without an owner, submitted without TLS, are not counted).
-    ``preemption_interval``: the least time between two preemption decisions (BIG-C's
-    resource monitor runs every 3 s, Sec. 4.2).  ``default_reservation``: the slot reservation
-    a job without one is given at submission (None: none).  ``locality_wait``: how long an ask
-    that names preferred nodes (where its input is) waits for one of them before it takes any
-    node (delay scheduling; 0: preferred nodes are tried first, never waited for).
-    ``dispatch``: how jobs are admitted into execution (DiAS Sec. 3.2,
-    :mod:`policies.approximation.dispatch`): ``priority`` as soon as their job master fits;
-    ``dias`` from one buffer per priority, at most ``max_running_jobs`` at once, never evicting;
-    ``preemptive`` likewise, evicting a lower-priority job for the head of a higher buffer.
-    ``dias``: drop ratios and sprinting per priority (``--dias-config``).  ``nodes_allowed``,
-    ``nodes_allowed_file``: the node names the operator approved, as globs and a file of globs
-    (``--nodes-allowed``, ``--nodes-allowed-file``; :class:`resource_manager.limits.NodeNames`;
-    neither: any name)."""
-
-    cluster_id: str = "sluice"
-    node_timeout: float = 10.0
-    max_master_share: float = 0.1
-    max_master_attempts: int = 2
-    lost_node_retention: float = 600.0
-    master_exit_grace: float = 30.0
-    nodes_to_score: int = 8
-    max_placements_per_pass: int = 64
-    max_open_tasks_per_user: int = 0
-    preemption_interval: float = 3.0
-    default_reservation: ReservationSpec | None = None
-    locality_wait: float = 0.0
-    dispatch: DispatchMode = DispatchMode.PRIORITY
-    max_running_jobs: int = 1
-    dias: DiasConfig = field(default_factory=DiasConfig)
-    nodes_allowed: tuple[str, ...] = ()
-    nodes_allowed_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -302,55 +242,18 @@ class ResourceManagerCore:
         """``profile``: the scheduling plugins (default: the baseline, from ``settings``).
         ``queues``: the queues (default: one queue, no preemption), read from
         ``queues_source``."""
-        self.tables = tables
-        self.settings = settings or CoreSettings()
-        file = self.settings.nodes_allowed_file
-        # (ValueError, one line, if the file cannot be read)
-        self.node_names = NodeNames(
-            tuple(self.settings.nodes_allowed), Path(file) if file else None
+        chosen = settings or CoreSettings()
+        self.state = state = CoreState(
+            tables,
+            chosen,
+            profile,
+            queues,
+            queues_source,
+            on_queues=lambda config: _warn_if_never_preempted(chosen, config),
         )
-        self.profile = profile or baseline_profile(
-            max_master_share=self.settings.max_master_share,
-            nodes_to_score=self.settings.nodes_to_score,
-        )
-        if self.settings.dispatch.buffered:
-            dispatch = JobsInExecution(self.settings.max_running_jobs)
-            self.profile = replace(self.profile, permits=(*self.profile.permits, dispatch))
-        self.pending = PendingAsks(self.profile.queue_order)  # what jobs still want, in order
-        self.book = QueueBook(queues or single_queue(), tables.journal, source=queues_source)
-        self._warn_if_never_preempted(self.book.config)
-        self.queues = QueueView(tables, self.pending, self.book)
-        tables.queue_of_job = lambda job_id: self.queues.spec_of(job_id).name
-        tables.regroup()
-        self._wall_minus_monotonic = 0.0  # from the last tick's Now
-        self._asks_grew = False  # since the last pass
-        self._cut_short = False  # the last pass stopped at its limit: another is due at once
-        self._placed: list[Placement] = []  # applied, not yet drained by the shell
-        self.kept_log = KeptLog()  # how kept containers stopped being kept (slot reservation)
-        self._to_tell: dict[str, None] = {}  # nodes with a container goal changed, not drained
-        self._nowhere: dict[Resources, int] = {}  # sizes that fitted on no node, and when
-        # When asks held back for a preferred node may take any (monotonic; a heap): a pass runs
-        # then (delay scheduling).
-        self._locality_ends: list[tuple[float, str, str]] = []  # (when, job, phase)
-        # node -> what its live speculative tasks hold and how many, at its last heartbeat
-        self._opportunistic: dict[str, tuple[Resources, int]] = {}
-        self._locality_armed: set[tuple[float, str, str]] = set()  # what the heap holds
-        self._lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
-        self._lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
-        self.sprints = SprintBook(self.settings.dias, tables)  # DiAS's sprint budget
-        self._execution_changed: dict[str, None] = {}  # jobs in or out since the sprints heard
-        if self.sprints.enabled:  # (the sprint clock starts at a job's first running task)
-            tables.running_changed = dict.fromkeys(self.sprints.jobs_in())  # (recheck them)
-        # Nodes that hold work in the recovered state and have not registered since this RM
-        # started (nodes are kept in memory only): each is lost unless it registers within the
-        # node timeout of :meth:`started` (all share that one deadline).
-        self._unheard: dict[str, None] = dict.fromkeys(sorted(tables.nodes_holding_work()))
-        self._started: float | None = None  # monotonic, set by started()
-        # node -> the agent process (session) its registration came from
-        self._sessions: dict[str, str] = {}
-        # node -> (agent session, {task key: allocation}): live attempts and job masters that
-        # session reported by events before its registration (:meth:`report_events`)
-        self._early: dict[str, tuple[str, dict[TaskKey, str]]] = {}
+        self.tables, self.settings, self.profile = state.tables, state.settings, state.profile
+        self.node_names, self.pending, self.book = state.node_names, state.pending, state.book
+        self.queues, self.kept_log, self.sprints = state.queues, state.kept_log, state.sprints
         for job in tables.jobs.values():
             self._sync_master_ask(job)  # task asks are soft state: job masters send them again
 
@@ -539,7 +442,7 @@ class ResourceManagerCore:
                 f"(heard from {now.monotonic - previous.last_seen:.1f} s ago); give this agent "
                 "another --node-id"
             )
-        self._forget_lost(node_id)
+        self.state.forget_lost(node_id)
         self.tables.put_node(
             NodeRecord(
                 node_id=node_id,
@@ -562,15 +465,9 @@ class ResourceManagerCore:
             capacity.memory_mb,
             "" if has_swap else ", no swap: preemption takes only CPU from its live tasks",
         )
-        if node_id in self._unheard:
-            del self._unheard[node_id]
-            self.tables.journal(lambda: self._unheard.__setitem__(node_id, None))
-        early = self._early.pop(node_id, None)
-        if early is not None:
-            self.tables.journal(lambda: self._early.__setitem__(node_id, early))
-        known = self._sessions.get(node_id)
-        self._sessions[node_id] = session
-        self.tables.journal(partial(_restore, self._sessions, node_id, known))
+        self.state.hear(node_id)
+        early = self.state.pop_early(node_id)
+        self.state.set_session(node_id, session)
         reported = early[1] if early is not None and session and early[0] == session else {}
         self._observe_reports(node_id, live_tasks, now)
         self._reconcile_registration(node_id, live_tasks, now, reported)
@@ -699,10 +596,10 @@ class ResourceManagerCore:
         if (
             node is not None
             and node.state is NodeState.READY
-            and self._sessions.get(node_id) == session
+            and self.state.sessions.get(node_id) == session
         ):
             return  # registered by this very process: its next registration is a later one
-        before = self._early.get(node_id)
+        before = self.state.early.get(node_id)
         noted = dict(before[1]) if before is not None and before[0] == session else {}
         for report in reports:
             key = (report.job_id, report.task_id, report.attempt)
@@ -712,8 +609,7 @@ class ResourceManagerCore:
                 noted[key] = report.allocation_id
         if noted == (before[1] if before is not None and before[0] == session else {}):
             return
-        self._early[node_id] = (session, noted)
-        self.tables.journal(partial(_restore, self._early, node_id, before))
+        self.state.set_early(node_id, (session, noted))
 
     def _holds(self, node_id: str, report: TaskReport) -> bool:
         """Does the RM hold the live attempt or job master ``report`` names on ``node_id``?"""
@@ -731,15 +627,16 @@ class ResourceManagerCore:
         path of a node lost by silence (its tasks retried or failed as their job says, its
         containers freed), unless it registers before (then its registration reconciles what
         it holds).  Later calls change nothing."""
-        if self._started is not None:
+        if self.state.started is not None:
             return
-        self._started = now.monotonic
-        if self._unheard:
+        self.state.started = now.monotonic
+        if self.state.unheard:
             log.info(
                 "%d nodes hold work in the recovered state (%s): each is lost unless it "
                 "registers within %g s",
-                len(self._unheard),
-                ", ".join(list(self._unheard)[:5]) + (", ..." if len(self._unheard) > 5 else ""),
+                len(self.state.unheard),
+                ", ".join(list(self.state.unheard)[:5])
+                + (", ..." if len(self.state.unheard) > 5 else ""),
                 self.settings.node_timeout,
             )
 
@@ -748,27 +645,27 @@ class ResourceManagerCore:
         of the wall clock loses nobody), nodes that held work when this RM started and have not
         registered since (:meth:`started`), and forget nodes lost long ago.  Finds them from
         timers in O(what is due), so it may run as often as :meth:`next_wakeup` asks."""
-        self._wall_minus_monotonic = now.wall - now.monotonic
+        self.state.wall_minus_monotonic = now.wall - now.monotonic
         self.started(now)
         timeout = self.settings.node_timeout
         if (
-            self._unheard
-            and self._started is not None
-            and is_lost(self._started, now.monotonic, timeout)
+            self.state.unheard
+            and self.state.started is not None
+            and is_lost(self.state.started, now.monotonic, timeout)
         ):
             # (first: they were last heard of before any node registered since, so the lost
             # nodes' list stays oldest first)
-            for node_id in list(self._unheard):
-                self._lose_unheard(node_id, self._started, now)
+            for node_id in list(self.state.unheard):
+                self._lose_unheard(node_id, self.state.started, now)
         silent = self.tables.silent_nodes(before=now.monotonic - timeout)
         for node_id in sorted(silent):
             if is_lost(self.nodes[node_id].last_seen, now.monotonic, timeout):
                 self._lose_node(node_id, now)
         retention = self.settings.lost_node_retention
-        for node_id, since in list(self._lost_since.items()):
+        for node_id, since in list(self.state.lost_since.items()):
             if now.monotonic - since <= retention:
                 break  # oldest first: the rest were lost later
-            self._forget_lost(node_id)
+            self.state.forget_lost(node_id)
             lost = self.nodes.get(node_id)
             if lost is not None and lost.state is NodeState.LOST:
                 self.tables.remove_node(node_id)
@@ -783,7 +680,7 @@ class ResourceManagerCore:
                 now=now,
             )
         if self._decision_due(now) and self.book.wanted:
-            self._asks_grew = True  # run the pass that wanted a decision
+            self.state.asks_grew = True  # run the pass that wanted a decision
         self.end_locality_waits(now)
         self.update_sprints(now)
 
@@ -791,40 +688,40 @@ class ResourceManagerCore:
         """Asks whose locality wait is over may now take any node: a pass is due.  O(what is
         due).  :meth:`tick` calls it; a shell that runs no tick (the simulator) calls it at
         :meth:`next_locality_end`."""
-        ends = self._locality_ends
+        ends = self.state.locality_ends
         if ends and ends[0][0] <= now.monotonic:
             while ends and ends[0][0] <= now.monotonic:
-                self._locality_armed.discard(heapq.heappop(ends))
-            self._asks_grew = True
+                self.state.locality_armed.discard(heapq.heappop(ends))
+            self.state.asks_grew = True
 
     def next_locality_end(self) -> float | None:
         """When (monotonic) the earliest held-back ask's locality wait ends, if any."""
-        return self._locality_ends[0][0] if self._locality_ends else None
+        return self.state.locality_ends[0][0] if self.state.locality_ends else None
 
     def drain_placements(self) -> list[Placement]:
         """The placements applied since the last call, for a shell that wants to tell whom they
         concern (the simulator wakes job masters with them).  Those of a rolled-back unit are
         gone with it."""
-        placed, self._placed = self._placed, []
-        return placed
+        return self.state.drain_placed()
 
     def drain_nodes_to_tell(self) -> list[str]:
         """The nodes whose containers got a new goal since the last call: their next heartbeat
         answer carries commands (a shell that does not heartbeat idle nodes, the simulator,
         heartbeats these).  Those of a rolled-back unit are gone with it."""
-        nodes, self._to_tell = list(self._to_tell), {}
-        return nodes
+        return self.state.drain_to_tell()
 
     @property
     def needs_pass(self) -> bool:
         """Could a pass place something now?  True after an ask appeared or grew, or capacity
         was freed or added, since the last pass; a heartbeat that changes neither leaves it."""
-        return bool(self.pending) and (self._asks_grew or self.tables.freed or self._cut_short)
+        return bool(self.pending) and (
+            self.state.asks_grew or self.tables.freed or self.state.cut_short
+        )
 
     @property
     def pass_backlog(self) -> bool:
         """The last pass stopped at its placement limit: run the next one without delay."""
-        return self._cut_short and bool(self.pending)
+        return self.state.cut_short and bool(self.pending)
 
     def next_wakeup(self) -> float | None:
         """The monotonic time :meth:`tick` has something to do (a node may then be lost, or a
@@ -833,23 +730,23 @@ class ResourceManagerCore:
         oldest = self.tables.oldest_heartbeat()
         if oldest is not None:
             times.append(oldest + self.settings.node_timeout)
-        if self._unheard and self._started is not None:
-            times.append(self._started + self.settings.node_timeout)
-        for since in self._lost_since.values():
+        if self.state.unheard and self.state.started is not None:
+            times.append(self.state.started + self.settings.node_timeout)
+        for since in self.state.lost_since.values():
             times.append(since + self.settings.lost_node_retention)
             break
         if self.book.wanted:
             times.append(self.book.last_decision + self.settings.preemption_interval)
-        if self._locality_ends:
-            times.append(self._locality_ends[0][0])
+        if self.state.locality_ends:
+            times.append(self.state.locality_ends[0][0])
         deadline = self._next_suspension_deadline()
         if deadline is not None:
             # Suspensions are timed by the wall clock (they outlive an RM restart); the shell
             # sleeps by the monotonic one, converted by the offset last seen.
-            times.append(deadline - self._wall_minus_monotonic)
+            times.append(deadline - self.state.wall_minus_monotonic)
         sprint = self.sprints.next_change()
         if sprint is not None:  # (wall-clock too)
-            times.append(sprint - self._wall_minus_monotonic)
+            times.append(sprint - self.state.wall_minus_monotonic)
         return min(times, default=None)
 
     def schedule(self, now: Now) -> Plan:
@@ -857,13 +754,7 @@ class ResourceManagerCore:
         check the plan and apply it.  Run it as a unit of work of its own."""
         if not self.needs_pass:
             return Plan()
-        asks_grew, freed, cut_short = self._asks_grew, self.tables.freed, self._cut_short
-        self._asks_grew = self.tables.freed = self._cut_short = False
-
-        def undo() -> None:
-            self._asks_grew, self.tables.freed, self._cut_short = asks_grew, freed, cut_short
-
-        self.tables.journal(undo)
+        self.state.start_pass()
         if not self.pending:
             return Plan()
         context = PassContext(
@@ -898,16 +789,16 @@ class ResourceManagerCore:
                 context,
                 profile,
                 self.pending.shapes(),
-                self._nowhere,
+                self.state.nowhere,
                 self.settings.max_placements_per_pass,
             )
-            self._cut_short = plan.cut_short
+            self.state.cut_short = plan.cut_short
             for held_back in plan.waiting:
                 if held_back.local_only(now.monotonic) and held_back.local_until < math.inf:
                     entry = (held_back.local_until, held_back.job_id, held_back.phase)
-                    if entry not in self._locality_armed:
-                        self._locality_armed.add(entry)
-                        heapq.heappush(self._locality_ends, entry)
+                    if entry not in self.state.locality_armed:
+                        self.state.locality_armed.add(entry)
+                        heapq.heappush(self.state.locality_ends, entry)
             for placement in plan.placements:
                 if self._grant(placement, now) and placement.kind is AllocationKind.TASK:
                     granted[placement.job_id, placement.phase] += 1
@@ -934,16 +825,11 @@ class ResourceManagerCore:
             return
         due = self.sprints.next_change()
         flips = self.tables.running_changed
-        if not (self._execution_changed or flips) and (due is None or due > now.wall):
+        if not (self.state.execution_changed or flips) and (due is None or due > now.wall):
             return  # (the common case, every heartbeat)
-        changed, self._execution_changed = self._execution_changed, {}
-        self.tables.journal(lambda: self._execution_changed.update(changed))
-        if flips:  # jobs whose tasks started or stopped running (none: 0 -> some, or back)
-            flipped = dict(flips)
-            flips.clear()
-            self.tables.journal(lambda: flips.update(flipped))
-        else:
-            flipped = {}
+        changed = self.state.take_execution_changed()
+        # jobs whose tasks started or stopped running (none: 0 -> some, or back)
+        flipped = self.state.take_running_changed()
         entered: list[tuple[str, int, float]] = []
         left: list[tuple[str, float]] = []
         for job_id in changed:
@@ -975,9 +861,7 @@ class ResourceManagerCore:
 
     def _tell(self, node_id: str) -> None:
         """The node's next heartbeat answer carries commands (a container's goal changed)."""
-        if node_id not in self._to_tell:
-            self._to_tell[node_id] = None
-            self.tables.journal(lambda: self._to_tell.pop(node_id, None))
+        self.state.tell(node_id)
 
     def _evict_for_waiting(self, plan: Plan, now: Now) -> None:
         """Preemptive dispatch (the paper's baseline P): a job waiting at the head of a higher
@@ -1172,7 +1056,7 @@ class ResourceManagerCore:
                 raise QueueError(
                     "queues", f"queue {named!r} is gone, but job {job_id} is still in it"
                 )
-        self._warn_if_never_preempted(config)
+        _warn_if_never_preempted(self.settings, config)
         self.book.replace_config(config, source, now.wall)
         self.tables.regroup()
         self.tables.journal(self.tables.regroup)  # undone after the book: the old totals
@@ -1182,18 +1066,12 @@ class ResourceManagerCore:
             if queue != ask.queue:
                 self._put_ask(replace(ask, count=0))
                 self._put_ask(replace(ask, queue=queue))
-        self._asks_grew = True
+        self.state.asks_grew = True
         log.info(
             "queues%s: %s",
             f" from {source}" if source else "",
             ", ".join(f"{q.name} (share {q.share:g}, {q.mode_name})" for q in config.queues),
         )
-
-    def _warn_if_never_preempted(self, config: QueueConfig) -> None:
-        if config.preempts and self.settings.dispatch is DispatchMode.DIAS:
-            log.warning(
-                "the queues preempt, but --dispatch dias never evicts: their preemption is off"
-            )
 
     def queue_status(self) -> list[QueueStatus]:
         """Each queue's share, usage, pending demand and what is preempted from it now."""
@@ -1467,9 +1345,7 @@ class ResourceManagerCore:
         for allocation in self.tables.undelivered_of_job(job_id):
             granted.append(self.tables.mark_delivered(allocation.allocation_id))
         events = self.tables.tasks_after(job_id, events_after)
-        lost = self._lost_allocations.pop(job_id, [])
-        if lost:
-            self.tables.journal(lambda: self._lost_allocations.__setitem__(job_id, lost))
+        lost = self.state.take_lost(job_id)
         job = self.job(job_id)
         return AllocateResult(
             granted=tuple(granted),
@@ -1627,11 +1503,6 @@ class ResourceManagerCore:
 
     # ================================================================ internals
 
-    def _forget_lost(self, node_id: str) -> None:
-        since = self._lost_since.pop(node_id, None)
-        if since is not None and self.tables.in_unit:
-            self.tables.journal(lambda: self._lost_since.__setitem__(node_id, since))
-
     def _move(self, job: JobRecord, state: JobState, **changes: object) -> JobRecord:
         check_transition(JOB_TRANSITIONS, job.state, state)
         moved = replace(job, state=state, **changes)  # type: ignore[arg-type]
@@ -1640,11 +1511,9 @@ class ResourceManagerCore:
         if left_execution and job.job_id not in self.tables.in_execution:
             # A place in execution is free: the head of the highest buffer may go.  (Not
             # undone with a rolled-back unit: at worst one pass too many.)
-            self._asks_grew = self._asks_grew or self.settings.dispatch.buffered
+            self.state.asks_grew = self.state.asks_grew or self.settings.dispatch.buffered
         if left_execution != (job.job_id in self.tables.in_execution) and self.sprints.enabled:
-            job_id = job.job_id
-            self._execution_changed[job_id] = None
-            self.tables.journal(lambda: self._execution_changed.pop(job_id, None))
+            self.state.note_execution_changed(job.job_id)
         self._sync_master_ask(moved)
         if state is not JobState.RUNNING:
             self._set_asks(moved, 0.0, ())
@@ -1715,8 +1584,7 @@ class ResourceManagerCore:
         self.tables.put_allocation(allocation)
         if placement.queue:
             self.book.consume(placement.node_id, placement.queue, placement.resources)
-        self._placed.append(placement)
-        self.tables.journal(lambda: self._placed.remove(placement))
+        self.state.add_placed(placement)
         if master:
             self._move(
                 job,
@@ -1738,13 +1606,7 @@ class ResourceManagerCore:
 
     def _note_lost(self, job_id: str, allocation_id: str) -> None:
         """Tell the job master at its next Allocate that this container went with its node."""
-        lost = self._lost_allocations.setdefault(job_id, [])
-        lost.append(allocation_id)
-
-        def undo() -> None:
-            lost.remove(allocation_id)
-
-        self.tables.journal(undo)
+        self.state.note_lost(job_id, allocation_id)
 
     def _set_asks(self, job: JobRecord, now: float, asks: Iterable[PhaseAsk]) -> bool:
         """Replace a job's task asks, undoably; True if any grew (a pass may place more).  An
@@ -1799,22 +1661,12 @@ class ResourceManagerCore:
             if before is not None and (
                 before.preferred_nodes != preferred or before.local_until != local_until
             ):
-                grew = self._asks_grew = True  # more nodes will do: a pass may place it now
+                grew = self.state.asks_grew = True  # more nodes will do: a pass may place it now
         return grew
 
     def _put_ask(self, ask: PendingAsk) -> bool:
         """Set one pending ask (a count of 0 removes it), undoably; True if it grew."""
-        previous = self.pending.put(ask)
-        grew = ask.count > (previous.count if previous is not None else 0)
-        if grew:
-            self._asks_grew = True  # (not undone: at worst one pass too many)
-        key_ask = replace(ask, count=0)
-
-        def undo() -> None:
-            self.pending.put(previous if previous is not None else key_ask)
-
-        self.tables.journal(undo)
-        return grew
+        return self.state.put_ask(ask)
 
     def _sync_master_ask(self, job: JobRecord) -> None:
         """A job waiting for a job master container (SUBMITTED, not client mode, not being
@@ -1834,7 +1686,7 @@ class ResourceManagerCore:
             self._put_ask(ask)
         else:
             self.pending.put(ask)
-            self._asks_grew = self._asks_grew or wants
+            self.state.asks_grew = self.state.asks_grew or wants
 
     # ---------------------------------------------------------------- what nodes report
 
@@ -2022,9 +1874,9 @@ class ResourceManagerCore:
             if report.speculative and not report.state.is_final and report.limits is not None:
                 held, count = held + report.limits, count + 1
         if count:
-            self._opportunistic[node_id] = (held, count)
+            self.state.opportunistic[node_id] = (held, count)
         else:
-            self._opportunistic.pop(node_id, None)
+            self.state.opportunistic.pop(node_id, None)
 
     def node_addresses(self, node_ids: Sequence[str]) -> dict[str, str]:
         """The agent addresses of those of ``node_ids`` that are live: where a job master may
@@ -2038,7 +1890,7 @@ class ResourceManagerCore:
 
     def opportunistic(self, node_id: str) -> tuple[Resources, int]:
         """What a node's live speculative tasks hold, and how many, at its last heartbeat."""
-        return self._opportunistic.get(node_id, (Resources(), 0))
+        return self.state.opportunistic.get(node_id, (Resources(), 0))
 
     def _commands_for(
         self,
@@ -2142,8 +1994,7 @@ class ResourceManagerCore:
         """A node that held work when this RM started (at ``since``, monotonic) and has not
         registered since is lost: listed as lost (its address and capacity unknown to this
         RM), and what it held is lost as a silent node's is."""
-        del self._unheard[node_id]
-        self.tables.journal(lambda: self._unheard.__setitem__(node_id, None))
+        self.state.hear(node_id)
         log.warning(
             "node %s held work when this resource manager started and has not registered since",
             node_id,
@@ -2165,9 +2016,8 @@ class ResourceManagerCore:
     def _lose_node(self, node_id: str, now: Now) -> None:
         node = self.nodes[node_id]
         self.tables.put_node(replace(node, state=NodeState.LOST))
-        self._opportunistic.pop(node_id, None)  # its speculative tasks are lost with it
-        self._lost_since[node_id] = node.last_seen
-        self.tables.journal(lambda: self._forget_lost(node_id))
+        self.state.opportunistic.pop(node_id, None)  # its speculative tasks are lost with it
+        self.state.mark_lost(node_id, node.last_seen)
         log.warning(
             "node %s lost: no heartbeat for %.1f s", node_id, now.monotonic - node.last_seen
         )
@@ -2220,19 +2070,16 @@ class ResourceManagerCore:
             )
 
 
+def _warn_if_never_preempted(settings: CoreSettings, config: QueueConfig) -> None:
+    if config.preempts and settings.dispatch is DispatchMode.DIAS:
+        log.warning("the queues preempt, but --dispatch dias never evicts: their preemption is off")
+
+
 def _check_session(session: str) -> None:
     if len(session) > MAX_SESSION_LENGTH:
         raise InvalidRequestError(
             "session", f"must be at most {MAX_SESSION_LENGTH} characters, got {len(session)}"
         )
-
-
-def _restore(table: dict[str, V], key: str, value: V | None) -> None:
-    """Put ``table[key]`` back as it was (None: absent): a rolled-back unit's undo."""
-    if value is None:
-        table.pop(key, None)
-    else:
-        table[key] = value
 
 
 def _step_shown(
