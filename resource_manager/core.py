@@ -1,23 +1,39 @@
 """The resource manager's bookkeeping: jobs, nodes, allocations and task attempts.
 
-This is the RM without its network.  Every method is one request or one tick, takes the time as
-a :class:`Now` and changes :class:`Tables`; the caller wraps each call in a unit of work
-(``tables.begin()`` ... ``commit()`` or ``rollback()``), so a request is applied whole or not at
-all, in memory and on disk.  Not thread-safe: the gRPC layer runs one request at a time.
+This is the RM without its network.  Every method of :class:`ResourceManagerCore` is one
+request or one tick, takes the time as a :class:`Now` and changes the state; the caller wraps
+each call in a unit of work (``tables.begin()`` ... ``commit()`` or ``rollback()``), so a
+request is applied whole or not at all, in memory and on disk.  Not thread-safe: the gRPC
+layer runs one request at a time.
+
+:class:`ResourceManagerCore` is a facade: it keeps the RM's API in one place and delegates each
+call to the module of its concern, all working on one :class:`~resource_manager.state.CoreState`:
+
+- :mod:`resource_manager.state`: the settings, the records (:class:`Tables`) and the soft state
+  beside them; every undoable change of soft state is journalled there, undone with the records.
+- :mod:`resource_manager.checks`: request checks (attempt, releases, kept, progress, session).
+- :mod:`resource_manager.jobs`: submission, a job's lifecycle and job master attempts, its asks,
+  the queues.
+- :mod:`resource_manager.reconcile`: registrations, heartbeats and task events against what the
+  RM believes each node runs; what a node no longer holds is lost.
+- :mod:`resource_manager.liveness`: timers: lost and unheard nodes, overdue suspensions.
+- :mod:`resource_manager.scheduling`: the scheduling pass and the application of its plan.
+- :mod:`resource_manager.goals`: container goals (preempt, resume, resize) and BIG-C's delayed
+  resumption.
+- :mod:`resource_manager.dias`: DiAS's evictions and sprint budget.
+- :mod:`resource_manager.masters`: job masters' registration, ``Allocate`` rounds and ends.
+- this module: the node commands and their dispatch (:func:`commands_for`).
 
 Scheduling does not run inside every request.  A request that could let something be placed
 (an ask, freed capacity, a new node) sets :attr:`ResourceManagerCore.needs_pass`; the shell runs
 :meth:`ResourceManagerCore.schedule` after a batch of requests, or a few tens of milliseconds
 later, as a unit of its own (``Allocate`` runs a due pass first, so a job master sees what it
-can get at once).  A pass is :func:`policies.scheduling.framework.schedule_pass` with the
-baseline plugins (strict priority, FIFO within a priority, least-allocated node, the job
-master share at the permit point) over the pending asks, kept in serving order, and the ready
-nodes, kept in a capacity index; the core checks the plan it returns and applies it.  A
-heartbeat that changes nothing costs O(what the node reports), and time-driven work (lost
-nodes) is found from timers (:meth:`ResourceManagerCore.next_wakeup`), never by scanning.
+can get at once).  A heartbeat that changes nothing costs O(what the node reports), and
+time-driven work (lost nodes) is found from timers (:meth:`ResourceManagerCore.next_wakeup`),
+never by scanning.
 
 Nodes are driven by reconciliation, not by queued commands: every heartbeat answer is computed
-from what the RM wants the node to run and what the node just reported (:meth:`_commands_for`).
+from what the RM wants the node to run and what the node just reported (:func:`commands_for`).
 A job master not yet seen on its node is launched again; a task no job should be running is
 stopped again; a container whose goal (:mod:`policies.scheduling.containers`: run at its limits,
 suspend, stop) differs from what its node shows is told again; until the node's report shows
@@ -25,10 +41,8 @@ it done.  A lost answer costs one interval.
 
 A pass's plan may preempt (kill, suspend or shrink a container), resume and resize: the core
 checks each against the current records and sets the container's goal; the nodes carry it out.
-What a container holds of its node follows what the node has shown, so capacity a freeze will
-free is not promised to anyone before the freeze is done.  A task killed by preemption is marked
-``preempted`` (its job master retries it without using up a retry), and its container is taken
-back from the job (reported to the job master as lost).
+A task killed by preemption is marked ``preempted`` (its job master retries it without using up
+a retry), and its container is taken back from the job (reported to the job master as lost).
 
 Job masters have attempts, like YARN's application masters: when the node holding a job master
 is lost, or its process ends before it reports a final state, a new attempt is placed (up to
@@ -38,30 +52,16 @@ older attempt that is still alive (a partition healed) is refused from then on.
 
 from __future__ import annotations
 
-import heapq
 import logging
-import math
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from types import MappingProxyType
-from typing import TypeVar
 
-from policies.approximation.dispatch import (
-    DispatchMode,
-    RunningJob,
-    eviction_victim,
-)
-from policies.approximation.dropping import dropped_tasks, effective_drop_ratio
-from policies.preemption.queues import QueueConfig, QueueError
-from policies.preemption.resumption import PreemptedContainer, Verdict, consider_offer
-from policies.scheduling.asks import AskError, PhaseAsk, check_asks
-from policies.scheduling.containers import ContainerCommand, Goal, Shown, check_goal
+from policies.preemption.queues import QueueConfig
+from policies.scheduling.asks import PhaseAsk
+from policies.scheduling.containers import ContainerCommand, Goal, Shown
 from policies.scheduling.containers import command_needed as container_command
 from policies.scheduling.framework import (
-    PassContext,
-    PendingAsk,
     Placement,
     Plan,
     Preemption,
@@ -69,16 +69,10 @@ from policies.scheduling.framework import (
     Profile,
     Resize,
     Resumption,
-    schedule_pass,
 )
 from policies.scheduling.identifiers import node_id_problem
-from policies.scheduling.jobspec import (
-    JobSpec,
-    SpecError,
-    check_fits_cluster,
-)
+from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import (
-    JOB_TRANSITIONS,
     TASK_TRANSITIONS,
     JobState,
     TaskState,
@@ -86,24 +80,23 @@ from policies.scheduling.lifecycle import (
     check_transition,
 )
 from policies.scheduling.node_liveness import is_lost
+from policies.scheduling.pending_asks import PendingAsks
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
+from resource_manager import dias, goals, jobs, masters, scheduling
+from resource_manager.checks import MAX_SESSION_LENGTH, check_fits_master
 from resource_manager.errors import (
     AlreadyExistsError,
     ConflictError,
     InvalidRequestError,
-    LimitExceededError,
-    NotFoundError,
     PermissionDeniedError,
 )
-from resource_manager.limits import capacity_problem
-from resource_manager.queues import QueueStatus, eventual_holds
+from resource_manager.limits import NodeNames, capacity_problem
+from resource_manager.masters import AllocateResult, MasterRegistration
+from resource_manager.queue_book import QueueBook
+from resource_manager.queues import QueueStatus, QueueView
 from resource_manager.records import (
-    OPERATOR,
-    AllocationKind,
     AllocationRecord,
-    Approximation,
-    Execution,
     JobRecord,
     KeptSlot,
     NodeRecord,
@@ -115,25 +108,22 @@ from resource_manager.records import (
     TaskReport,
     evolve,
 )
-from resource_manager.reservations import KeptEnded, override_plugin
+from resource_manager.reservations import KeptLog
+from resource_manager.sprints import SprintBook
 from resource_manager.state import MASTER_RESOURCES, CoreSettings, CoreState
 from resource_manager.tables import Tables
 
 log = logging.getLogger(__name__)
 
-MAX_SESSION_LENGTH = 64
-"""An agent's session id (a random id drawn when its process starts) has at most this many
-characters."""
-
 _NOTHING_REPORTED: Mapping[TaskKey, str] = MappingProxyType({})
-
-V = TypeVar("V")
 
 __all__ = [
     "MASTER_RESOURCES",
+    "MAX_SESSION_LENGTH",
     "AllocateResult",
     "CoreSettings",
     "LaunchMaster",
+    "MasterRegistration",
     "NodeCommand",
     "PhaseAsk",
     "ResizeAllocation",
@@ -142,6 +132,7 @@ __all__ = [
     "SprintAllocation",
     "StopAllocation",
     "SuspendAllocation",
+    "check_fits_master",
 ]
 
 
@@ -213,23 +204,12 @@ NodeCommand = (
 )
 
 
-@dataclass(frozen=True)
-class AllocateResult:
-    granted: tuple[AllocationRecord, ...]
-    events: tuple[TaskRecord, ...]
-    lost_allocations: tuple[str, ...]
-    kill_requested: bool
-
-
-@dataclass(frozen=True)
-class MasterRegistration:
-    job: JobRecord
-    held: tuple[AllocationRecord, ...]  # the job's task containers
-    history: tuple[TaskRecord, ...]  # every task attempt so far, in seq order
+# ==================================================================== the facade
 
 
 class ResourceManagerCore:
-    """All state transitions of the RM.  See the module docstring."""
+    """All state transitions of the RM, each delegated to the module of its concern (see the
+    module docstring).  The API the gRPC service, the simulator and the tests drive."""
 
     def __init__(
         self,
@@ -242,38 +222,73 @@ class ResourceManagerCore:
         """``profile``: the scheduling plugins (default: the baseline, from ``settings``).
         ``queues``: the queues (default: one queue, no preemption), read from
         ``queues_source``."""
-        chosen = settings or CoreSettings()
-        self.state = state = CoreState(
+        settings = settings or CoreSettings()
+        self.state = CoreState(
             tables,
-            chosen,
+            settings,
             profile,
             queues,
             queues_source,
-            on_queues=lambda config: _warn_if_never_preempted(chosen, config),
+            on_queues=lambda config: jobs.warn_if_never_preempted(settings, config),
         )
-        self.tables, self.settings, self.profile = state.tables, state.settings, state.profile
-        self.node_names, self.pending, self.book = state.node_names, state.pending, state.book
-        self.queues, self.kept_log, self.sprints = state.queues, state.kept_log, state.sprints
         for job in tables.jobs.values():
-            self._sync_master_ask(job)  # task asks are soft state: job masters send them again
+            jobs.sync_master_ask(self.state, job)  # task asks are soft state: sent again
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def tables(self) -> Tables:
+        return self.state.tables
+
+    @property
+    def settings(self) -> CoreSettings:
+        return self.state.settings
+
+    @property
+    def profile(self) -> Profile:
+        return self.state.profile
+
+    @property
+    def pending(self) -> PendingAsks:
+        return self.state.pending
+
+    @property
+    def book(self) -> QueueBook:
+        return self.state.book
+
+    @property
+    def queues(self) -> QueueView:
+        return self.state.queues
+
+    @property
+    def sprints(self) -> SprintBook:
+        return self.state.sprints
+
+    @property
+    def kept_log(self) -> KeptLog:
+        return self.state.kept_log
+
+    @property
+    def node_names(self) -> NodeNames:
+        return self.state.node_names
 
     @property
     def jobs(self) -> dict[str, JobRecord]:
-        return self.tables.jobs
+        return self.state.tables.jobs
 
     @property
     def tasks(self) -> dict[tuple[str, str, int], TaskRecord]:
-        return self.tables.tasks
+        return self.state.tables.tasks
 
     @property
     def allocations(self) -> dict[str, AllocationRecord]:
-        return self.tables.allocations
+        return self.state.tables.allocations
 
     @property
     def nodes(self) -> dict[str, NodeRecord]:
-        return self.tables.nodes
+        return self.state.tables.nodes
 
-    # ================================================================ clients
+    # ---------------------------------------------------------------- clients
 
     def submit(
         self,
@@ -284,96 +299,27 @@ class ResourceManagerCore:
         idempotency_key: str = "",
         owner: str = "",
     ) -> JobRecord:
-        """Accept a validated spec from ``owner``.  Raises SpecError when a phase fits on no
-        node.  A repeated ``idempotency_key`` answers the job it created (ConflictError if the
-        spec or the owner differs).  A spec without a reservation gets the cluster's default
-        (recorded with the job, so what it ran with stays known)."""
-        if spec.reservation is None and self.settings.default_reservation is not None:
-            spec = replace(spec, reservation=self.settings.default_reservation)
-        if idempotency_key:
-            earlier = self.tables.job_by_key(idempotency_key)
-            if earlier is not None:
-                if (
-                    earlier.spec != spec
-                    or earlier.client_mode != client_mode
-                    or earlier.owner != owner
-                ):
-                    raise ConflictError(
-                        f"idempotency_key {idempotency_key!r} was used for {earlier.job_id}, "
-                        "with another spec"
-                    )
-                return earlier
-        limit = self.settings.max_open_tasks_per_user
-        if limit and owner:
-            held = self.tables.open_tasks_by_owner.get(owner, 0)
-            wanted = sum(p.tasks for p in spec.phases)
-            if held + wanted > limit:
-                raise LimitExceededError(
-                    f"tasks: {owner} has {held} tasks of unfinished jobs; {wanted} more would "
-                    f"pass the limit of {limit} per user (--max-open-tasks-per-user)"
-                )
-        if client_mode and self.settings.dispatch.buffered:
-            raise ConflictError(
-                f"client mode: this cluster dispatches jobs from priority buffers (--dispatch "
-                f"{self.settings.dispatch.value}), which a job driven by its submitter would "
-                "bypass; submit it with `sluice submit`"
-            )
-        try:
-            self.book.config.queue_of(spec.queue)
-        except QueueError as error:
-            raise SpecError(error.field, error.problem) from None
-        approximation = self._approximation_of(spec)
-        capacities = self.tables.capacity.capacity_shapes()
-        check_fits_cluster(spec, capacities)
-        if not client_mode:
-            check_fits_master(capacities)
-        seq = self.tables.next_counter("job")
-        job = JobRecord(
-            job_id=f"job-{seq:06d}",
-            seq=seq,
-            spec=spec,
-            state=JobState.SUBMITTED,
-            submit_time=now.wall,
+        """Accept a validated spec (:func:`resource_manager.jobs.submit`)."""
+        return jobs.submit(
+            self.state,
+            spec,
             client_mode=client_mode,
-            progress=tuple(PhaseProgress(p.name, p.tasks, pending=p.tasks) for p in spec.phases),
-            master_attempt=1 if client_mode else 0,
+            now=now,
             idempotency_key=idempotency_key,
             owner=owner,
-            approximation=approximation,
-        )
-        self.tables.put_job(job)
-        self._sync_master_ask(job)
-        log.info("job %s (%s, priority %d) submitted", job.job_id, spec.name, spec.priority)
-        return self.jobs[job.job_id]
-
-    def _approximation_of(self, spec: JobSpec) -> Approximation:
-        """The drop ratio the job runs with (its own within its priority's bound, else its
-        priority's; SpecError past the bound) and what it leaves out of its droppable phases."""
-        sizes = [phase.tasks for phase in spec.phases if phase.droppable]
-        if not sizes:
-            return Approximation()
-        asked = spec.approximation.drop_ratio if spec.approximation is not None else None
-        theta = self.settings.dias.drop_ratio_for(spec.priority, asked)
-        return Approximation(
-            drop_ratio=theta,
-            dropped_tasks=dropped_tasks(sizes, theta),
-            expected_error=self.settings.dias.expected_error(effective_drop_ratio(sizes, theta)),
         )
 
     def job(self, job_id: str) -> JobRecord:
         """A job, running or finished (a finished one is read from the store)."""
-        job = self.tables.find_job(job_id)
-        if job is None:
-            raise NotFoundError(f"job {job_id!r} not found")
-        return job
+        return self.state.job(job_id)
 
     def list_jobs(self) -> list[JobRecord]:
-        return self.tables.all_jobs()
+        return self.state.tables.all_jobs()
 
     def job_tasks(self, job_id: str) -> list[TaskRecord]:
         self.job(job_id)
         return sorted(
-            self.tables.tasks_of_job(job_id), key=lambda t: (t.phase, t.task_id, t.attempt)
+            self.state.tables.tasks_of_job(job_id), key=lambda t: (t.phase, t.task_id, t.attempt)
         )
 
     def kill(self, job_id: str, *, now: Now, reason: str = "killed by user") -> JobRecord:
@@ -381,11 +327,188 @@ class ResourceManagerCore:
         job = self.job(job_id)
         if job.state.is_final:
             return job
-        self._finish(replace(job, kill_requested=True), JobState.KILLED, reason, now)
+        jobs.finish(self.state, replace(job, kill_requested=True), JobState.KILLED, reason, now)
         self.update_sprints(now)
         return self.jobs[job_id]
 
-    # ================================================================ node agents
+    # ---------------------------------------------------------------- node agents
+
+    def node_allocated(self, node_id: str) -> Resources:
+        return self.state.tables.allocated_on(node_id)
+
+    def node_address(self, node_id: str) -> str:
+        node = self.nodes.get(node_id)
+        return node.address if node else ""
+
+    # ---------------------------------------------------------------- time
+
+    def end_locality_waits(self, now: Now) -> None:
+        """Asks whose locality wait is over may now take any node: a pass is due.  O(what is
+        due).  :meth:`tick` calls it; a shell that runs no tick (the simulator) calls it at
+        :meth:`next_locality_end`."""
+        scheduling.end_locality_waits(self.state, now)
+
+    def next_locality_end(self) -> float | None:
+        """When (monotonic) the earliest held-back ask's locality wait ends, if any."""
+        return scheduling.next_locality_end(self.state)
+
+    # ---------------------------------------------------------------- the pass
+
+    @property
+    def needs_pass(self) -> bool:
+        """Could a pass place something now?  True after an ask appeared or grew, or capacity
+        was freed or added, since the last pass; a heartbeat that changes neither leaves it."""
+        return scheduling.needs_pass(self.state)
+
+    @property
+    def pass_backlog(self) -> bool:
+        """The last pass stopped at its placement limit: run the next one without delay."""
+        return self.state.cut_short and bool(self.state.pending)
+
+    def schedule(self, now: Now) -> Plan:
+        """One scheduling pass, if anything changed since the last: plan it with the framework,
+        check the plan and apply it.  Run it as a unit of work of its own."""
+        return scheduling.schedule(self.state, now)
+
+    def update_sprints(self, now: Now) -> None:
+        """Tell the sprint budget which jobs entered or left execution, bring it to ``now``, and
+        have the nodes of the jobs whose sprinting changed told (DiAS Sec. 3.2)."""
+        dias.update_sprints(self.state, now)
+
+    def drain_placements(self) -> list[Placement]:
+        """The placements applied since the last call, for a shell that wants to tell whom they
+        concern (the simulator wakes job masters with them).  Those of a rolled-back unit are
+        gone with it."""
+        return self.state.drain_placed()
+
+    def drain_nodes_to_tell(self) -> list[str]:
+        """The nodes whose containers got a new goal since the last call: their next heartbeat
+        answer carries commands (a shell that does not heartbeat idle nodes, the simulator,
+        heartbeats these).  Those of a rolled-back unit are gone with it."""
+        return self.state.drain_to_tell()
+
+    # ---------------------------------------------------------------- container goals
+
+    def preempt(
+        self, preemption: Preemption, *, now: Now, held_by: str | None = None
+    ) -> AllocationRecord | None:
+        """Kill, suspend or shrink a task container (:func:`resource_manager.goals.preempt`)."""
+        return goals.preempt(self.state, preemption, now=now, held_by=held_by)
+
+    def resume(
+        self, resumption: Resumption, *, now: Now, by_operator: bool = False
+    ) -> AllocationRecord | None:
+        """Let a container run whole again (:func:`resource_manager.goals.resume`)."""
+        return goals.resume(self.state, resumption, now=now, by_operator=by_operator)
+
+    def resize(self, resize: Resize, *, now: Now) -> AllocationRecord | None:
+        """Set a container's limits (:func:`resource_manager.goals.resize`)."""
+        return goals.resize(self.state, resize, now=now)
+
+    def change_task(
+        self,
+        job_id: str,
+        task_id: str,
+        action: PreemptionAction | None,
+        *,
+        limits: Resources | None = None,
+        reason: str = "",
+        now: Now,
+    ) -> AllocationRecord | None:
+        """An operator's change to a task's container (:func:`.goals.change_task`)."""
+        return goals.change_task(
+            self.state, job_id, task_id, action, limits=limits, reason=reason, now=now
+        )
+
+    # ---------------------------------------------------------------- queues
+
+    def set_queues(self, config: QueueConfig, *, source: str, now: Now) -> None:
+        """Take new queues (a reload; :func:`resource_manager.jobs.set_queues`)."""
+        jobs.set_queues(self.state, config, source=source, now=now)
+
+    def queue_status(self) -> list[QueueStatus]:
+        """Each queue's share, usage, pending demand and what is preempted from it now."""
+        return self.state.queues.status()
+
+    # ---------------------------------------------------------------- job masters
+
+    def register_master(self, job_id: str, *, attempt: int, now: Now) -> MasterRegistration:
+        """A job master announces itself (:func:`resource_manager.masters.register_master`)."""
+        return masters.register_master(self.state, job_id, attempt=attempt, now=now)
+
+    def allocate(
+        self,
+        job_id: str,
+        asks: Sequence[PhaseAsk],
+        releases: Sequence[str],
+        progress: Sequence[PhaseProgress],
+        events_after: int,
+        *,
+        now: Now,
+        attempt: int = 1,
+        kept: Sequence[KeptSlot] = (),
+    ) -> AllocateResult:
+        """One job master round (:func:`resource_manager.masters.allocate`)."""
+        return masters.allocate(
+            self.state,
+            job_id,
+            asks,
+            releases,
+            progress,
+            events_after,
+            now=now,
+            attempt=attempt,
+            kept=kept,
+        )
+
+    def finish_job(
+        self,
+        job_id: str,
+        state: JobState,
+        message: str,
+        progress: Sequence[PhaseProgress],
+        *,
+        now: Now,
+        attempt: int = 1,
+    ) -> JobRecord:
+        """The job master reports its job's end."""
+        return masters.finish_job(
+            self.state, job_id, state, message, progress, now=now, attempt=attempt
+        )
+
+    def kept_slots(self, job_id: str) -> list[AllocationRecord]:
+        """The job's task containers kept for a downstream phase now, oldest grant first."""
+        return masters.kept_slots(self.state, job_id)
+
+    # ------------------------------------------------ (moved: what reconciliation calls)
+
+    def _master_lost(self, job: JobRecord, reason: str, now: Now) -> None:
+        jobs.master_lost(self.state, job, reason, now)
+
+    def _offer_resumptions(self, node_id: str, now: Now) -> None:
+        goals.offer_resumptions(self.state, node_id, now)
+
+    def _overdue_suspensions(self, now: Now) -> list[tuple[AllocationRecord, float]]:
+        return goals.overdue_suspensions(self.state, now)
+
+    def _next_suspension_deadline(self) -> float | None:
+        return goals.next_suspension_deadline(self.state)
+
+    def _decision_due(self, now: Now) -> bool:
+        return self.state.decision_due(now)
+
+    def _tell(self, node_id: str) -> None:
+        self.state.tell(node_id)
+
+    def _note_lost(self, job_id: str, allocation_id: str) -> None:
+        self.state.note_lost(job_id, allocation_id)
+
+    def _note_kept_end(
+        self, allocation: AllocationRecord, reason: str, now: Now, phase: str = ""
+    ) -> None:
+        self.state.note_kept_end(allocation, reason, now, phase)
+
+    # ---------------------------------------------------------------- node agents (to move)
 
     def register_node(
         self,
@@ -684,45 +807,6 @@ class ResourceManagerCore:
         self.end_locality_waits(now)
         self.update_sprints(now)
 
-    def end_locality_waits(self, now: Now) -> None:
-        """Asks whose locality wait is over may now take any node: a pass is due.  O(what is
-        due).  :meth:`tick` calls it; a shell that runs no tick (the simulator) calls it at
-        :meth:`next_locality_end`."""
-        ends = self.state.locality_ends
-        if ends and ends[0][0] <= now.monotonic:
-            while ends and ends[0][0] <= now.monotonic:
-                self.state.locality_armed.discard(heapq.heappop(ends))
-            self.state.asks_grew = True
-
-    def next_locality_end(self) -> float | None:
-        """When (monotonic) the earliest held-back ask's locality wait ends, if any."""
-        return self.state.locality_ends[0][0] if self.state.locality_ends else None
-
-    def drain_placements(self) -> list[Placement]:
-        """The placements applied since the last call, for a shell that wants to tell whom they
-        concern (the simulator wakes job masters with them).  Those of a rolled-back unit are
-        gone with it."""
-        return self.state.drain_placed()
-
-    def drain_nodes_to_tell(self) -> list[str]:
-        """The nodes whose containers got a new goal since the last call: their next heartbeat
-        answer carries commands (a shell that does not heartbeat idle nodes, the simulator,
-        heartbeats these).  Those of a rolled-back unit are gone with it."""
-        return self.state.drain_to_tell()
-
-    @property
-    def needs_pass(self) -> bool:
-        """Could a pass place something now?  True after an ask appeared or grew, or capacity
-        was freed or added, since the last pass; a heartbeat that changes neither leaves it."""
-        return bool(self.pending) and (
-            self.state.asks_grew or self.tables.freed or self.state.cut_short
-        )
-
-    @property
-    def pass_backlog(self) -> bool:
-        """The last pass stopped at its placement limit: run the next one without delay."""
-        return self.state.cut_short and bool(self.pending)
-
     def next_wakeup(self) -> float | None:
         """The monotonic time :meth:`tick` has something to do (a node may then be lost, or a
         lost node forgotten), or None when nothing is timed."""
@@ -748,947 +832,6 @@ class ResourceManagerCore:
         if sprint is not None:  # (wall-clock too)
             times.append(sprint - self.state.wall_minus_monotonic)
         return min(times, default=None)
-
-    def schedule(self, now: Now) -> Plan:
-        """One scheduling pass, if anything changed since the last: plan it with the framework,
-        check the plan and apply it.  Run it as a unit of work of its own."""
-        if not self.needs_pass:
-            return Plan()
-        self.state.start_pass()
-        if not self.pending:
-            return Plan()
-        context = PassContext(
-            now=now.monotonic,
-            cluster=self.tables.capacity,
-            held=self.tables.held_by_kind(),
-            jobs_in_execution=len(self.tables.in_execution),
-        )
-        profile, asks, preemption = self.profile, iter(self.pending), None
-        if self.queues.active:
-            self.book.expire(now.monotonic, set(self.pending.queues()))
-            profile, order, preemption = self.queues.profile(
-                self.profile,
-                self.tables.capacity.total_capacity,
-                now.wall,
-                due=self._decision_due(now),
-            )
-            asks = self.pending.in_queues(order)
-            if self.settings.dispatch is DispatchMode.DIAS:
-                # DiAS never evicts (Sec. 3.2): the queues' preemption stays off.
-                profile, preemption = replace(profile, post_filters=self.profile.post_filters), None
-        override = override_plugin(self.tables, now.wall)
-        if override is not None:  # (slot reservation: kept containers yield to a higher priority)
-            profile = replace(profile, post_filters=(*profile.post_filters, override))
-        granted: Counter[tuple[str, str]] = Counter()
-        # The pass places tentatively in the capacity index; applying its plan makes the records
-        # say the same, so the index keeps the pass's changes instead of undoing and redoing them.
-        scratch = self.tables.capacity.scratch()
-        with scratch:
-            plan = schedule_pass(
-                asks,
-                context,
-                profile,
-                self.pending.shapes(),
-                self.state.nowhere,
-                self.settings.max_placements_per_pass,
-            )
-            self.state.cut_short = plan.cut_short
-            for held_back in plan.waiting:
-                if held_back.local_only(now.monotonic) and held_back.local_until < math.inf:
-                    entry = (held_back.local_until, held_back.job_id, held_back.phase)
-                    if entry not in self.state.locality_armed:
-                        self.state.locality_armed.add(entry)
-                        heapq.heappush(self.state.locality_ends, entry)
-            for placement in plan.placements:
-                if self._grant(placement, now) and placement.kind is AllocationKind.TASK:
-                    granted[placement.job_id, placement.phase] += 1
-            scratch.keep()
-        for (job_id, phase), count in granted.items():
-            ask = self.pending.get((job_id, AllocationKind.TASK, phase))
-            if ask is not None:
-                self._put_ask(replace(ask, count=max(0, ask.count - count)))
-        if preemption is not None:
-            if preemption.decided:
-                self.book.decided(now.monotonic)
-            elif preemption.wanted:
-                self.book.wanted = True  # (soft: at worst a pass runs for nothing)
-        self._apply_goals(plan, now)
-        if self.settings.dispatch is DispatchMode.PREEMPTIVE:
-            self._evict_for_waiting(plan, now)
-        self.update_sprints(now)
-        return plan
-
-    def update_sprints(self, now: Now) -> None:
-        """Tell the sprint budget which jobs entered or left execution, bring it to ``now``, and
-        have the nodes of the jobs whose sprinting changed told (DiAS Sec. 3.2)."""
-        if not self.sprints.enabled:
-            return
-        due = self.sprints.next_change()
-        flips = self.tables.running_changed
-        if not (self.state.execution_changed or flips) and (due is None or due > now.wall):
-            return  # (the common case, every heartbeat)
-        changed = self.state.take_execution_changed()
-        # jobs whose tasks started or stopped running (none: 0 -> some, or back)
-        flipped = self.state.take_running_changed()
-        entered: list[tuple[str, int, float]] = []
-        left: list[tuple[str, float]] = []
-        for job_id in changed:
-            job = self.jobs.get(job_id) or self.tables.find_job(job_id)
-            if job is None:
-                continue
-            if job_id in self.tables.in_execution:
-                entered.append((job_id, job.spec.priority, job.execution.dispatched_at or now.wall))
-            else:
-                left.append((job_id, job.finish_time or now.wall))
-                self._keep_sprinted(job, left[-1][1])
-        running = [
-            (job_id, self.tables.running_of_job.get(job_id, 0) > 0)
-            for job_id in {**changed, **flipped}
-            if job_id in self.tables.in_execution
-        ]
-        for job_id in self.sprints.update(now.wall, entered, left, running):
-            for allocation in self.tables.allocations_of_job(job_id):
-                if not allocation.is_master:
-                    self._tell(allocation.node_id)
-
-    def _keep_sprinted(self, job: JobRecord, when: float) -> None:
-        """A job leaving execution at ``when`` keeps what it sprinted in it (the sprinter
-        forgets it as it leaves), so a finished job still shows it."""
-        sprinted = self.sprints.sprinted_until(job.job_id, when)
-        if sprinted > 0:
-            execution = replace(job.execution, sprinted_s=job.execution.sprinted_s + sprinted)
-            self.tables.put_job(replace(job, execution=execution))
-
-    def _tell(self, node_id: str) -> None:
-        """The node's next heartbeat answer carries commands (a container's goal changed)."""
-        self.state.tell(node_id)
-
-    def _evict_for_waiting(self, plan: Plan, now: Now) -> None:
-        """Preemptive dispatch (the paper's baseline P): a job waiting at the head of a higher
-        buffer than a job in execution evicts it, when execution is full."""
-        if len(self.tables.in_execution) < self.settings.max_running_jobs:
-            return
-        heads = [a for a in plan.waiting if a.kind is AllocationKind.JOB_MASTER]
-        if not heads:
-            return
-        head = max(heads, key=lambda a: (a.priority, -a.submit_seq))
-        running = [
-            RunningJob(job.job_id, job.spec.priority, job.execution.dispatched_at)
-            for job in (self.jobs[j] for j in self.tables.in_execution)
-        ]
-        victim = eviction_victim(head.priority, running)
-        if victim is not None:
-            self._evict(self.jobs[victim], f"job {head.job_id} of priority {head.priority}", now)
-
-    def _evict(self, job: JobRecord, by: str, now: Now) -> None:
-        """Stop the job's execution and put it back at the head of its buffer (its submission
-        order is kept): its tasks and job master are stopped, and it will be executed again
-        from the start, by a new job master that counts the earlier execution's attempts only
-        to number its own.  The time the execution had run is wasted."""
-        ran = max(now.wall - job.execution.dispatched_at, 0.0) if job.execution.dispatched_at else 0
-        why = f"evicted for {by}"
-        for task in self.tables.tasks_of_job(job.job_id):
-            if task.execution == job.execution.number and not task.state.is_final:
-                self.tables.put_task(
-                    evolve(
-                        task,
-                        state=TaskState.KILLED,
-                        message=why,
-                        finish_time=now.wall,
-                        seq=self.tables.next_counter("event"),
-                        preempted=True,
-                    )
-                )
-        for allocation in self.tables.allocations_of_job(job.job_id):
-            self._tell(allocation.node_id)  # its next heartbeat stops what runs there
-            if not allocation.is_master:  # (stopped by reconciliation, as a final job's)
-                self.tables.remove_allocation(allocation.allocation_id)
-        execution = job.execution
-        self._move(
-            job,
-            JobState.SUBMITTED,
-            master_node="",
-            master_allocation="",
-            progress=tuple(
-                PhaseProgress(p.name, p.tasks, pending=p.tasks) for p in job.spec.phases
-            ),
-            execution=Execution(
-                number=execution.number + 1,
-                evictions=execution.evictions + 1,
-                wasted_s=execution.wasted_s + ran,
-                sprinted_s=execution.sprinted_s,
-            ),
-            message=f"{why} after {ran:.1f} s; to be executed again from the start",
-        )
-        log.warning("job %s %s after %.1f s: back to the head of its buffer", job.job_id, why, ran)
-
-    # ================================================================ container goals
-
-    def _apply_goals(self, plan: Plan, now: Now) -> None:
-        """Carry out a plan's preemptions, resumptions and resizes, each checked against the
-        records as they are now; one that no longer holds is dropped and logged.  What a
-        preemption frees is held on its node for the queue it was taken for."""
-        for preemption in plan.preemptions:
-            before = self.allocations.get(preemption.allocation_id)
-            if before is not None and before.kept_for:  # (slot reservation: taken back)
-                self._note_kept_end(before, f"taken: {preemption.reason}", now)
-            try:
-                after = self.preempt(preemption, now=now)
-            except (ConflictError, NotFoundError) as error:
-                log.warning("dropping a stale preemption of the plan: %s", error)
-                continue
-            if preemption.for_queue and before is not None:
-                freed = before.holds - (Resources() if after is None else eventual_holds(after))
-                self.book.claim(
-                    before.node_id,
-                    preemption.for_queue,
-                    Resources(max(freed.cpu, 0.0), max(freed.memory_mb, 0)),
-                    now.monotonic,
-                )
-        changes: list[Callable[[], AllocationRecord | None]] = [
-            *(partial(self.resume, r, now=now) for r in plan.resumptions),
-            *(partial(self.resize, r, now=now) for r in plan.resizes),
-        ]
-        for change in changes:
-            try:
-                change()
-            except (ConflictError, NotFoundError) as error:
-                log.warning("dropping a stale change of the plan: %s", error)
-
-    def preempt(
-        self, preemption: Preemption, *, now: Now, held_by: str | None = None
-    ) -> AllocationRecord | None:
-        """Kill, suspend or shrink a task container (never a job master's).  Returns the
-        container with its new goal (None once a kill took an idle container back).  Raises
-        NotFoundError or ConflictError, changing nothing, when the change does not hold.
-
-        A SUSPEND with limits (immediate preemption) freezes and then cuts the task to them; a
-        SHRINK with a step (graceful preemption) is stepped down by the node, which may freeze
-        the task once it swaps.  ``held_by`` (:data:`OPERATOR`) marks who holds it now; None
-        keeps who held it (the scheduler preempting an operator's container leaves it the
-        operator's to resume)."""
-        allocation = self._goal_target(preemption.allocation_id)
-        reason = preemption.reason
-        if preemption.action is PreemptionAction.KILL:
-            return self._set_goal(allocation, Goal.STOP, allocation.limits, reason, now)
-        if preemption.action is PreemptionAction.SUSPEND:
-            limits = preemption.limits
-            if limits is not None and not limits.fits_in(allocation.resources):
-                raise ConflictError(f"{allocation.allocation_id}: a footprint above its grant")
-            return self._set_goal(allocation, Goal.SUSPEND, limits, reason, now, held_by)
-        if preemption.limits is None:
-            raise ConflictError(f"{allocation.allocation_id}: a shrink needs limits")
-        if preemption.step is not None:
-            self._check_limits(allocation, preemption.limits)
-            return self._set_goal(allocation, Goal.SHRINK, preemption.limits, reason, now, held_by)
-        return self._resize(allocation, preemption.limits, reason, now, held_by)
-
-    def resume(
-        self, resumption: Resumption, *, now: Now, by_operator: bool = False
-    ) -> AllocationRecord | None:
-        """Let a suspended or shrunk container run with its whole grant again; refused while
-        its node has no room for the grant, and, unless ``by_operator``, while an operator
-        holds it (only the operator lifts their own suspension or resize)."""
-        allocation = self._goal_target(resumption.allocation_id)
-        if allocation.held_by and not by_operator:
-            raise ConflictError(f"{allocation.allocation_id}: held by an {allocation.held_by}")
-        self._check_room(allocation, Goal.RUN, None)
-        return self._set_goal(allocation, Goal.RUN, None, "resumed", now)
-
-    def resize(self, resize: Resize, *, now: Now) -> AllocationRecord | None:
-        """Set a container's limits, positive and within its grant; growing is refused while
-        its node has no room, and any change while an operator holds it."""
-        allocation = self._goal_target(resize.allocation_id)
-        if allocation.held_by:
-            raise ConflictError(f"{allocation.allocation_id}: held by an {allocation.held_by}")
-        return self._resize(allocation, resize.limits, "resized", now)
-
-    def change_task(
-        self,
-        job_id: str,
-        task_id: str,
-        action: PreemptionAction | None,
-        *,
-        limits: Resources | None = None,
-        reason: str = "",
-        now: Now,
-    ) -> AllocationRecord | None:
-        """An operator's change to the container of a task's latest live attempt: ``action``
-        KILL, SUSPEND or SHRINK (to ``limits``, which may also grow it back), or None to
-        resume it.  Raises NotFoundError or ConflictError with a one-line reason (resuming a
-        task that runs with its whole grant is a ConflictError: nothing to resume).
-
-        A suspension or a resize below the grant is the operator's hold: it stands (the
-        scheduler's automatic resumption and its queue's ``max_suspended_s`` pass it by,
-        across RM restarts) until the operator resumes the task or resizes it to its grant."""
-        job = self.job(job_id)
-        if job.state.is_final:
-            raise ConflictError(f"job {job_id} is {job.state.value}")
-        attempts = [
-            t
-            for t in self.tables.tasks_of_job(job_id)
-            if t.task_id == task_id and not t.state.is_final
-        ]
-        if not attempts:
-            raise NotFoundError(f"task {task_id!r} of {job_id} has no live attempt")
-        allocation_id = max(attempts, key=lambda t: t.attempt).allocation_id
-        why = reason or "by an operator"
-        if action is None:
-            allocation = self._goal_target(allocation_id)
-            if allocation.goal is Goal.RUN and allocation.limits is None:
-                raise ConflictError(
-                    f"task {task_id!r} of {job_id} runs with its whole grant: nothing to resume"
-                )
-            return self.resume(Resumption(allocation_id), now=now, by_operator=True)
-        return self.preempt(
-            Preemption(allocation_id, action, why, limits), now=now, held_by=OPERATOR
-        )
-
-    # ================================================================ queues
-
-    def set_queues(self, config: QueueConfig, *, source: str, now: Now) -> None:
-        """Take new queues (a reload).  Refused with a QueueError, changing nothing, when an
-        unfinished job names a queue the new file does not have.  Jobs that name no queue go
-        to the new default queue."""
-        for job_id in self.tables.active_jobs:
-            named = self.jobs[job_id].spec.queue
-            if named and config.get(named) is None:
-                raise QueueError(
-                    "queues", f"queue {named!r} is gone, but job {job_id} is still in it"
-                )
-        _warn_if_never_preempted(self.settings, config)
-        self.book.replace_config(config, source, now.wall)
-        self.tables.regroup()
-        self.tables.journal(self.tables.regroup)  # undone after the book: the old totals
-        for ask in list(self.pending):
-            job = self.jobs.get(ask.job_id)
-            queue = self.queues.queue_of(job) if job is not None else config.default
-            if queue != ask.queue:
-                self._put_ask(replace(ask, count=0))
-                self._put_ask(replace(ask, queue=queue))
-        self.state.asks_grew = True
-        log.info(
-            "queues%s: %s",
-            f" from {source}" if source else "",
-            ", ".join(f"{q.name} (share {q.share:g}, {q.mode_name})" for q in config.queues),
-        )
-
-    def queue_status(self) -> list[QueueStatus]:
-        """Each queue's share, usage, pending demand and what is preempted from it now."""
-        return self.queues.status()
-
-    def _decision_due(self, now: Now) -> bool:
-        return now.monotonic - self.book.last_decision >= self.settings.preemption_interval
-
-    def _offer_resumptions(self, node_id: str, now: Now) -> None:
-        """Delayed resumption (BIG-C Sec. 4.3): each preempted container on the node whose
-        preemption its node has carried out is offered the node's free capacity, less what is
-        held there for other queues; it declines D fitting offers (its queue's
-        ``resume_after_offers``) and resumes on the next.  Oldest preemption first."""
-        node = self.nodes[node_id]
-        self.book.expire(now.monotonic, set(self.pending.queues()))
-        waiting = sorted(
-            (
-                a
-                for a in self.tables.preempted_of_node(node_id)
-                if a.goal is not Goal.STOP and not a.held_by  # (an operator's: theirs to lift)
-            ),
-            key=lambda a: (a.preempted_at, a.allocation_id),
-        )
-        for allocation in waiting:
-            if (
-                container_command(
-                    allocation.resources,
-                    allocation.goal,
-                    allocation.limits,
-                    allocation.shown,
-                    allocation.shown_limits,
-                )
-                is not None
-                or allocation.shown is Shown.IDLE
-            ):
-                continue  # still being preempted: nothing to resume yet
-            spec = self.queues.spec_of(allocation.job_id)
-            free = (
-                node.capacity
-                - self.tables.allocated_on(node_id)
-                - self.book.held_on(node_id, except_queue=spec.name)
-            )
-            decision = consider_offer(
-                PreemptedContainer(
-                    allocation.allocation_id,
-                    node_id,
-                    held=allocation.holds,
-                    original=allocation.resources,
-                    declined_offers=self.book.declined(allocation.allocation_id),
-                ),
-                node_id,
-                free,
-                spec.resume_after_offers,
-            )
-            if decision.verdict is Verdict.DECLINE:
-                self.book.set_declined(allocation.allocation_id, decision.container.declined_offers)
-            elif decision.verdict is Verdict.RESUME:
-                try:
-                    self.resume(Resumption(allocation.allocation_id), now=now)
-                except ConflictError as error:
-                    log.debug("not resuming: %s", error)
-
-    def _overdue_suspensions(self, now: Now) -> list[tuple[AllocationRecord, float]]:
-        """Preempted containers past their queue's ``max_suspended_s``, with that limit."""
-        overdue = []
-        for allocation in self.tables.preempted():
-            if allocation.goal is Goal.STOP or allocation.held_by:
-                continue
-            limit = self.queues.spec_of(allocation.job_id).max_suspended_s
-            if limit is not None and now.wall - allocation.preempted_at > limit:
-                overdue.append((allocation, limit))
-        return overdue
-
-    def _next_suspension_deadline(self) -> float | None:
-        """The wall time the next preempted container passes its queue's limit, if any."""
-        deadlines = []
-        for allocation in self.tables.preempted():
-            limit = self.queues.spec_of(allocation.job_id).max_suspended_s
-            if limit is not None and allocation.goal is not Goal.STOP and not allocation.held_by:
-                deadlines.append(allocation.preempted_at + limit)
-        return min(deadlines, default=None)
-
-    def _resize(
-        self,
-        allocation: AllocationRecord,
-        limits: Resources,
-        reason: str,
-        now: Now,
-        held_by: str | None = None,
-    ) -> AllocationRecord | None:
-        self._check_limits(allocation, limits)
-        full = None if limits == allocation.resources else limits
-        self._check_room(allocation, Goal.RUN, full)
-        return self._set_goal(allocation, Goal.RUN, full, reason, now, held_by)
-
-    def _check_limits(self, allocation: AllocationRecord, limits: Resources) -> None:
-        if not (limits.cpu > 0 and limits.memory_mb > 0 and limits.fits_in(allocation.resources)):
-            grant = allocation.resources
-            raise ConflictError(
-                f"{allocation.allocation_id}: limits of {limits.cpu:g} cpu, {limits.memory_mb} "
-                f"MiB must be positive and within its grant of {grant.cpu:g} cpu, "
-                f"{grant.memory_mb} MiB"
-            )
-
-    def _goal_target(self, allocation_id: str) -> AllocationRecord:
-        allocation = self.allocations.get(allocation_id)
-        if allocation is None or allocation.is_master:
-            raise NotFoundError(f"no task container {allocation_id!r}")
-        return allocation
-
-    def _check_room(
-        self, allocation: AllocationRecord, goal: Goal, limits: Resources | None
-    ) -> None:
-        """Refuse a change that would make the container hold more than its node has free."""
-        node = self.nodes.get(allocation.node_id)
-        after = replace(allocation, goal=goal, limits=limits).holds
-        others = self.tables.allocated_on(allocation.node_id) - allocation.holds
-        if node is None or node.state is not NodeState.READY:
-            raise ConflictError(f"{allocation.allocation_id}: node {allocation.node_id} is lost")
-        if not (others + after).fits_in(node.capacity):
-            raise ConflictError(
-                f"{allocation.allocation_id}: node {allocation.node_id} has no room for "
-                f"{after.cpu:g} cpu, {after.memory_mb} MiB now"
-            )
-
-    def _set_goal(
-        self,
-        allocation: AllocationRecord,
-        goal: Goal,
-        limits: Resources | None,
-        reason: str,
-        now: Now,
-        held_by: str | None = None,
-    ) -> AllocationRecord | None:
-        """``held_by``: who holds the container after the change (None: as before); a
-        container let run with its whole grant is held by nobody."""
-        whole = goal is Goal.RUN and limits is None
-        holder = "" if whole else allocation.held_by if held_by is None else held_by
-        if (goal, limits) == (allocation.goal, allocation.limits):
-            if holder != allocation.held_by:  # (an operator takes over a preemption)
-                changed = replace(allocation, held_by=holder, goal_reason=reason)
-                self.tables.put_allocation(changed)
-                return changed
-            return allocation  # asked again (a later pass) while it is being carried out
-        try:
-            check_goal(allocation.goal, goal)
-        except TransitionError as error:
-            raise ConflictError(f"{allocation.allocation_id}: {error}") from None
-        log.info(
-            "container %s of %s on %s: %s%s (%s)",
-            allocation.allocation_id,
-            allocation.job_id,
-            allocation.node_id,
-            goal.value,
-            "" if limits is None else f" at {limits.cpu:g} cpu, {limits.memory_mb} MiB",
-            reason,
-        )
-        changed = replace(
-            allocation,
-            goal=goal,
-            limits=limits,
-            goal_reason=reason,
-            preempted_at=0.0 if whole else allocation.preempted_at or now.wall,
-            held_by=holder,
-        )
-        if whole and allocation.preempted_at:
-            self.book.set_declined(allocation.allocation_id, None)
-        self._tell(allocation.node_id)
-        if goal is Goal.STOP and allocation.shown is Shown.IDLE:
-            # Nothing runs in it: take it back now.
-            self.tables.remove_allocation(allocation.allocation_id)
-            self._note_lost(allocation.job_id, allocation.allocation_id)
-            return None
-        self.tables.put_allocation(changed)
-        return changed
-
-    # ================================================================ job masters
-
-    def register_master(self, job_id: str, *, attempt: int, now: Now) -> MasterRegistration:
-        """A job master announces itself; it receives what it needs to drive (or resume) the
-        job: the job, its task containers and the history of its task attempts."""
-        job = self.job(job_id)
-        if not job.state.is_final:
-            self._check_attempt(job, attempt)
-            if job.state is JobState.SUBMITTED and not job.client_mode:
-                raise ConflictError(
-                    f"job {job_id} has no job master allocation yet (attempt {attempt} was lost)"
-                )
-        if job.state in (JobState.SUBMITTED, JobState.STARTING):
-            self._move(job, JobState.RUNNING, start_time=job.start_time or now.wall)
-            log.info("job %s: job master attempt %d registered", job_id, attempt)
-        held = tuple(a for a in self.tables.allocations_of_job(job_id) if not a.is_master)
-        history = tuple(sorted(self.tables.tasks_of_job(job_id), key=lambda t: t.seq))
-        return MasterRegistration(self.jobs[job_id], held, history)
-
-    def allocate(
-        self,
-        job_id: str,
-        asks: Sequence[PhaseAsk],
-        releases: Sequence[str],
-        progress: Sequence[PhaseProgress],
-        events_after: int,
-        *,
-        now: Now,
-        attempt: int = 1,
-        kept: Sequence[KeptSlot] = (),
-    ) -> AllocateResult:
-        """One job master round: give back ``releases``, record ``progress`` and the slot
-        reservations that changed (``kept``), replace the job's asks, place what fits, and
-        answer new grants and task events after ``events_after``.  Everything is checked
-        against the job's spec before anything changes."""
-        job = self.job(job_id)
-        if not job.state.is_final:
-            self._check_attempt(job, attempt)
-        self._check_releases(job_id, releases)
-        self._check_kept(job, kept)
-        progressed = self._check_progress(job, progress)
-        delivered: Mapping[str, int] = self.tables.delivered_of_job(job_id)
-        if releases:  # (what it gives back no longer counts; copied only then)
-            held = Counter(delivered)
-            for allocation_id in releases:
-                released = self.allocations.get(allocation_id)
-                if released is not None and released.delivered:
-                    held[released.phase] -= 1
-            delivered = held
-        try:
-            check_asks(job.spec, asks, delivered)
-        except AskError as error:
-            raise InvalidRequestError(error.field, error.problem) from None
-
-        self._kept_ended(job_id, releases, kept, now)
-        for allocation_id in releases:
-            self.tables.remove_allocation(allocation_id)
-        for slot in kept:
-            allocation = self.allocations.get(slot.allocation_id)
-            if allocation is not None:  # (gone meanwhile: nothing to keep)
-                phase = "" if slot.ended else slot.phase  # (an end: no longer kept)
-                until = slot.until if phase else 0.0
-                self.tables.put_allocation(evolve(allocation, kept_for=phase, kept_until=until))
-        if job.state.is_final:
-            return self._allocate_answer(job_id, events_after)
-        if progressed:
-            job = evolve(job, progress=tuple(progress))
-            self.tables.put_job(job)
-        if job.state is JobState.RUNNING and not job.kill_requested:
-            # The master counts only containers it has been told of; grants made since its last
-            # call (not yet delivered) already serve part of its absolute ask.
-            waiting = self.tables.undelivered_of_job(job_id)  # (most rounds: none)
-            undelivered = Counter(a.phase for a in waiting) if waiting else None
-            grew = self._set_asks(
-                job,
-                now.monotonic,
-                [
-                    replace(a, count=a.count - undelivered[a.phase])
-                    for a in asks
-                    if a.count > undelivered[a.phase]
-                ]
-                if undelivered
-                else [a for a in asks if a.count > 0],
-            )
-            if grew:
-                # The job master sees at once what it can have.  Only when its own asks grew:
-                # a round that repeats itself changes nothing (the simulator skips such rounds).
-                self.schedule(now)
-        else:
-            self._set_asks(job, now.monotonic, ())
-        return self._allocate_answer(job_id, events_after)
-
-    def _allocate_answer(self, job_id: str, events_after: int) -> AllocateResult:
-        granted = []
-        for allocation in self.tables.undelivered_of_job(job_id):
-            granted.append(self.tables.mark_delivered(allocation.allocation_id))
-        events = self.tables.tasks_after(job_id, events_after)
-        lost = self.state.take_lost(job_id)
-        job = self.job(job_id)
-        return AllocateResult(
-            granted=tuple(granted),
-            events=tuple(events),
-            lost_allocations=tuple(lost),
-            kill_requested=job.kill_requested or job.state.is_final,
-        )
-
-    def finish_job(
-        self,
-        job_id: str,
-        state: JobState,
-        message: str,
-        progress: Sequence[PhaseProgress],
-        *,
-        now: Now,
-        attempt: int = 1,
-    ) -> JobRecord:
-        job = self.job(job_id)
-        if not state.is_final:
-            raise InvalidRequestError("state", f"{state.value} is not a final job state")
-        if job.state.is_final:
-            return job
-        self._check_attempt(job, attempt)
-        self._check_progress(job, progress)
-        if progress:
-            job = replace(job, progress=tuple(progress))
-        self._finish(job, state, message, now)
-        self.update_sprints(now)
-        return self.jobs[job_id]
-
-    # ================================================================ views
-
-    def node_allocated(self, node_id: str) -> Resources:
-        return self.tables.allocated_on(node_id)
-
-    def node_address(self, node_id: str) -> str:
-        node = self.nodes.get(node_id)
-        return node.address if node else ""
-
-    # ================================================================ checks
-
-    def _check_attempt(self, job: JobRecord, attempt: int) -> None:
-        if job.state is JobState.SUBMITTED and not job.client_mode and job.master_attempt:
-            raise ConflictError(
-                f"job master attempt {attempt} of {job.job_id} is gone: the job waits for a new "
-                f"one ({job.message})"
-            )
-        if attempt == job.master_attempt:
-            return
-        if 0 < attempt < job.master_attempt:
-            raise ConflictError(
-                f"job master attempt {attempt} of {job.job_id} was superseded by attempt "
-                f"{job.master_attempt}"
-            )
-        raise ConflictError(
-            f"attempt: job {job.job_id} has no job master attempt {attempt} "
-            f"(its current attempt is {job.master_attempt})"
-        )
-
-    def _check_releases(self, job_id: str, releases: Sequence[str]) -> None:
-        """Only the job's own task containers can be given back; unknown ids are ignored (a
-        release repeated after a lost answer is no error)."""
-        for index, allocation_id in enumerate(releases):
-            allocation = self.allocations.get(allocation_id)
-            if allocation is not None and (allocation.job_id != job_id or allocation.is_master):
-                raise InvalidRequestError(
-                    f"releases[{index}]",
-                    f"{allocation_id} is not a task container of {job_id}",
-                )
-
-    def _check_kept(self, job: JobRecord, kept: Sequence[KeptSlot]) -> None:
-        """Only the job's own task containers can be kept, for one of its phases, until a
-        finite time; unknown ids are ignored (released or lost meanwhile)."""
-        phases = {phase.name for phase in job.spec.phases}
-        for index, slot in enumerate(kept):
-            allocation = self.allocations.get(slot.allocation_id)
-            if allocation is not None and (allocation.job_id != job.job_id or allocation.is_master):
-                raise InvalidRequestError(
-                    f"kept[{index}].allocation_id",
-                    f"{slot.allocation_id} is not a task container of {job.job_id}",
-                )
-            if slot.phase and slot.phase not in phases:
-                raise InvalidRequestError(
-                    f"kept[{index}].phase", f"the job has no phase {slot.phase!r}"
-                )
-            if not (0 <= slot.until < float("inf")):
-                raise InvalidRequestError(
-                    f"kept[{index}].until", f"must be a time >= 0, got {slot.until}"
-                )
-
-    def _kept_ended(
-        self, job_id: str, releases: Sequence[str], kept: Sequence[KeptSlot], now: Now
-    ) -> None:
-        """Record each end of a kept container the job reports (``ended``: the phase it was
-        kept for, or the one the RM knew, and the job master's reason), and of each kept one
-        it gives back with no report ("released") (:class:`KeptLog`)."""
-        reported = set()
-        for slot in kept:
-            allocation = self.allocations.get(slot.allocation_id)
-            if allocation is None:
-                continue
-            if slot.ended or (not slot.phase and allocation.kept_for):
-                reported.add(slot.allocation_id)
-                phase = (slot.phase if slot.ended else "") or allocation.kept_for
-                reason = (slot.ended or "released")[:200]  # (bounded: from the wire)
-                self._note_kept_end(allocation, reason, now, phase)
-        for allocation_id in releases:
-            allocation = self.allocations.get(allocation_id)
-            if allocation is not None and allocation.kept_for and allocation_id not in reported:
-                self._note_kept_end(allocation, "released", now)
-
-    def _note_kept_end(
-        self, allocation: AllocationRecord, reason: str, now: Now, phase: str = ""
-    ) -> None:
-        self.kept_log.record(
-            KeptEnded(
-                allocation.job_id,
-                allocation.allocation_id,
-                allocation.node_id,
-                phase or allocation.kept_for,
-                reason,
-                now.wall,
-            )
-        )
-
-    def kept_slots(self, job_id: str) -> list[AllocationRecord]:
-        """The job's task containers kept for a downstream phase now, oldest grant first."""
-        return sorted(
-            (a for a in self.tables.allocations_of_job(job_id) if a.kept_for),
-            key=lambda a: a.granted_time,
-        )
-
-    def _check_progress(self, job: JobRecord, progress: Sequence[PhaseProgress]) -> bool:
-        """Progress must describe the job's phases, in order, with counts within each phase.
-        True if it differs from what the job records."""
-        if not progress or tuple(progress) == job.progress:
-            return False  # nothing, or what was checked and recorded already (most rounds)
-        if len(progress) != len(job.spec.phases):
-            raise InvalidRequestError(
-                "progress",
-                f"must list the job's {len(job.spec.phases)} phases, got {len(progress)}",
-            )
-        for index, (reported, phase) in enumerate(zip(progress, job.spec.phases, strict=True)):
-            if reported.name != phase.name or reported.tasks != phase.tasks:
-                raise InvalidRequestError(
-                    f"progress[{index}]", f"must be phase {phase.name!r} of {phase.tasks} tasks"
-                )
-            counts = (reported.pending, reported.running, reported.succeeded, reported.dropped)
-            if min(*counts, reported.failed) < 0 or sum(counts) > phase.tasks:
-                raise InvalidRequestError(
-                    f"progress[{index}]", "task counts must be >= 0 and add up to tasks"
-                )
-        return True
-
-    # ================================================================ internals
-
-    def _move(self, job: JobRecord, state: JobState, **changes: object) -> JobRecord:
-        check_transition(JOB_TRANSITIONS, job.state, state)
-        moved = replace(job, state=state, **changes)  # type: ignore[arg-type]
-        left_execution = job.job_id in self.tables.in_execution
-        self.tables.put_job(moved)
-        if left_execution and job.job_id not in self.tables.in_execution:
-            # A place in execution is free: the head of the highest buffer may go.  (Not
-            # undone with a rolled-back unit: at worst one pass too many.)
-            self.state.asks_grew = self.state.asks_grew or self.settings.dispatch.buffered
-        if left_execution != (job.job_id in self.tables.in_execution) and self.sprints.enabled:
-            self.state.note_execution_changed(job.job_id)
-        self._sync_master_ask(moved)
-        if state is not JobState.RUNNING:
-            self._set_asks(moved, 0.0, ())
-        return moved
-
-    def _finish(self, job: JobRecord, state: JobState, message: str, now: Now) -> None:
-        """Make the job final and give back its task containers.  Its job master's container
-        stays until the node reports the process ended; stopping anything still running is
-        left to reconciliation (:meth:`_commands_for`)."""
-        self._move(job, state, finish_time=now.wall, message=message)
-        log.info("job %s %s%s", job.job_id, state.value, f": {message}" if message else "")
-        for allocation in self.tables.allocations_of_job(job.job_id):
-            if not allocation.is_master:
-                self.tables.remove_allocation(allocation.allocation_id)
-
-    def _master_lost(self, job: JobRecord, reason: str, now: Now) -> None:
-        """The job's current job master is gone: start another attempt if any is left."""
-        attempts = self.settings.max_master_attempts
-        # (a job master stopped by an eviction failed no attempt)
-        if job.kill_requested or job.master_attempt - job.execution.evictions >= attempts:
-            self._finish(
-                job, JobState.FAILED, f"{reason} (attempt {job.master_attempt} of {attempts})", now
-            )
-            return
-        log.warning(
-            "job %s: %s; starting job master attempt %d", job.job_id, reason, job.master_attempt + 1
-        )
-        self._move(
-            job,
-            JobState.SUBMITTED,
-            master_node="",
-            master_allocation="",
-            message=f"{reason}; job master attempt {job.master_attempt + 1} pending",
-        )
-
-    def _grant(self, placement: Placement, now: Now) -> bool:
-        """Apply one placement of a plan, after checking it still holds.  The caller lowers the
-        job's pending ask (once per plan, not per container)."""
-        job = self.jobs.get(placement.job_id)
-        node = self.nodes.get(placement.node_id)
-        # Checked against the records, not the capacity index (which holds the pass's
-        # tentative placements already).
-        fits = (
-            node is not None
-            and node.state is NodeState.READY
-            and (placement.resources + self.tables.allocated_on(node.node_id)).fits_in(
-                node.capacity
-            )
-        )
-        if job is None or not fits:
-            if node is not None:
-                self.tables.refresh_capacity(node.node_id)  # undo the tentative placement
-            log.warning(
-                "dropping a stale placement for %s on %s", placement.job_id, placement.node_id
-            )
-            return False
-        master = placement.kind is AllocationKind.JOB_MASTER
-        number = self.tables.next_counter("allocation")
-        allocation = AllocationRecord(
-            allocation_id=f"{placement.job_id}-a{number}",
-            job_id=placement.job_id,
-            kind=placement.kind,
-            phase=placement.phase,
-            node_id=placement.node_id,
-            resources=placement.resources,
-            granted_time=now.wall,
-        )
-        self.tables.put_allocation(allocation)
-        if placement.queue:
-            self.book.consume(placement.node_id, placement.queue, placement.resources)
-        self.state.add_placed(placement)
-        if master:
-            self._move(
-                job,
-                JobState.STARTING,
-                master_node=placement.node_id,
-                master_allocation=allocation.allocation_id,
-                master_attempt=job.master_attempt + 1,
-                execution=job.execution
-                if job.execution.dispatched_at
-                else replace(job.execution, dispatched_at=now.wall),
-            )
-            log.info(
-                "job %s: job master attempt %d placed on %s",
-                job.job_id,
-                job.master_attempt + 1,
-                placement.node_id,
-            )
-        return True
-
-    def _note_lost(self, job_id: str, allocation_id: str) -> None:
-        """Tell the job master at its next Allocate that this container went with its node."""
-        self.state.note_lost(job_id, allocation_id)
-
-    def _set_asks(self, job: JobRecord, now: float, asks: Iterable[PhaseAsk]) -> bool:
-        """Replace a job's task asks, undoably; True if any grew (a pass may place more).  An
-        ask's locality wait runs from when its phase first named preferred nodes (``now``,
-        monotonic): asking again does not restart it.  A local-only ask (a pre-reservation)
-        waits for them with no end, where the cluster has a locality wait at all; once its
-        phase opens and asks as usual, the usual wait starts."""
-        wanted = {ask.phase: ask for ask in asks}
-        grew = False
-        held: dict[str, PendingAsk] = {}
-        for previous in self.pending.of_job(job.job_id):
-            if previous.kind is AllocationKind.TASK:
-                if previous.phase in wanted:
-                    held[previous.phase] = previous
-                else:
-                    self._put_ask(replace(previous, count=0))
-        wait = self.settings.locality_wait
-        for ask in wanted.values():
-            before = held.get(ask.phase)
-            preferred = frozenset(ask.preferred_nodes)
-            strict = bool(preferred) and wait > 0 and ask.local_only
-            if (
-                before is not None
-                and before.count == ask.count
-                and before.resources == ask.resources
-                and before.priority == job.spec.priority
-                and before.preferred_nodes == preferred
-                and (before.local_until == math.inf) == strict
-            ):
-                continue  # unchanged (most rounds repeat the asks before): nothing to do
-            local_until = 0.0
-            if strict:
-                local_until = math.inf  # (a pre-reservation: near its input or not at all)
-            elif preferred:
-                if before is not None and before.preferred_nodes and before.local_until < math.inf:
-                    local_until = before.local_until  # the wait goes on
-                else:
-                    local_until = now + wait
-            grew |= self._put_ask(
-                PendingAsk(
-                    job.job_id,
-                    job.spec.priority,
-                    job.seq,
-                    ask.phase,
-                    ask.count,
-                    ask.resources,
-                    queue=self.queues.queue_of(job),
-                    preferred_nodes=preferred,
-                    local_until=local_until,
-                )
-            )
-            if before is not None and (
-                before.preferred_nodes != preferred or before.local_until != local_until
-            ):
-                grew = self.state.asks_grew = True  # more nodes will do: a pass may place it now
-        return grew
-
-    def _put_ask(self, ask: PendingAsk) -> bool:
-        """Set one pending ask (a count of 0 removes it), undoably; True if it grew."""
-        return self.state.put_ask(ask)
-
-    def _sync_master_ask(self, job: JobRecord) -> None:
-        """A job waiting for a job master container (SUBMITTED, not client mode, not being
-        killed) asks for one; any other job does not."""
-        wants = job.state is JobState.SUBMITTED and not job.client_mode and not job.kill_requested
-        ask = PendingAsk(
-            job.job_id,
-            job.spec.priority,
-            job.seq,
-            "",
-            1 if wants else 0,
-            MASTER_RESOURCES,
-            AllocationKind.JOB_MASTER,
-            queue=self.queues.queue_of(job),
-        )
-        if self.tables.in_unit:
-            self._put_ask(ask)
-        else:
-            self.pending.put(ask)
-            self.state.asks_grew = self.state.asks_grew or wants
-
-    # ---------------------------------------------------------------- what nodes report
 
     def _observe_reports(
         self, node_id: str, reports: Sequence[TaskReport], now: Now
@@ -2070,11 +1213,6 @@ class ResourceManagerCore:
             )
 
 
-def _warn_if_never_preempted(settings: CoreSettings, config: QueueConfig) -> None:
-    if config.preempts and settings.dispatch is DispatchMode.DIAS:
-        log.warning("the queues preempt, but --dispatch dias never evicts: their preemption is off")
-
-
 def _check_session(session: str) -> None:
     if len(session) > MAX_SESSION_LENGTH:
         raise InvalidRequestError(
@@ -2111,13 +1249,3 @@ def _shown_by(report: TaskReport) -> Shown:
     if report.state.is_final:
         return Shown.IDLE
     return Shown.RUNNING  # LAUNCHING counts as running: its process may be starting
-
-
-def check_fits_master(capacities: Sequence[Resources]) -> None:
-    """Refuse a job whose job master could run on no node (only when nodes are known)."""
-    if capacities and not any(MASTER_RESOURCES.fits_in(c) for c in capacities):
-        raise SpecError(
-            "cluster",
-            f"no node can host a job master ({MASTER_RESOURCES.cpu:g} cpu, "
-            f"{MASTER_RESOURCES.memory_mb} MiB)",
-        )
