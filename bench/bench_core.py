@@ -39,9 +39,11 @@ from policies.scheduling.framework import Plan
 from policies.scheduling.jobspec import parse_job_spec
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
+from resource_manager import masters, scheduling
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.records import Now, TaskReport
 from resource_manager.sqlite_store import SqliteStore
+from resource_manager.state import CoreState
 from resource_manager.store import MemoryStore, Store
 from resource_manager.tables import Tables
 
@@ -73,16 +75,16 @@ class Driver:
         self.pass_times: list[float] = []
         self.placed = 0
         self._nodes = nodes
-        schedule = self.core.schedule
 
-        def timed_schedule(now: Now) -> Plan:  # every pass, inside Allocate or on its own
+        def timed_schedule(state: CoreState, now: Now) -> Plan:  # every pass
             start = time.perf_counter()
-            plan = schedule(now)
+            plan = scheduling.schedule(state, now)
             if plan.placements:
                 self.pass_times.append(time.perf_counter() - start)
             return plan
 
-        self.core.schedule = timed_schedule  # type: ignore[method-assign]
+        masters.schedule = timed_schedule  # type: ignore[attr-defined]  # (passes in Allocate)
+        self.core.schedule = lambda now: timed_schedule(self.core.state, now)  # type: ignore[method-assign]
 
     def now(self) -> Now:
         self.clock += 0.001

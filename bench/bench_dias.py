@@ -121,7 +121,7 @@ def passes(nodes: int, waiting: int, repeat: int) -> list[float]:
     bench.schedule()
     times = []
     for _ in range(repeat):
-        bench.core._asks_grew = True  # (a pass as one after a change would run)
+        bench.core.state.asks_grew = True  # (a pass as one after a change would run)
         times.append(bench.schedule())
     return times
 

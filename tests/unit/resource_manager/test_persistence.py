@@ -11,13 +11,14 @@ import pytest
 
 from policies.scheduling.framework import Placement
 from policies.scheduling.lifecycle import JobState, TaskState
+from resource_manager import scheduling
 from resource_manager.core import MASTER_RESOURCES, LaunchMaster
 from resource_manager.records import AllocationKind, Goal, Now, PhaseProgress, Shown
 from resource_manager.sqlite_store import SCHEMA_VERSION, StoreError
 from resource_manager.sqlite_store import SqliteStore as Store
+from resource_manager.state import CoreState
 from tests.builders import chain_spec, observation, res
 from tests.unit.resource_manager.harness import (
-    Driver,
     add_node,
     at,
     commands,
@@ -221,19 +222,20 @@ def test_a_master_placed_just_before_a_restart_is_still_launched(tmp_path: Path)
 # --------------------------------------------------------------------------- one request, one unit
 
 
-def failing_after_changes(core: Driver) -> None:
+def failing_after_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A request that changes jobs, allocations, tasks and soft state, then hits a bug."""
-    inner = core.core
-    original = inner._grant
+    original = scheduling.grant
 
-    def grant_then_fail(placement: Placement, now: Now) -> bool:
-        original(placement, now)
+    def grant_then_fail(state: CoreState, placement: Placement, now: Now) -> bool:
+        original(state, placement, now)
         raise RuntimeError("a bug after the first grant")
 
-    inner._grant = grant_then_fail  # type: ignore[method-assign]
+    monkeypatch.setattr(scheduling, "grant", grant_then_fail)
 
 
-def test_a_request_that_raises_leaves_memory_and_the_database_as_they_were(tmp_path: Path):
+def test_a_request_that_raises_leaves_memory_and_the_database_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     path = tmp_path / "rm.sqlite"
     core = new_core(path)
     add_node(core, "n1", 4.0, 4096)
@@ -244,7 +246,7 @@ def test_a_request_that_raises_leaves_memory_and_the_database_as_they_were(tmp_p
     snapshot = (dict(core.jobs), dict(core.tasks), dict(core.allocations), dict(core.nodes))
     progress = [PhaseProgress("p", 4, pending=2, running=2)]
 
-    failing_after_changes(core)
+    failing_after_changes(monkeypatch)
     with pytest.raises(RuntimeError, match="a bug after the first grant"):
         core.allocate(job_id, [want(3)], [held.allocation_id], progress, 0, now=4.0)
     assert (dict(core.jobs), dict(core.tasks), dict(core.allocations), dict(core.nodes)) == snapshot
@@ -256,7 +258,7 @@ def test_a_request_that_raises_leaves_memory_and_the_database_as_they_were(tmp_p
     restarted = new_core(path)
     assert (restarted.jobs, restarted.tasks, restarted.allocations) == snapshot[:3]
     # the numbers the failed request drew are drawn again: none is skipped or reused
-    core.core._grant = type(core.core)._grant.__get__(core.core)  # type: ignore[method-assign]
+    monkeypatch.undo()
     again = core.allocate(job_id, [want(3)], [], progress, 0, now=5.0).granted
     assert [a.allocation_id for a in again] == [f"{job_id}-a2", f"{job_id}-a3", f"{job_id}-a4"]
 
