@@ -49,6 +49,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
+from plumbing.node_protocol import (
+    LaunchMaster,
+    NodeCommand,
+    ResizeAllocation,
+    ResumeAllocation,
+    SprintAllocation,
+    StopAllocation,
+    SuspendAllocation,
+    TaskReport,
+)
 from policies.approximation.dias_config import DiasConfig
 from policies.approximation.dispatch import (
     DispatchMode,
@@ -119,7 +129,6 @@ from resource_manager.records import (
     PreemptionStep,
     TaskKey,
     TaskRecord,
-    TaskReport,
     evolve,
 )
 from resource_manager.reservations import KeptEnded, KeptLog, override_plugin
@@ -142,15 +151,8 @@ __all__ = [
     "MASTER_RESOURCES",
     "AllocateResult",
     "CoreSettings",
-    "LaunchMaster",
-    "NodeCommand",
     "PhaseAsk",
-    "ResizeAllocation",
     "ResourceManagerCore",
-    "ResumeAllocation",
-    "SprintAllocation",
-    "StopAllocation",
-    "SuspendAllocation",
 ]
 
 
@@ -203,74 +205,6 @@ class CoreSettings:
     dias: DiasConfig = field(default_factory=DiasConfig)
     nodes_allowed: tuple[str, ...] = ()
     nodes_allowed_file: str = ""
-
-
-@dataclass(frozen=True)
-class LaunchMaster:
-    job_id: str
-    allocation_id: str
-    resources: Resources
-    attempt: int
-
-
-@dataclass(frozen=True)
-class StopAllocation:
-    job_id: str
-    allocation_id: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class SuspendAllocation:
-    """Freeze the task running in the container; then, with ``limits`` (an immediate
-    preemption's minimal footprint), cut its CPU and memory to them so its pages go to swap."""
-
-    job_id: str
-    allocation_id: str
-    reason: str
-    limits: Resources | None = None
-
-
-@dataclass(frozen=True)
-class ResumeAllocation:
-    """Restore the container's limits (``limits``; None: its grant), then thaw its task."""
-
-    job_id: str
-    allocation_id: str
-    limits: Resources | None = None
-
-
-@dataclass(frozen=True)
-class ResizeAllocation:
-    """Set the limits the container's task runs at (never above its grant).  With ``step`` (a
-    graceful preemption) the node lowers them by at most ``step`` per round; with
-    ``freeze_on_swap`` it freezes the task once it swaps and goes no lower."""
-
-    job_id: str
-    allocation_id: str
-    limits: Resources
-    step: Resources | None = None
-    freeze_on_swap: bool = False
-
-
-@dataclass(frozen=True)
-class SprintAllocation:
-    """DiAS sprinting: run the container's task at ``factor`` times its CPU (1: end the
-    sprint), on idle cores only (the node caps it; docs/approximation.md)."""
-
-    job_id: str
-    allocation_id: str
-    factor: float
-
-
-NodeCommand = (
-    LaunchMaster
-    | StopAllocation
-    | SuspendAllocation
-    | ResumeAllocation
-    | ResizeAllocation
-    | SprintAllocation
-)
 
 
 @dataclass(frozen=True)
@@ -669,11 +603,11 @@ class ResourceManagerCore:
             )
         )
         self._count_speculative(node_id, live_tasks)
-        reasons = self._observe_reports(node_id, live_tasks, now)
+        stops = self._observe_reports(node_id, live_tasks, now)
         if self.tables.preempted_of_node(node_id):
             self._offer_resumptions(node_id, now)
         self.update_sprints(now)  # (a job master ended, or a node was found lost)
-        return False, self._commands_for(node_id, live_tasks, now, reasons)
+        return False, self._commands_for(node_id, live_tasks, now, stops)
 
     def report_events(
         self, node_id: str, events: Iterable[TaskReport], *, now: Now, session: str = ""
@@ -1840,25 +1774,25 @@ class ResourceManagerCore:
 
     def _observe_reports(
         self, node_id: str, reports: Sequence[TaskReport], now: Now
-    ) -> tuple[int, dict[str, str | None]]:
+    ) -> tuple[int, dict[str, StopAllocation | None]]:
         """Apply a node's reports.  A live task no job should be running is not recorded; the
         heartbeat answer tells the node to stop it.  Returns the tables' version after, with
-        the stop reason found for each live task (reused by :meth:`_commands_for` while no job
-        or allocation changed in between)."""
-        reasons: dict[str, str | None] = {}
+        the stop found for each live task (reused by :meth:`_commands_for` while no job or
+        allocation changed in between)."""
+        stops: dict[str, StopAllocation | None] = {}
         for report in reports:
             if report.job_master:
                 self._observe_master(report, now)
             elif report.speculative:  # its job master tracks it (ROSE): only its stop is ours
                 if not report.state.is_final:
-                    reasons[report.allocation_id] = self._stop_reason(report, now)
+                    stops[report.allocation_id] = self._stop_command(report, now)
             elif report.state.is_final:
                 self._observe_task(node_id, report, now)
             else:
-                reason = reasons[report.allocation_id] = self._stop_reason(report, now)
-                if reason is None:
+                stop = stops[report.allocation_id] = self._stop_command(report, now)
+                if stop is None:
                     self._observe_task(node_id, report, now)
-        return self.tables.version, reasons
+        return self.tables.version, stops
 
     def _observe_task(self, node_id: str, report: TaskReport, now: Now) -> None:
         if (
@@ -1986,33 +1920,40 @@ class ResourceManagerCore:
             now,
         )
 
-    def _stop_reason(self, report: TaskReport, now: Now) -> str | None:
-        """Why the node must stop this live task or job master, or None if it may run.  A
-        speculative task has no allocation to check: it runs while its job does."""
+    def _stop_command(self, report: TaskReport, now: Now) -> StopAllocation | None:
+        """What stops this live task or job master on its node, and why; None if it may run.
+        A speculative task has no allocation to check: it runs while its job does.  The one
+        place a stop is decided to be a preemption kill (``preempted``: its container's goal is
+        STOP, the rule :meth:`_observe_task` records the kill by)."""
+
+        def stop(reason: str, *, preempted: bool = False) -> StopAllocation:
+            return StopAllocation(report.job_id, report.allocation_id, reason, preempted)
+
         job = self.jobs.get(report.job_id)
         if job is None:  # a finished job has left memory; say how it ended
             stored = self.tables.find_job(report.job_id)
-            return "no such job" if stored is None else f"job {stored.state.value}"
+            return stop("no such job" if stored is None else f"job {stored.state.value}")
         if report.speculative:
-            return f"job {job.state.value}" if job.state.is_final else None
+            return stop(f"job {job.state.value}") if job.state.is_final else None
         allocation = self.allocations.get(report.allocation_id)
         if allocation is None or allocation.job_id != report.job_id:
-            return f"allocation {report.allocation_id} is not {report.job_id}'s"
+            return stop(f"allocation {report.allocation_id} is not {report.job_id}'s")
         if allocation.is_master != report.job_master:
-            return f"allocation {report.allocation_id} is not for this process"
+            return stop(f"allocation {report.allocation_id} is not for this process")
         if allocation.goal is Goal.STOP:
-            return f"preempted: {allocation.goal_reason}"
+            return stop(f"preempted: {allocation.goal_reason}", preempted=True)
         if report.job_master and job.master_allocation != allocation.allocation_id:
             if job.state is JobState.SUBMITTED and job.execution.evictions:
-                return f"job {job.message}"
-            return "a newer job master attempt replaced it"
+                return stop(f"job {job.message}")
+            return stop("a newer job master attempt replaced it")
         if not job.state.is_final:
             return None
         if report.job_master and job.state is JobState.SUCCEEDED:
             # It exits by itself once its outcomes are flushed; stop it only if it lingers.
             lingering = now.wall - job.finish_time > self.settings.master_exit_grace
-            return f"job succeeded {self.settings.master_exit_grace:g} s ago" if lingering else None
-        return f"job {job.state.value}"
+            grace = self.settings.master_exit_grace
+            return stop(f"job succeeded {grace:g} s ago") if lingering else None
+        return stop(f"job {job.state.value}")
 
     def _count_speculative(self, node_id: str, live: Sequence[TaskReport]) -> None:
         """What the node's live speculative tasks hold, as its heartbeat shows them: counted
@@ -2045,10 +1986,10 @@ class ResourceManagerCore:
         node_id: str,
         reports: Sequence[TaskReport],
         now: Now,
-        known: tuple[int, dict[str, str | None]] = (-1, {}),
+        known: tuple[int, dict[str, StopAllocation | None]] = (-1, {}),
     ) -> list[NodeCommand]:
         """Reconcile the node: what it should run against what it just reported.  ``known``:
-        stop reasons already found at a version of the tables (see :meth:`_observe_reports`)."""
+        stops already found at a version of the tables (see :meth:`_observe_reports`)."""
         reported = {r.allocation_id for r in reports}
         commands: list[NodeCommand] = []
         for allocation in self.tables.masters_of_node(node_id):
@@ -2068,20 +2009,20 @@ class ResourceManagerCore:
                 # Its process is not running here (never launched, or ended and reported):
                 # nothing more will be heard of this container.
                 self.tables.remove_allocation(allocation.allocation_id)
-        version, reasons = known
+        version, stops = known
         if version != self.tables.version:
-            reasons = {}
+            stops = {}
         stopping: set[str] = set()
         for report in reports:
             if report.state.is_final or report.allocation_id in stopping:
                 continue
-            if report.allocation_id in reasons and not report.job_master:
-                reason = reasons[report.allocation_id]
+            if report.allocation_id in stops and not report.job_master:
+                stop = stops[report.allocation_id]
             else:
-                reason = self._stop_reason(report, now)
-            if reason is not None:
+                stop = self._stop_command(report, now)
+            if stop is not None:
                 stopping.add(report.allocation_id)
-                commands.append(StopAllocation(report.job_id, report.allocation_id, reason))
+                commands.append(stop)
             elif not report.job_master:
                 command = self._container_command(report)
                 if command is not None:
