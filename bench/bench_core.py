@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from plumbing.node_protocol import TaskReport
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from plumbing.gc_tuning import tune_for_large_heaps
@@ -41,7 +43,7 @@ from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from resource_manager import masters, scheduling
 from resource_manager.core import CoreSettings, ResourceManagerCore
-from resource_manager.records import Now, TaskReport
+from resource_manager.records import Now
 from resource_manager.sqlite_store import SqliteStore
 from resource_manager.state import CoreState
 from resource_manager.store import MemoryStore, Store

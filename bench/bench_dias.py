@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from plumbing.node_protocol import TaskReport
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from job_master.plan import JobPlan
@@ -38,7 +40,7 @@ from policies.scheduling.jobspec import JobSpec, parse_job_spec
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.core import CoreSettings, ResourceManagerCore
-from resource_manager.records import Now, TaskReport
+from resource_manager.records import Now
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
 

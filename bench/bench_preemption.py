@@ -34,6 +34,8 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+from plumbing.node_protocol import TaskReport
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from plumbing.gc_tuning import tune_for_large_heaps
@@ -46,7 +48,7 @@ from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.queues import JobVictims
-from resource_manager.records import Now, TaskReport
+from resource_manager.records import Now
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
 

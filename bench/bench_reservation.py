@@ -34,6 +34,8 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+from plumbing.node_protocol import TaskReport
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from job_master.plan import Container, JobPlan
@@ -43,7 +45,7 @@ from policies.scheduling.jobspec import JobSpec, ReservationSpec, parse_job_spec
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.core import CoreSettings, ResourceManagerCore
-from resource_manager.records import KeptSlot, Now, TaskReport
+from resource_manager.records import KeptSlot, Now
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
 

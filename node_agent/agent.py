@@ -51,6 +51,7 @@ from node_agent.service_monitor import MACHINE_PRESSURE, ServiceMonitor
 from node_agent.speculative import QueueState, SpeculativeQueue
 from node_agent.sprint import NodeSprinter
 from plumbing.intervals import FENCE_STOP_GRACE_S, MONITOR_INTERVAL_S
+from plumbing.node_protocol import TaskReport
 from plumbing.tls import write_tls_dir
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.scheduling.cpu_sets import Pinned, choose_cpuset
@@ -80,28 +81,6 @@ class _Reservation:
 
 class AllocationBusyError(RuntimeError_):
     """A live task already runs in the allocation: one container runs one task attempt."""
-
-
-@dataclass(frozen=True)
-class TaskEvent:
-    """A task attempt's new state, to be reported to the RM (``job_master``: the job master's
-    own process, not a task)."""
-
-    job_id: str
-    task_id: str
-    attempt: int
-    allocation_id: str
-    state: TaskState
-    exit_code: int
-    message: str
-    timestamp: float
-    start_time: float
-    job_master: bool = False
-    limits: Resources | None = None  # what the task runs at now (live tasks)
-    swapping: bool = False  # its memory is going to swap now
-    swap_bytes: int = 0  # its memory in swap now, where the node can tell
-    speculative: bool = False  # placed by its job master without a container (ROSE)
-    sprint_factor: float = 1.0  # DiAS: it sprints at this factor (limits stay unsprinted)
 
 
 @dataclass(frozen=True)
@@ -151,7 +130,7 @@ class NodeAgent:
         self._monitor_lock = threading.Lock()  # one monitor pass at a time
         self._reported: dict[str, TaskState] = {}
         self._stop_requested: set[str] = set()
-        self._outbox: list[TaskEvent] = []
+        self._outbox: list[TaskReport] = []
         self._observed: dict[str, RunObservation] = {}
         self._usage_prev: dict[str, tuple[float, float]] = {}
         self.used = Resources()
@@ -771,7 +750,7 @@ class NodeAgent:
         with self._lock:
             return list(self._observed.values())
 
-    def registration_events(self) -> list[TaskEvent]:
+    def registration_events(self) -> list[TaskReport]:
         """What a registration tells the RM, from one look: the events not yet taken from the
         outbox (a task that ended since the last report: its final event, or the RM would count
         it lost for missing from the snapshot and ignore the late success), then the current
@@ -779,12 +758,12 @@ class NodeAgent:
         with self._lock:
             return [*self._outbox, *self._live_events_locked()]
 
-    def live_events(self) -> list[TaskEvent]:
+    def live_events(self) -> list[TaskReport]:
         """The current state of every task not yet reported final (heartbeat reconciliation)."""
         with self._lock:
             return self._live_events_locked()
 
-    def _live_events_locked(self) -> list[TaskEvent]:
+    def _live_events_locked(self) -> list[TaskReport]:
         return [
             self.event_for(o)
             for key, o in self._observed.items()
@@ -866,17 +845,17 @@ class NodeAgent:
         with self._lock:
             self._swap, self._swapping = swap, swapping
 
-    def take_outbox(self) -> list[TaskEvent]:
+    def take_outbox(self) -> list[TaskReport]:
         with self._lock:
             events, self._outbox = self._outbox, []
             return events
 
-    def requeue(self, events: Sequence[TaskEvent]) -> None:
+    def requeue(self, events: Sequence[TaskReport]) -> None:
         """Put back events the RM did not acknowledge, ahead of newer ones."""
         with self._lock:
             self._outbox[:0] = events
 
-    def acknowledged(self, events: Sequence[TaskEvent]) -> None:
+    def acknowledged(self, events: Sequence[TaskReport]) -> None:
         """The RM has these; release the containers/cgroups of those that ended."""
         for event in events:
             if not event.state.is_final:
@@ -889,7 +868,7 @@ class NodeAgent:
             except Exception:
                 log.exception("cleanup of %s failed; will retry at the next prune", key)
 
-    def event_for(self, observation: RunObservation) -> TaskEvent:
+    def event_for(self, observation: RunObservation) -> TaskReport:
         state, message = self._lifecycle_state(observation)
         key = observation.task_key
         if state.is_final:
@@ -897,7 +876,7 @@ class NodeAgent:
         limits = self.sprinter.base_of(key) or Resources(
             observation.limits.cpu, observation.limits.memory_mb
         )
-        return TaskEvent(
+        return TaskReport(
             job_id=observation.job_id,
             task_id=observation.task_id,
             attempt=observation.attempt,

@@ -39,7 +39,7 @@ from pathlib import Path
 import grpc
 
 from node_agent.access import ACCESS
-from node_agent.agent import AgentConfig, NodeAgent, TaskEvent
+from node_agent.agent import AgentConfig, NodeAgent
 from node_agent.grant_gate import GrantGate
 from node_agent.lease import retry_pause
 from node_agent.metrics.counters import CounterSampler, detect_counters
@@ -64,14 +64,27 @@ from plumbing.intervals import (
     node_timeout_problem,
 )
 from plumbing.kafka_outbox import DEFAULT_BUFFER
+from plumbing.node_protocol import (
+    LaunchMaster,
+    NodeCommand,
+    ResizeAllocation,
+    ResumeAllocation,
+    StopAllocation,
+    SuspendAllocation,
+)
+from plumbing.node_wire import (
+    MasterContact,
+    command_from_pb,
+    master_contact_from_pb,
+    report_to_pb,
+)
 from plumbing.rpc import AGENT_MAX_RECEIVE, CHANNEL_OPTIONS, start_server
 from plumbing.tls import ClientTls, Role, TlsError, channel_credentials
-from plumbing.wire import TASK_STATE_TO_PB, resources_from_pb, resources_to_pb
+from plumbing.wire import resources_to_pb
 from policies.approximation.energy import PowerModel
 from policies.oversubscription.config import OversubscriptionConfig
 from policies.scheduling.identifiers import cluster_id_problem, node_id_problem
 from policies.scheduling.resources import Resources
-from sluice_pb import common_pb2 as pb
 from sluice_pb import node_agent_pb2 as agent_pb
 from sluice_pb import node_agent_pb2_grpc as agent_grpc
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -249,33 +262,6 @@ def rm_refuses_connections(address: str) -> bool:
         return False
 
 
-def _bounded(message: str) -> str:
-    if len(message) <= MAX_EVENT_MESSAGE:
-        return message
-    return message[: MAX_EVENT_MESSAGE - 1] + "…"
-
-
-def _event_to_pb(event: TaskEvent, node_id: str) -> pb.TaskEvent:
-    return pb.TaskEvent(
-        job_id=event.job_id,
-        task_id=event.task_id,
-        attempt=event.attempt,
-        allocation_id=event.allocation_id,
-        state=TASK_STATE_TO_PB[event.state],
-        exit_code=event.exit_code,
-        message=_bounded(event.message),
-        timestamp=event.timestamp,
-        node_id=node_id,
-        start_time=event.start_time,
-        job_master=event.job_master,
-        limits=None if event.limits is None else resources_to_pb(event.limits),
-        swapping=event.swapping,
-        swap_bytes=event.swap_bytes,
-        sprint_factor=event.sprint_factor,
-        speculative=event.speculative,
-    )
-
-
 def machine_pressure_of(directory: Path) -> Path:
     """--machine-pressure checked: a directory other than the kernel's must hold a ``cpu`` PSI
     file that parses (else services would silently never be judged); a one-line UserError."""
@@ -316,13 +302,6 @@ def oversubscription_of(args: argparse.Namespace) -> OversubscriptionConfig:
         oversubscription_quota=fractions("--speculative-quota", args.speculative_quota),
         admission_thresholds=fractions("--admission-thresholds", args.admission_thresholds),
     )
-
-
-def _limits_of(
-    command: rm_pb.SuspendAllocation | rm_pb.ResumeAllocation,
-) -> Resources | None:
-    """A command's limits, or None when it gives none."""
-    return resources_from_pb(command.limits) if command.HasField("limits") else None
 
 
 # The RM's answers that no retry changes: the agent is misconfigured (another live agent has
@@ -510,7 +489,8 @@ class AgentDaemon:
                 capacity=resources_to_pb(config.capacity),
                 runtime=self.runtime,
                 live_tasks=[
-                    _event_to_pb(e, config.node_id) for e in self.agent.registration_events()
+                    report_to_pb(e, config.node_id, max_message=MAX_EVENT_MESSAGE)
+                    for e in self.agent.registration_events()
                 ],
                 instance_id=self.identity.instance_id,
                 cluster_id=self.identity.cluster_id,
@@ -666,7 +646,10 @@ class AgentDaemon:
         return rm_pb.HeartbeatRequest(
             node_id=config.node_id,
             used=resources_to_pb(self.agent.used),
-            live_tasks=[_event_to_pb(e, config.node_id) for e in self.agent.live_events()],
+            live_tasks=[
+                report_to_pb(e, config.node_id, max_message=MAX_EVENT_MESSAGE)
+                for e in self.agent.live_events()
+            ],
             instance_id=self.identity.instance_id,
             has_swap=self.agent.has_swap,
             speculative=queue_state_to_pb(self.agent.queue_state()),
@@ -682,60 +665,57 @@ class AgentDaemon:
             self.register()
             return
         self.agent.lease.renewed(time.monotonic())
-        for command in response.commands:
-            kind = command.WhichOneof("command") or ""
-            detail = getattr(command, kind) if kind else None
-            key = (kind, str(getattr(detail, "allocation_id", "")))
+        for message in response.commands:
+            command = command_from_pb(message)
+            if command is None:
+                log.warning("ignoring an unknown command from the resource manager: %s", message)
+                continue
+            contact = (
+                master_contact_from_pb(message.launch_master)
+                if isinstance(command, LaunchMaster)
+                else None
+            )
+            key = (type(command).__name__, command.allocation_id)
             with self._in_flight_lock:
                 if key in self._in_flight:
                     continue  # repeated by the RM while still being carried out
                 self._in_flight.add(key)
-            self._commands.submit(self._execute, command, key)
+            self._commands.submit(self._execute, command, contact, key)
 
-    def _execute(self, command: rm_pb.NodeCommand, key: tuple[str, str]) -> None:
+    def _execute(
+        self, command: NodeCommand, contact: MasterContact | None, key: tuple[str, str]
+    ) -> None:
+        """Carry out one command (``contact``: a LaunchMaster's, from its message)."""
         try:
-            kind = command.WhichOneof("command")
-            if kind == "launch_master":
-                launch = command.launch_master
+            if isinstance(command, LaunchMaster):
+                assert contact is not None
                 self.agent.launch_master(
-                    launch.job_id,
-                    launch.allocation_id,
-                    resources_from_pb(launch.resources),
-                    launch.rm_address,
-                    launch.attempt or 1,
-                    launch.tls_cert_chain_pem,
-                    launch.tls_key_pem,
+                    command.job_id,
+                    command.allocation_id,
+                    command.resources,
+                    contact.rm_address,
+                    command.attempt,
+                    contact.tls_cert_chain_pem,
+                    contact.tls_key_pem,
                 )
-            elif kind == "stop_allocation":
-                stop = command.stop_allocation
-                self.agent.stop_allocation(stop.job_id, stop.allocation_id, stop.reason)
-            elif kind == "suspend_allocation":
-                suspend = command.suspend_allocation
+            elif isinstance(command, StopAllocation):
+                self.agent.stop_allocation(command.job_id, command.allocation_id, command.reason)
+            elif isinstance(command, SuspendAllocation):
                 self.agent.suspend_allocation(
-                    suspend.job_id,
-                    suspend.allocation_id,
-                    suspend.reason,
-                    _limits_of(suspend),
+                    command.job_id, command.allocation_id, command.reason, command.limits
                 )
-            elif kind == "resume_allocation":
-                resume = command.resume_allocation
-                self.agent.resume_allocation(
-                    resume.job_id, resume.allocation_id, _limits_of(resume)
-                )
-            elif kind == "resize_allocation":
-                resize = command.resize_allocation
+            elif isinstance(command, ResumeAllocation):
+                self.agent.resume_allocation(command.job_id, command.allocation_id, command.limits)
+            elif isinstance(command, ResizeAllocation):
                 self.agent.resize_allocation(
-                    resize.job_id,
-                    resize.allocation_id,
-                    resources_from_pb(resize.limits),
-                    resources_from_pb(resize.step) if resize.HasField("step") else None,
-                    resize.freeze_on_swap,
+                    command.job_id,
+                    command.allocation_id,
+                    command.limits,
+                    command.step,
+                    command.freeze_on_swap,
                 )
-            elif kind == "sprint_allocation":
-                sprint = command.sprint_allocation
-                self.agent.sprint_allocation(sprint.job_id, sprint.allocation_id, sprint.factor)
             else:
-                log.warning("ignoring an unknown command from the resource manager: %s", command)
+                self.agent.sprint_allocation(command.job_id, command.allocation_id, command.factor)
         except Exception as error:
             log.warning("command %s failed: %s", key[0], error)
             log.debug("command %s failed", command, exc_info=True)
@@ -816,7 +796,12 @@ class AgentDaemon:
                 self._rm.ReportTaskEvents(
                     rm_pb.ReportTaskEventsRequest(
                         node_id=self.agent.config.node_id,
-                        events=[_event_to_pb(e, self.agent.config.node_id) for e in batch],
+                        events=[
+                            report_to_pb(
+                                e, self.agent.config.node_id, max_message=MAX_EVENT_MESSAGE
+                            )
+                            for e in batch
+                        ],
                         session=self.session,
                     ),
                     timeout=RPC_TIMEOUT,

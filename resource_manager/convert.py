@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from plumbing.wire import (
     JOB_STATE_TO_PB,
-    TASK_STATE_FROM_PB,
     TASK_STATE_TO_PB,
     progress_to_pb,
-    resources_from_pb,
     resources_to_pb,
 )
 from policies.approximation.sprinting import SprintingJob
@@ -22,7 +20,6 @@ from resource_manager.records import (
     NodeRecord,
     NodeState,
     TaskRecord,
-    TaskReport,
 )
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -118,31 +115,6 @@ def task_event_to_pb(task: TaskRecord) -> pb.TaskEvent:
         node_id=task.node_id,
         start_time=task.start_time,
         preempted=task.preempted,
-    )
-
-
-def report_from_pb(message: pb.TaskEvent) -> TaskReport | None:
-    """An agent's report, or None when its state is one this RM does not know (an agent of a
-    newer version): unknown is not LOST, so the caller ignores it and says so."""
-    state = TASK_STATE_FROM_PB.get(message.state)
-    if state is None:
-        return None
-    return TaskReport(
-        job_id=message.job_id,
-        task_id=message.task_id,
-        attempt=message.attempt,
-        allocation_id=message.allocation_id,
-        state=state,
-        exit_code=message.exit_code,
-        message=message.message,
-        timestamp=message.timestamp,
-        start_time=message.start_time,
-        job_master=message.job_master,
-        limits=resources_from_pb(message.limits) if message.HasField("limits") else None,
-        swapping=message.swapping,
-        swap_bytes=message.swap_bytes,
-        speculative=message.speculative,
-        sprint_factor=message.sprint_factor or 1.0,
     )
 
 

@@ -1,10 +1,10 @@
 """The resource manager's bookkeeping: jobs, nodes, allocations and task attempts.
 
 This is the RM without its network.  Every method of :class:`ResourceManagerCore` is one
-request or one tick, takes the time as a :class:`Now` and changes the state; the caller wraps
-each call in a unit of work (``tables.begin()`` ... ``commit()`` or ``rollback()``), so a
-request is applied whole or not at all, in memory and on disk.  Not thread-safe: the gRPC
-layer runs one request at a time.
+request or one tick, takes the time as a :class:`Now` and changes the state; the RM's one shell
+(:class:`resource_manager.shell.RMShell`) runs each call as a unit of work, applied whole or not
+at all, in memory and on disk, and hands its effects to its driver (the gRPC service, the
+simulator, the tests).  Not thread-safe: the shell runs one unit at a time.
 
 :class:`ResourceManagerCore` is a facade: it keeps the RM's API in one place and delegates each
 call to the module of its concern, all working on one :class:`~resource_manager.state.CoreState`:
@@ -22,7 +22,8 @@ call to the module of its concern, all working on one :class:`~resource_manager.
   resumption.
 - :mod:`resource_manager.dias`: DiAS's evictions and sprint budget.
 - :mod:`resource_manager.masters`: job masters' registration, ``Allocate`` rounds and ends.
-- this module: the node commands and their dispatch (:func:`commands_for`).
+- :mod:`resource_manager.dispatch`: what each node should run against what it reported, as
+  the node commands of :mod:`plumbing.node_protocol`.
 
 Scheduling does not run inside every request.  A request that could let something be placed
 (an ask, freed capacity, a new node) sets :attr:`ResourceManagerCore.needs_pass`; the shell runs
@@ -33,7 +34,8 @@ time-driven work (lost nodes) is found from timers (:meth:`ResourceManagerCore.n
 never by scanning.
 
 Nodes are driven by reconciliation, not by queued commands: every heartbeat answer is computed
-from what the RM wants the node to run and what the node just reported (:func:`commands_for`).
+from what the RM wants the node to run and what the node just reported
+(:func:`resource_manager.dispatch.commands_for`).
 A job master not yet seen on its node is launched again; a task no job should be running is
 stopped again; a container whose goal (:mod:`policies.scheduling.containers`: run at its limits,
 suspend, stop) differs from what its node shows is told again; until the node's report shows
@@ -53,12 +55,11 @@ older attempt that is still alive (a partition healed) is refused from then on.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from plumbing.node_protocol import NodeCommand, TaskReport
 from policies.preemption.queues import QueueConfig
 from policies.scheduling.asks import PhaseAsk
-from policies.scheduling.containers import ContainerCommand, Goal
-from policies.scheduling.containers import command_needed as container_command
 from policies.scheduling.framework import (
     Placement,
     Plan,
@@ -69,17 +70,16 @@ from policies.scheduling.framework import (
     Resumption,
 )
 from policies.scheduling.jobspec import JobSpec
-from policies.scheduling.lifecycle import JobState, TaskState
+from policies.scheduling.lifecycle import JobState
 from policies.scheduling.pending_asks import PendingAsks
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
-from resource_manager import dias, goals, jobs, liveness, masters, reconcile, scheduling
+from resource_manager import dias, dispatch, goals, jobs, liveness, masters, reconcile, scheduling
 from resource_manager.checks import MAX_SESSION_LENGTH, check_fits_master
 from resource_manager.limits import NodeNames
 from resource_manager.masters import AllocateResult, MasterRegistration
 from resource_manager.queue_book import QueueBook
 from resource_manager.queues import QueueStatus, QueueView
-from resource_manager.reconcile import StopReasons, shown_by, stop_reason
 from resource_manager.records import (
     AllocationRecord,
     JobRecord,
@@ -88,7 +88,6 @@ from resource_manager.records import (
     NodeState,
     Now,
     TaskRecord,
-    TaskReport,
 )
 from resource_manager.reservations import KeptLog
 from resource_manager.sprints import SprintBook
@@ -100,190 +99,11 @@ __all__ = [
     "MAX_SESSION_LENGTH",
     "AllocateResult",
     "CoreSettings",
-    "LaunchMaster",
     "MasterRegistration",
-    "NodeCommand",
     "PhaseAsk",
-    "ResizeAllocation",
     "ResourceManagerCore",
-    "ResumeAllocation",
-    "SprintAllocation",
-    "StopAllocation",
-    "SuspendAllocation",
     "check_fits_master",
 ]
-
-
-@dataclass(frozen=True)
-class LaunchMaster:
-    job_id: str
-    allocation_id: str
-    resources: Resources
-    attempt: int
-
-
-@dataclass(frozen=True)
-class StopAllocation:
-    job_id: str
-    allocation_id: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class SuspendAllocation:
-    """Freeze the task running in the container; then, with ``limits`` (an immediate
-    preemption's minimal footprint), cut its CPU and memory to them so its pages go to swap."""
-
-    job_id: str
-    allocation_id: str
-    reason: str
-    limits: Resources | None = None
-
-
-@dataclass(frozen=True)
-class ResumeAllocation:
-    """Restore the container's limits (``limits``; None: its grant), then thaw its task."""
-
-    job_id: str
-    allocation_id: str
-    limits: Resources | None = None
-
-
-@dataclass(frozen=True)
-class ResizeAllocation:
-    """Set the limits the container's task runs at (never above its grant).  With ``step`` (a
-    graceful preemption) the node lowers them by at most ``step`` per round; with
-    ``freeze_on_swap`` it freezes the task once it swaps and goes no lower."""
-
-    job_id: str
-    allocation_id: str
-    limits: Resources
-    step: Resources | None = None
-    freeze_on_swap: bool = False
-
-
-@dataclass(frozen=True)
-class SprintAllocation:
-    """DiAS sprinting: run the container's task at ``factor`` times its CPU (1: end the
-    sprint), on idle cores only (the node caps it; docs/approximation.md)."""
-
-    job_id: str
-    allocation_id: str
-    factor: float
-
-
-NodeCommand = (
-    LaunchMaster
-    | StopAllocation
-    | SuspendAllocation
-    | ResumeAllocation
-    | ResizeAllocation
-    | SprintAllocation
-)
-
-
-# ==================================================================== dispatch
-
-
-def commands_for(
-    state: CoreState,
-    node_id: str,
-    reports: Sequence[TaskReport],
-    now: Now,
-    known: StopReasons = (-1, {}),
-) -> list[NodeCommand]:
-    """Reconcile the node: what it should run against what it just reported.  ``known``:
-    stop reasons already found at a version of the tables (see
-    :func:`resource_manager.reconcile.observe_reports`)."""
-    reported = {r.allocation_id for r in reports}
-    commands: list[NodeCommand] = []
-    for allocation in state.tables.masters_of_node(node_id):
-        if allocation.allocation_id in reported:
-            continue
-        job = state.jobs[allocation.job_id]
-        if job.master_allocation == allocation.allocation_id and job.state is JobState.STARTING:
-            commands.append(
-                LaunchMaster(
-                    job.job_id,
-                    allocation.allocation_id,
-                    allocation.resources,
-                    job.master_attempt,
-                )
-            )
-        elif job.state.is_final or job.master_allocation != allocation.allocation_id:
-            # Its process is not running here (never launched, or ended and reported):
-            # nothing more will be heard of this container.
-            state.tables.remove_allocation(allocation.allocation_id)
-    version, reasons = known
-    if version != state.tables.version:
-        reasons = {}
-    stopping: set[str] = set()
-    for report in reports:
-        if report.state.is_final or report.allocation_id in stopping:
-            continue
-        if report.allocation_id in reasons and not report.job_master:
-            reason = reasons[report.allocation_id]
-        else:
-            reason = stop_reason(state, report, now)
-        if reason is not None:
-            stopping.add(report.allocation_id)
-            commands.append(StopAllocation(report.job_id, report.allocation_id, reason))
-        elif not report.job_master:
-            command = _container_command(state, report)
-            if command is not None:
-                stopping.add(report.allocation_id)
-                commands.append(command)
-    return commands
-
-
-def _container_command(state: CoreState, report: TaskReport) -> NodeCommand | None:
-    """What brings a task's container to its goal, given what the node just showed."""
-    allocation = state.allocations.get(report.allocation_id)
-    if allocation is None:
-        return None
-    if state.sprints.enabled and allocation.goal is Goal.RUN and allocation.limits is None:
-        factor = (
-            state.settings.dias.sprint.factor if state.sprints.sprinting(report.job_id) else 1.0
-        )
-        if report.sprint_factor != factor and report.state is TaskState.RUNNING:
-            return SprintAllocation(allocation.job_id, allocation.allocation_id, factor)
-    if (
-        allocation.goal is Goal.RUN
-        and allocation.limits is None
-        and report.state is not TaskState.SUSPENDED
-        and (report.limits is None or report.limits == allocation.resources)
-    ):
-        return None  # the common case, every heartbeat: to run as granted, and it does
-    needed = container_command(
-        allocation.resources,
-        allocation.goal,
-        allocation.limits,
-        shown_by(report),
-        report.limits,
-    )
-    if needed is ContainerCommand.SUSPEND:
-        return SuspendAllocation(
-            allocation.job_id,
-            allocation.allocation_id,
-            allocation.goal_reason,
-            allocation.limits,
-        )
-    if needed is ContainerCommand.RESUME:
-        # The limits to restore are always spelled out (the grant, or what it is shrunk
-        # to): the node restores them before it thaws the task.
-        return ResumeAllocation(
-            allocation.job_id, allocation.allocation_id, allocation.current_limits
-        )
-    if needed is ContainerCommand.RESIZE:
-        graceful = allocation.goal is Goal.SHRINK
-        return ResizeAllocation(
-            allocation.job_id,
-            allocation.allocation_id,
-            allocation.current_limits,
-            step=state.queues.spec_of(allocation.job_id).graceful_step if graceful else None,
-            freeze_on_swap=graceful,
-        )
-    return None  # STOP is a stop reason, answered above
 
 
 # ==================================================================== the facade
@@ -467,7 +287,7 @@ class ResourceManagerCore:
         )
         if known is None:
             return True, []
-        return False, commands_for(self.state, node_id, live_tasks, now, known)
+        return False, dispatch.commands_for(self.state, node_id, live_tasks, now, known)
 
     def report_events(
         self, node_id: str, events: Iterable[TaskReport], *, now: Now, session: str = ""

@@ -4,8 +4,8 @@ its task events) against what the RM believes it runs.
 A report is applied to the records: a task attempt moves through its lifecycle, a container
 records what its node shows of it (and the preemption step that shows), a job master's end
 frees its container and may lose the job's job master.  A live task or job master no job
-should be running is not recorded; :func:`stop_reason` says why, and the heartbeat answer
-(:func:`resource_manager.core.commands_for`) tells its node to stop it.  What the RM believes
+should be running is not recorded; :func:`stop_command` says why, and the heartbeat answer
+(:func:`resource_manager.dispatch.commands_for`) tells its node to stop it.  What the RM believes
 was started on a node and the node no longer holds is lost (:func:`lose`), as when a node is
 lost by silence (:mod:`resource_manager.liveness`).
 """
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
+from plumbing.node_protocol import StopAllocation, TaskReport
 from policies.scheduling.containers import Goal, Shown
 from policies.scheduling.identifiers import node_id_problem
 from policies.scheduling.lifecycle import (
@@ -45,14 +46,13 @@ from resource_manager.records import (
     PreemptionStep,
     TaskKey,
     TaskRecord,
-    TaskReport,
     evolve,
 )
 from resource_manager.state import CoreState, log
 
 _NOTHING_REPORTED: Mapping[TaskKey, str] = MappingProxyType({})
 
-StopReasons = tuple[int, dict[str, str | None]]
+StopReasons = tuple[int, dict[str, StopAllocation | None]]
 """The tables' version after a node's reports were applied, with the stop reason found for
 each live task (reused by the heartbeat answer while no job or allocation changed)."""
 
@@ -306,17 +306,17 @@ def observe_reports(
 ) -> StopReasons:
     """Apply a node's reports.  A live task no job should be running is not recorded; the
     heartbeat answer tells the node to stop it."""
-    reasons: dict[str, str | None] = {}
+    reasons: dict[str, StopAllocation | None] = {}
     for report in reports:
         if report.job_master:
             _observe_master(state, report, now)
         elif report.speculative:  # its job master tracks it (ROSE): only its stop is ours
             if not report.state.is_final:
-                reasons[report.allocation_id] = stop_reason(state, report, now)
+                reasons[report.allocation_id] = stop_command(state, report, now)
         elif report.state.is_final:
             observe_task(state, node_id, report, now)
         else:
-            reason = reasons[report.allocation_id] = stop_reason(state, report, now)
+            reason = reasons[report.allocation_id] = stop_command(state, report, now)
             if reason is None:
                 observe_task(state, node_id, report, now)
     return state.tables.version, reasons
@@ -452,34 +452,40 @@ def _observe_master(state: CoreState, report: TaskReport, now: Now) -> None:
     )
 
 
-def stop_reason(state: CoreState, report: TaskReport, now: Now) -> str | None:
-    """Why the node must stop this live task or job master, or None if it may run.  A
-    speculative task has no allocation to check: it runs while its job does."""
+def stop_command(state: CoreState, report: TaskReport, now: Now) -> StopAllocation | None:
+    """What stops this live task or job master on its node, and why; None if it may run.  A
+    speculative task has no allocation to check: it runs while its job does.  The one place a
+    stop is decided to be a preemption kill (``preempted``: its container's goal is STOP, the
+    rule :func:`observe_task` records the kill by), for the agent and the simulator alike."""
+
+    def stop(reason: str, *, preempted: bool = False) -> StopAllocation:
+        return StopAllocation(report.job_id, report.allocation_id, reason, preempted)
+
     job = state.jobs.get(report.job_id)
     if job is None:  # a finished job has left memory; say how it ended
         stored = state.tables.find_job(report.job_id)
-        return "no such job" if stored is None else f"job {stored.state.value}"
+        return stop("no such job" if stored is None else f"job {stored.state.value}")
     if report.speculative:
-        return f"job {job.state.value}" if job.state.is_final else None
+        return stop(f"job {job.state.value}") if job.state.is_final else None
     allocation = state.allocations.get(report.allocation_id)
     if allocation is None or allocation.job_id != report.job_id:
-        return f"allocation {report.allocation_id} is not {report.job_id}'s"
+        return stop(f"allocation {report.allocation_id} is not {report.job_id}'s")
     if allocation.is_master != report.job_master:
-        return f"allocation {report.allocation_id} is not for this process"
+        return stop(f"allocation {report.allocation_id} is not for this process")
     if allocation.goal is Goal.STOP:
-        return f"preempted: {allocation.goal_reason}"
+        return stop(f"preempted: {allocation.goal_reason}", preempted=True)
     if report.job_master and job.master_allocation != allocation.allocation_id:
         if job.state is JobState.SUBMITTED and job.execution.evictions:
-            return f"job {job.message}"
-        return "a newer job master attempt replaced it"
+            return stop(f"job {job.message}")
+        return stop("a newer job master attempt replaced it")
     if not job.state.is_final:
         return None
     if report.job_master and job.state is JobState.SUCCEEDED:
         # It exits by itself once its outcomes are flushed; stop it only if it lingers.
         grace = state.settings.master_exit_grace
         lingering = now.wall - job.finish_time > grace
-        return f"job succeeded {grace:g} s ago" if lingering else None
-    return f"job {job.state.value}"
+        return stop(f"job succeeded {grace:g} s ago") if lingering else None
+    return stop(f"job {job.state.value}")
 
 
 def _count_speculative(state: CoreState, node_id: str, live: Sequence[TaskReport]) -> None:

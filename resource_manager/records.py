@@ -32,7 +32,6 @@ __all__ = [
     "Shown",
     "TaskKey",
     "TaskRecord",
-    "TaskReport",
     "evolve",
 ]
 
@@ -239,28 +238,6 @@ class NodeRecord:
     used: Resources = field(default_factory=Resources)
     running_tasks: int = 0
     has_swap: bool = False  # memory can be taken from a live task there
-
-
-@dataclass(frozen=True)
-class TaskReport:
-    """A task attempt's state as a node agent reports it (event or heartbeat).  ``job_master``
-    marks the job master's own process, launched by the RM, which is no task of any phase."""
-
-    job_id: str
-    task_id: str
-    attempt: int
-    allocation_id: str
-    state: TaskState
-    exit_code: int = 0
-    message: str = ""
-    timestamp: float = 0.0
-    start_time: float = 0.0
-    job_master: bool = False
-    limits: Resources | None = None  # the limits its task runs at, when the node says
-    swapping: bool = False  # its memory is going to swap now
-    swap_bytes: int = 0
-    speculative: bool = False  # placed by its job master without an allocation (ROSE)
-    sprint_factor: float = 1.0  # DiAS: its CPU is this times its limits now (1: no sprint)
 
 
 def evolve(record: R, **changes: Any) -> R:

@@ -30,6 +30,8 @@ from plumbing import grants, wire
 from plumbing.authz import caller, foreign_job, foreign_node, log_refusal
 from plumbing.data_plane import DataPlane
 from plumbing.intervals import SCHEDULING_PASS_DELAY_S
+from plumbing.node_protocol import LaunchMaster, NodeCommand, TaskReport
+from plumbing.node_wire import MasterContact, command_to_pb, report_from_pb
 from plumbing.spec_text import load_job_document
 from plumbing.tls import Authority, Identity, Role, issue_job_master
 from plumbing.wire import JOB_STATE_FROM_PB, resources_from_pb, resources_to_pb
@@ -37,16 +39,7 @@ from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.framework import PreemptionAction
 from policies.scheduling.jobspec import JobSpec, SpecError, parse_job_spec
 from resource_manager import convert
-from resource_manager.core import (
-    LaunchMaster,
-    NodeCommand,
-    ResizeAllocation,
-    ResourceManagerCore,
-    ResumeAllocation,
-    SprintAllocation,
-    StopAllocation,
-    SuspendAllocation,
-)
+from resource_manager.core import ResourceManagerCore
 from resource_manager.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -58,7 +51,7 @@ from resource_manager.errors import (
 )
 from resource_manager.limits import SubmissionRate
 from resource_manager.pending_why import pending_reasons
-from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now, TaskReport
+from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now
 from resource_manager.shell import PassDue, RMShell
 from resource_manager.speculative_log import SpeculativeLog
 from sluice_pb import common_pb2 as pb
@@ -294,7 +287,7 @@ class RMState:
         reports = []
         tables = self.core.tables
         for message in messages:
-            report = convert.report_from_pb(message)
+            report = report_from_pb(message)
             if report is not None:
                 holder = tables.foreign_holder(
                     node_id,
@@ -811,68 +804,17 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
         reregister, commands = await _answer(context, what, beat)
         if request.HasField("speculative"):  # shown by ListNodes; nothing decides on it
             self._state.speculative_queues[request.node_id] = request.speculative
-        response = rm_pb.HeartbeatResponse(reregister=reregister)
-        for command in commands:
-            self._add_command(response, command)
-        return response
+        return rm_pb.HeartbeatResponse(
+            reregister=reregister, commands=[self._command_to_pb(c) for c in commands]
+        )
 
-    def _add_command(self, response: rm_pb.HeartbeatResponse, command: NodeCommand) -> None:
-        if isinstance(command, LaunchMaster):
-            chain, key = self._state.job_master_credentials(command.job_id, command.attempt)
-            response.commands.add().launch_master.CopyFrom(
-                rm_pb.LaunchMaster(
-                    job_id=command.job_id,
-                    allocation_id=command.allocation_id,
-                    resources=resources_to_pb(command.resources),
-                    rm_address=self._state.advertise_address,
-                    attempt=command.attempt,
-                    tls_cert_chain_pem=chain,
-                    tls_key_pem=key,
-                )
-            )
-        elif isinstance(command, StopAllocation):
-            response.commands.add().stop_allocation.CopyFrom(
-                rm_pb.StopAllocation(
-                    job_id=command.job_id,
-                    allocation_id=command.allocation_id,
-                    reason=command.reason,
-                )
-            )
-        elif isinstance(command, SuspendAllocation):
-            response.commands.add().suspend_allocation.CopyFrom(
-                rm_pb.SuspendAllocation(
-                    job_id=command.job_id,
-                    allocation_id=command.allocation_id,
-                    reason=command.reason,
-                    limits=None if command.limits is None else resources_to_pb(command.limits),
-                )
-            )
-        elif isinstance(command, ResumeAllocation):
-            response.commands.add().resume_allocation.CopyFrom(
-                rm_pb.ResumeAllocation(
-                    job_id=command.job_id,
-                    allocation_id=command.allocation_id,
-                    limits=None if command.limits is None else resources_to_pb(command.limits),
-                )
-            )
-        elif isinstance(command, ResizeAllocation):
-            response.commands.add().resize_allocation.CopyFrom(
-                rm_pb.ResizeAllocation(
-                    job_id=command.job_id,
-                    allocation_id=command.allocation_id,
-                    limits=resources_to_pb(command.limits),
-                    step=None if command.step is None else resources_to_pb(command.step),
-                    freeze_on_swap=command.freeze_on_swap,
-                )
-            )
-        elif isinstance(command, SprintAllocation):
-            response.commands.add().sprint_allocation.CopyFrom(
-                rm_pb.SprintAllocation(
-                    job_id=command.job_id,
-                    allocation_id=command.allocation_id,
-                    factor=command.factor,
-                )
-            )
+    def _command_to_pb(self, command: NodeCommand) -> rm_pb.NodeCommand:
+        """A command on the wire; a ``LaunchMaster`` gets this RM's address and the job
+        master's credentials for its attempt."""
+        if not isinstance(command, LaunchMaster):
+            return command_to_pb(command)
+        chain, key = self._state.job_master_credentials(command.job_id, command.attempt)
+        return command_to_pb(command, MasterContact(self._state.advertise_address, chain, key))
 
     async def ReportTaskEvents(
         self, request: rm_pb.ReportTaskEventsRequest, context: grpc.aio.ServicerContext

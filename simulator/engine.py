@@ -96,6 +96,15 @@ from plumbing.intervals import (
     MONITOR_INTERVAL_S,
     SCHEDULING_PASS_DELAY_S,
 )
+from plumbing.node_protocol import (
+    LaunchMaster,
+    ResizeAllocation,
+    ResumeAllocation,
+    SprintAllocation,
+    StopAllocation,
+    SuspendAllocation,
+    TaskReport,
+)
 from policies.approximation.dispatch import DispatchMode
 from policies.preemption.queues import QueueConfig
 from policies.preemption.steps import next_step
@@ -103,19 +112,9 @@ from policies.scheduling.framework import AllocationKind, Profile
 from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
-from resource_manager.core import (
-    AllocateResult,
-    CoreSettings,
-    LaunchMaster,
-    ResizeAllocation,
-    ResourceManagerCore,
-    ResumeAllocation,
-    SprintAllocation,
-    StopAllocation,
-    SuspendAllocation,
-)
+from resource_manager.core import AllocateResult, CoreSettings, ResourceManagerCore
 from resource_manager.errors import ConflictError
-from resource_manager.records import AllocationRecord, KeptSlot, Now, TaskRecord, TaskReport
+from resource_manager.records import AllocationRecord, KeptSlot, Now, TaskRecord
 from resource_manager.shell import PassDue, RMShell
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
@@ -476,7 +475,7 @@ class Simulation:
             if isinstance(command, LaunchMaster):
                 self._launch_master(node, command)
             elif isinstance(command, StopAllocation):
-                if command.reason.startswith("preempted"):
+                if command.preempted:  # the scheduler chose this kill: its work is lost
                     self.kill_task(command.allocation_id, command.reason)
                 else:
                     self._stop(node, command.allocation_id, TaskState.KILLED, command.reason)

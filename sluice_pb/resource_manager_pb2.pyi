@@ -553,14 +553,16 @@ class LaunchMaster(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., rm_address: _Optional[str] = ..., attempt: _Optional[int] = ..., tls_cert_chain_pem: _Optional[bytes] = ..., tls_key_pem: _Optional[bytes] = ...) -> None: ...
 
 class StopAllocation(_message.Message):
-    __slots__ = ("job_id", "allocation_id", "reason")
+    __slots__ = ("job_id", "allocation_id", "reason", "preempted")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     allocation_id: str
     reason: str
-    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    preempted: bool
+    def __init__(self, job_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., reason: _Optional[str] = ..., preempted: _Optional[bool] = ...) -> None: ...
 
 class ReportTaskEventsRequest(_message.Message):
     __slots__ = ("node_id", "events", "session")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from plumbing.node_protocol import TaskReport
 from policies.scheduling.jobspec import JobSpec, parse_job_spec
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.priority_fifo import Ask, NodeSlot
 from policies.scheduling.resources import Resources
-from resource_manager.records import TaskReport
 
 
 def res(cpu: float = 1.0, memory_mb: int = 256) -> Resources:

@@ -10,16 +10,17 @@ from collections.abc import Sequence
 import grpc
 import pytest
 
-from node_agent.agent import AgentConfig, TaskEvent
+from node_agent.agent import AgentConfig
 from node_agent.daemon import EVENTS_PER_REPORT, MAX_EVENT_MESSAGE, AgentDaemon
+from plumbing.node_protocol import TaskReport
 from plumbing.rpc import RM_MAX_RECEIVE
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 from sluice_pb import resource_manager_pb2 as rm_pb
 
 
-def event(index: int, message: str = "") -> TaskEvent:
-    return TaskEvent(
+def event(index: int, message: str = "") -> TaskReport:
+    return TaskReport(
         job_id="job-1",
         task_id=f"work-{index}",
         attempt=1,
@@ -35,19 +36,19 @@ def event(index: int, message: str = "") -> TaskEvent:
 class Outbox:
     """What ``_report`` asks of the NodeAgent."""
 
-    def __init__(self, events: list[TaskEvent]) -> None:
+    def __init__(self, events: list[TaskReport]) -> None:
         self.config = AgentConfig(node_id="n1", cpu_ids=(0,), capacity=Resources(2.0, 2048))
         self.pending = events
-        self.acked: list[TaskEvent] = []
+        self.acked: list[TaskReport] = []
 
-    def take_outbox(self) -> list[TaskEvent]:
+    def take_outbox(self) -> list[TaskReport]:
         events, self.pending = self.pending, []
         return events
 
-    def requeue(self, events: Sequence[TaskEvent]) -> None:
+    def requeue(self, events: Sequence[TaskReport]) -> None:
         self.pending[:0] = events
 
-    def acknowledged(self, events: Sequence[TaskEvent]) -> None:
+    def acknowledged(self, events: Sequence[TaskReport]) -> None:
         self.acked.extend(events)
 
 

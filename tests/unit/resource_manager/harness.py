@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from plumbing.node_protocol import NodeCommand, TaskReport
 from policies.scheduling.asks import PhaseAsk
 from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState
-from resource_manager.core import CoreSettings, NodeCommand, ResourceManagerCore
-from resource_manager.records import Now, TaskReport
+from resource_manager.core import CoreSettings, ResourceManagerCore
+from resource_manager.records import Now
 from resource_manager.shell import RMShell
 from resource_manager.sqlite_store import SqliteStore as Store
 from resource_manager.tables import Tables

@@ -10,6 +10,13 @@ from typing import ClassVar
 
 import pytest
 
+from plumbing.node_protocol import (
+    ResizeAllocation,
+    ResumeAllocation,
+    StopAllocation,
+    SuspendAllocation,
+    TaskReport,
+)
 from policies.scheduling.framework import (
     PassContext,
     PendingAsk,
@@ -20,16 +27,9 @@ from policies.scheduling.framework import (
     baseline_profile,
 )
 from policies.scheduling.lifecycle import TaskState
-from resource_manager.core import (
-    CoreSettings,
-    ResizeAllocation,
-    ResourceManagerCore,
-    ResumeAllocation,
-    StopAllocation,
-    SuspendAllocation,
-)
+from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.errors import ConflictError, NotFoundError
-from resource_manager.records import Goal, Shown, TaskReport, evolve
+from resource_manager.records import Goal, Shown, evolve
 from resource_manager.sqlite_store import SqliteStore
 from resource_manager.tables import Tables
 from tests.builders import observation, res
@@ -153,7 +153,7 @@ def test_a_kill_by_preemption_takes_the_container_back_and_marks_the_attempt():
     running = [report(job_id, allocation_id)]
     for t in (3.0, 4.0):
         assert commands(core, "n1", now=t, live=running) == [
-            StopAllocation(job_id, allocation_id, "preempted: queue a is short")
+            StopAllocation(job_id, allocation_id, "preempted: queue a is short", preempted=True)
         ]
     core.report_events("n1", [report(job_id, allocation_id, TaskState.KILLED)], now=5.0)
     assert allocation_id not in core.allocations

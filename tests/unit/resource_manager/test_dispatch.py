@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from plumbing.node_protocol import StopAllocation
 from policies.approximation.dispatch import DispatchMode
 from policies.preemption.queues import parse_queue_config
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import CoreSettings, ResourceManagerCore, StopAllocation
+from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.errors import ConflictError
 from resource_manager.records import Goal
 from resource_manager.sqlite_store import SqliteStore

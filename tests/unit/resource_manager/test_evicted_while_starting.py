@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from plumbing.node_protocol import LaunchMaster, StopAllocation, TaskReport
 from policies.approximation.dispatch import DispatchMode
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import LaunchMaster, StopAllocation
 from resource_manager.errors import ConflictError
-from resource_manager.records import TaskReport
 from tests.builders import observation
 from tests.unit.resource_manager.harness import Driver, add_node, commands, new_core, spec_of
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from plumbing.node_protocol import LaunchMaster, StopAllocation, TaskReport
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import MASTER_RESOURCES, LaunchMaster, StopAllocation
+from resource_manager.core import MASTER_RESOURCES
 from resource_manager.errors import ConflictError, InvalidRequestError
-from resource_manager.records import NodeState, PhaseProgress, TaskReport
+from resource_manager.records import NodeState, PhaseProgress
 from tests.builders import observation, res
 from tests.unit.resource_manager.harness import (
     Driver,

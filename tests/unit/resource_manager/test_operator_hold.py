@@ -10,13 +10,13 @@ from pathlib import Path
 import grpc
 import pytest
 
+from plumbing.node_protocol import ResizeAllocation, ResumeAllocation, TaskReport
 from policies.scheduling.containers import Goal
 from policies.scheduling.framework import PreemptionAction
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.convert import job_summary_to_pb, task_to_pb
-from resource_manager.core import ResizeAllocation, ResumeAllocation
 from resource_manager.errors import ConflictError
-from resource_manager.records import OPERATOR, TaskReport
+from resource_manager.records import OPERATOR
 from sluice.cli import main
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.builders import observation, res

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from plumbing.node_protocol import LaunchMaster
 from policies.scheduling.framework import Placement
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager import scheduling
-from resource_manager.core import MASTER_RESOURCES, LaunchMaster
+from resource_manager.core import MASTER_RESOURCES
 from resource_manager.records import AllocationKind, Goal, Now, PhaseProgress, Shown
 from resource_manager.sqlite_store import SCHEMA_VERSION, StoreError
 from resource_manager.sqlite_store import SqliteStore as Store

@@ -7,19 +7,19 @@ from typing import Any
 
 import pytest
 
+from plumbing.node_protocol import (
+    ResizeAllocation,
+    ResumeAllocation,
+    StopAllocation,
+    SuspendAllocation,
+    TaskReport,
+)
 from policies.preemption.queues import QueueError, parse_queue_config
 from policies.scheduling.containers import Goal, Shown
 from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import (
-    CoreSettings,
-    ResizeAllocation,
-    ResourceManagerCore,
-    ResumeAllocation,
-    StopAllocation,
-    SuspendAllocation,
-)
-from resource_manager.records import AllocationRecord, TaskReport
+from resource_manager.core import CoreSettings, ResourceManagerCore
+from resource_manager.records import AllocationRecord
 from resource_manager.sqlite_store import SqliteStore
 from resource_manager.tables import Tables
 from tests.builders import job_spec, observation, phase_doc, res

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from plumbing.node_protocol import LaunchMaster, TaskReport
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import LaunchMaster
 from resource_manager.errors import InvalidRequestError
-from resource_manager.records import NodeState, TaskReport
+from resource_manager.records import NodeState
 from tests.builders import observation, res
 from tests.unit.resource_manager.harness import (
     Driver,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from plumbing.node_protocol import LaunchMaster
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import LaunchMaster
 from resource_manager.errors import InvalidRequestError, PermissionDeniedError
 from resource_manager.limits import MAX_NODE_CPU, MAX_NODE_MEMORY_MB, NodeNames, capacity_problem
 from tests.builders import observation, res

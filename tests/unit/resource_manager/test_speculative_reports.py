@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from plumbing.node_protocol import StopAllocation, TaskReport
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import StopAllocation
-from resource_manager.records import TaskReport
 from tests.builders import res
 from tests.unit.resource_manager.harness import add_node, commands, new_core, running_job
 

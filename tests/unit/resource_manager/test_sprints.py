@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from plumbing.node_protocol import SprintAllocation, TaskReport
 from policies.approximation.dias_config import DiasConfig, parse_dias_config
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import CoreSettings, SprintAllocation
-from resource_manager.records import TaskReport
+from resource_manager.core import CoreSettings
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.builders import job_spec, observation, phase_doc
 from tests.unit.resource_manager.harness import Driver, add_node, commands, new_core, spec_of, want

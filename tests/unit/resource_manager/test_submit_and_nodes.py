@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from plumbing.node_protocol import LaunchMaster, StopAllocation
 from policies.scheduling.jobspec import ReservationSpec, SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
-from resource_manager.core import MASTER_RESOURCES, LaunchMaster, StopAllocation
+from resource_manager.core import MASTER_RESOURCES
 from resource_manager.errors import (
     AlreadyExistsError,
     ConflictError,
