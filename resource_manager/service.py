@@ -788,10 +788,11 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
         refusal aborts the call (``context``) with its status, as :func:`_answer` maps it."""
         await _own_node(context, request.node_id, identity)
 
-        def beat() -> tuple[bool, list[NodeCommand]]:
+        def beat() -> rm_pb.HeartbeatResponse:
             live = self._state.reports(request.node_id, list(request.live_tasks))
-            return self._state.run(
-                lambda core, now: core.heartbeat(
+
+            def unit(core: ResourceManagerCore, now: Now) -> rm_pb.HeartbeatResponse:
+                reregister, commands = core.heartbeat(
                     request.node_id,
                     resources_from_pb(request.used),
                     live,
@@ -799,14 +800,17 @@ class NodeServicer(rm_grpc.NodeServiceServicer):
                     instance_id=request.instance_id,
                     has_swap=request.has_swap,
                 )
-            )
+                # (answered inside the unit, as every request: see RMState.run)
+                return rm_pb.HeartbeatResponse(
+                    reregister=reregister, commands=[self._command_to_pb(c) for c in commands]
+                )
 
-        reregister, commands = await _answer(context, what, beat)
+            return self._state.run(unit)
+
+        response = await _answer(context, what, beat)
         if request.HasField("speculative"):  # shown by ListNodes; nothing decides on it
             self._state.speculative_queues[request.node_id] = request.speculative
-        return rm_pb.HeartbeatResponse(
-            reregister=reregister, commands=[self._command_to_pb(c) for c in commands]
-        )
+        return response
 
     def _command_to_pb(self, command: NodeCommand) -> rm_pb.NodeCommand:
         """A command on the wire; a ``LaunchMaster`` gets this RM's address and the job
