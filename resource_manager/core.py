@@ -370,6 +370,11 @@ class ResourceManagerCore:
         gone with it."""
         return self.state.drain_placed()
 
+    def drain_applied(self) -> list[Plan]:
+        """The plans applied since the last call (every decision a pass or a timer made), in
+        order.  Those of a rolled-back unit are gone with it."""
+        return self.state.drain_applied()
+
     def drain_nodes_to_tell(self) -> list[str]:
         """The nodes whose containers got a new goal since the last call: their next heartbeat
         answer carries commands (a shell that does not heartbeat idle nodes, the simulator,

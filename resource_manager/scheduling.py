@@ -105,6 +105,7 @@ def schedule(state: CoreState, now: Now) -> Plan:
         elif preemption.wanted:
             state.book.wanted = True  # (soft: at worst a pass runs for nothing)
     apply_goals(state, plan, now)
+    state.add_applied(plan)
     if state.settings.dispatch is DispatchMode.PREEMPTIVE:
         evict_for_waiting(state, plan, now)
     update_sprints(state, now)

@@ -56,6 +56,9 @@ class Effects:
     placed: tuple[Placement, ...]
     """Containers the unit placed.  A job master's is launched by its node's next heartbeat
     answer; a task container is delivered to its job master by its next ``Allocate``."""
+    plans: tuple[Plan, ...]
+    """Every plan the unit applied, in order: each decision a pass or a timer made (placements,
+    preemptions, resumptions, resizes, ...), with its reasons; what a decision trace records."""
     nodes_to_tell: tuple[str, ...]
     """Nodes whose containers got a new goal: their next heartbeat answer carries commands (a
     driver that does not heartbeat idle nodes, the simulator, heartbeats these)."""
@@ -125,6 +128,7 @@ class RMShell:
         effects = Effects(
             changed_jobs=frozenset(changed),
             placed=tuple(core.drain_placements()),
+            plans=tuple(core.drain_applied()),
             nodes_to_tell=tuple(core.drain_nodes_to_tell()),
             pass_due=self.pass_due(),
             version=tables.version,

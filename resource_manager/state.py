@@ -24,7 +24,13 @@ from typing import TypeVar
 from policies.approximation.dias_config import DiasConfig
 from policies.approximation.dispatch import DispatchMode, JobsInExecution
 from policies.preemption.queues import QueueConfig, single_queue
-from policies.scheduling.framework import PendingAsk, Placement, Profile, baseline_profile
+from policies.scheduling.framework import (
+    PendingAsk,
+    Placement,
+    Plan,
+    Profile,
+    baseline_profile,
+)
 from policies.scheduling.jobspec import ReservationSpec
 from policies.scheduling.pending_asks import PendingAsks
 from policies.scheduling.resources import Resources
@@ -155,6 +161,7 @@ class CoreState:
 
         # -- undone with a rolled-back unit (changed only through the methods below)
         self.placed: list[Placement] = []  # applied, not yet drained by the shell
+        self.applied: list[Plan] = []  # plans applied (every decision), not yet drained
         self.to_tell: dict[str, None] = {}  # nodes with a container goal changed, not drained
         self.lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
         self.lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
@@ -250,6 +257,16 @@ class CoreState:
     def drain_placed(self) -> list[Placement]:
         placed, self.placed = self.placed, []
         return placed
+
+    def add_applied(self, plan: Plan) -> None:
+        """Note a plan that was applied (what the shell reports as the unit's decisions)."""
+        if plan.decides:
+            self.applied.append(plan)
+            self.tables.journal(lambda: self.applied.remove(plan))
+
+    def drain_applied(self) -> list[Plan]:
+        applied, self.applied = self.applied, []
+        return applied
 
     def tell(self, node_id: str) -> None:
         """The node's next heartbeat answer carries commands (a container's goal changed)."""

@@ -237,6 +237,17 @@ class Plan:
     waiting: tuple[Waiting, ...] = ()
     cut_short: bool = False  # it stopped at its placement limit: more may fit now
 
+    @property
+    def decides(self) -> bool:
+        """Does it change anything (``waiting`` and ``cut_short`` only say what did not)?"""
+        return bool(
+            self.placements
+            or self.preemptions
+            or self.resumptions
+            or self.resizes
+            or self.reservations
+        )
+
 
 # ------------------------------------------------------------------------------ the points
 
