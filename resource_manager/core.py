@@ -74,7 +74,16 @@ from policies.scheduling.lifecycle import JobState
 from policies.scheduling.pending_asks import PendingAsks
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
-from resource_manager import dias, dispatch, goals, jobs, liveness, masters, reconcile, scheduling
+from resource_manager import (
+    dispatch,
+    goals,
+    jobs,
+    liveness,
+    masters,
+    plans,
+    reconcile,
+    scheduling,
+)
 from resource_manager.checks import MAX_SESSION_LENGTH, check_fits_master
 from resource_manager.limits import NodeNames
 from resource_manager.masters import AllocateResult, MasterRegistration
@@ -362,7 +371,7 @@ class ResourceManagerCore:
     def update_sprints(self, now: Now) -> None:
         """Tell the sprint budget which jobs entered or left execution, bring it to ``now``, and
         have the nodes of the jobs whose sprinting changed told (DiAS Sec. 3.2)."""
-        dias.update_sprints(self.state, now)
+        plans.update_sprints(self.state, now)
 
     def drain_placements(self) -> list[Placement]:
         """The placements applied since the last call, for a shell that wants to tell whom they

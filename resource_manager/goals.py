@@ -11,7 +11,7 @@ before the freeze is done.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 
@@ -156,11 +156,15 @@ def change_task(
     return preempt(state, Preemption(allocation_id, action, why, limits), now=now, held_by=OPERATOR)
 
 
-def offer_resumptions(state: CoreState, node_id: str, now: Now) -> None:
+def offered_resumptions(state: CoreState, node_id: str, now: Now) -> Iterator[Plan]:
     """Delayed resumption (BIG-C Sec. 4.3): each preempted container on the node whose
     preemption its node has carried out is offered the node's free capacity, less what is
     held there for other queues; it declines D fitting offers (its queue's
-    ``resume_after_offers``) and resumes on the next.  Oldest preemption first."""
+    ``resume_after_offers``) and resumes on the next.  Oldest preemption first.
+
+    Yields the plan of each resumption decided; the caller applies it before the next offer
+    is computed (:func:`resource_manager.plans.offer_resumptions`), so what one container
+    takes back is not offered to the next."""
     node = state.nodes[node_id]
     book = state.book
     book.expire(now.monotonic, set(state.pending.queues()))
@@ -206,10 +210,9 @@ def offer_resumptions(state: CoreState, node_id: str, now: Now) -> None:
         if decision.verdict is Verdict.DECLINE:
             book.set_declined(allocation.allocation_id, decision.container.declined_offers)
         elif decision.verdict is Verdict.RESUME:
-            try:
-                resume(state, Resumption(allocation.allocation_id), now=now)
-            except ConflictError as error:
-                log.debug("not resuming: %s", error)
+            declined = decision.container.declined_offers
+            why = f"offered room on {node_id} after declining {declined} offers"
+            yield Plan(resumptions=(Resumption(allocation.allocation_id, why),))
 
 
 def overdue_suspensions(state: CoreState, now: Now) -> list[tuple[AllocationRecord, float]]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies.scheduling.framework import Preemption, PreemptionAction
+from policies.scheduling.framework import Plan, Preemption, PreemptionAction
 from policies.scheduling.node_liveness import is_lost
 from policies.scheduling.resources import Resources
-from resource_manager.dias import update_sprints
-from resource_manager.goals import next_suspension_deadline, overdue_suspensions, preempt
+from resource_manager.goals import next_suspension_deadline, overdue_suspensions
+from resource_manager.plans import apply_plan, update_sprints
 from resource_manager.reconcile import lose
 from resource_manager.records import NodeRecord, NodeState, Now
 from resource_manager.scheduling import end_locality_waits
@@ -70,16 +70,17 @@ def tick(state: CoreState, now: Now) -> None:
         if lost is not None and lost.state is NodeState.LOST:
             state.tables.remove_node(node_id)
             log.info("node %s forgotten: lost for more than %.0f s", node_id, retention)
-    for allocation, limit in overdue_suspensions(state, now):
-        preempt(
-            state,
-            Preemption(
-                allocation.allocation_id,
-                PreemptionAction.KILL,
-                f"preempted for longer than its queue's max_suspended_s ({limit:g} s)",
-            ),
-            now=now,
+    overdue = tuple(
+        Preemption(
+            allocation.allocation_id,
+            PreemptionAction.KILL,
+            f"preempted for longer than its queue's max_suspended_s ({limit:g} s)",
+            by="MaxSuspended",
         )
+        for allocation, limit in overdue_suspensions(state, now)
+    )
+    if overdue:
+        apply_plan(state, Plan(preemptions=overdue), now)
     if state.decision_due(now) and state.book.wanted:
         state.asks_grew = True  # run the pass that wanted a decision
     end_locality_waits(state, now)

@@ -16,9 +16,9 @@ from policies.scheduling.asks import AskError, PhaseAsk, check_asks
 from policies.scheduling.lifecycle import JobState
 from policies.scheduling.progress import PhaseProgress
 from resource_manager.checks import check_attempt, check_kept, check_progress, check_releases
-from resource_manager.dias import update_sprints
 from resource_manager.errors import ConflictError, InvalidRequestError
 from resource_manager.jobs import finish, move, set_asks
+from resource_manager.plans import update_sprints
 from resource_manager.records import (
     AllocationRecord,
     JobRecord,

@@ -28,16 +28,15 @@ from policies.scheduling.lifecycle import (
 )
 from policies.scheduling.resources import Resources
 from resource_manager.checks import check_session
-from resource_manager.dias import update_sprints
 from resource_manager.errors import (
     AlreadyExistsError,
     ConflictError,
     InvalidRequestError,
     PermissionDeniedError,
 )
-from resource_manager.goals import offer_resumptions
 from resource_manager.jobs import master_lost
 from resource_manager.limits import capacity_problem
+from resource_manager.plans import offer_resumptions, update_sprints
 from resource_manager.records import (
     AllocationRecord,
     NodeRecord,

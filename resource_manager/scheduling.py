@@ -26,9 +26,9 @@ from policies.scheduling.framework import (
     schedule_pass,
 )
 from policies.scheduling.lifecycle import JobState
-from resource_manager.dias import evict_for_waiting, update_sprints
-from resource_manager.goals import apply_goals
+from resource_manager.dias import evictions_for_waiting
 from resource_manager.jobs import move
+from resource_manager.plans import apply_plan, update_sprints
 from resource_manager.records import AllocationRecord, NodeState, Now
 from resource_manager.reservations import override_plugin
 from resource_manager.state import CoreState, log
@@ -104,10 +104,9 @@ def schedule(state: CoreState, now: Now) -> Plan:
             state.book.decided(now.monotonic)
         elif preemption.wanted:
             state.book.wanted = True  # (soft: at worst a pass runs for nothing)
-    apply_goals(state, plan, now)
-    state.add_applied(plan)
+    apply_plan(state, plan, now)  # (its placements are granted above)
     if state.settings.dispatch is DispatchMode.PREEMPTIVE:
-        evict_for_waiting(state, plan, now)
+        apply_plan(state, evictions_for_waiting(state, plan), now)
     update_sprints(state, now)
     return plan
 

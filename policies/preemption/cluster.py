@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Protocol
 
 from policies.preemption.amounts import QueueAmount, QueueState, preemption_amounts
@@ -257,7 +257,8 @@ class ContainerPreemption:
             return ()
         self.decided = True
         neediest = serving_order(needy, self.capacity)[0]
-        return decide(self.capacity, self.queues, self.victims, for_queue=neediest)
+        decided = decide(self.capacity, self.queues, self.victims, for_queue=neediest)
+        return [replace(p, by=self.name) for p in decided]
 
 
 @dataclass(frozen=True)

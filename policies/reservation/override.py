@@ -71,6 +71,7 @@ class ReservationOverride:
                         f"(priority {ask.priority} > {k.priority})"
                         if k.expires_at > self.now
                         else f"reservation of {k.job_id} lapsed",
+                        by=self.name,
                     )
                     for k in chosen
                 ]

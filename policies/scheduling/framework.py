@@ -73,6 +73,7 @@ from policies.scheduling.resources import Resources
 
 __all__ = [
     "AllocationKind",
+    "Eviction",
     "Filter",
     "LeastAllocated",
     "MasterShare",
@@ -95,6 +96,7 @@ __all__ = [
     "Resize",
     "Resumption",
     "Score",
+    "SprintChange",
     "Waiting",
     "baseline_profile",
     "locality_wait",
@@ -162,7 +164,9 @@ class Preemption:
     ``limits``: SHRINK, its new limits; SUSPEND, the minimal footprint to cut it to once
     frozen (None: freeze only, its memory stays).  ``step``: SHRINK, gracefully: the node lowers
     the limits by at most this per round and freezes the task once it swaps (BIG-C Alg. 2).
-    ``for_queue``: the queue the capacity is taken for; the shell holds it for that queue."""
+    ``for_queue``: the queue the capacity is taken for; the shell holds it for that queue.
+    ``by``: the plugin or timer that decided it (a takeover of a kept container is
+    ``ReservationOverride``'s)."""
 
     allocation_id: str
     action: PreemptionAction
@@ -170,6 +174,7 @@ class Preemption:
     limits: Resources | None = None
     step: Resources | None = None
     for_queue: str = ""
+    by: str = ""
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,7 @@ class Resumption:
     """Let a suspended or shrunk container run again with its granted resources."""
 
     allocation_id: str
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,25 @@ class Resize:
 
     allocation_id: str
     limits: Resources
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Take a job's execution back (DiAS's preemptive dispatch, the paper's baseline P): its
+    job master and tasks stop, and it waits again at the head of its buffer."""
+
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SprintChange:
+    """A job in execution starts (``sprinting``) or stops sprinting (DiAS Sec. 3.2): its task
+    containers run at the sprint factor times their CPU, on idle cores, or back at 1."""
+
+    job_id: str
+    sprinting: bool
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -224,16 +249,22 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one pass decided.  ``waiting`` lists the asks held back (by a permit plugin, or
-    waiting for a node near their input), with why, of those the pass visited (it stops early
-    once nothing left can be placed); ``cut_short`` says the pass stopped at its placement limit
-    (see :func:`schedule_pass`)."""
+    """What one pass, or one timer, decided: every change of what runs where goes through a
+    plan, which the shell checks and applies (Nomad's plan applier).  A scheduling pass fills
+    placements, preemptions (with takeovers of kept containers) and reservations; DiAS adds
+    evictions and sprint changes; BIG-C's delayed resumption, offered at a node's heartbeat,
+    resumptions; a queue's ``max_suspended_s``, kills.  ``waiting`` lists the asks held back
+    (by a permit plugin, or waiting for a node near their input), with why, of those the pass
+    visited (it stops early once nothing left can be placed); ``cut_short`` says the pass
+    stopped at its placement limit (see :func:`schedule_pass`)."""
 
     placements: tuple[Placement, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     resumptions: tuple[Resumption, ...] = ()
     resizes: tuple[Resize, ...] = ()
     reservations: tuple[Reservation, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    sprints: tuple[SprintChange, ...] = ()
     waiting: tuple[Waiting, ...] = ()
     cut_short: bool = False  # it stopped at its placement limit: more may fit now
 
@@ -246,6 +277,8 @@ class Plan:
             or self.resumptions
             or self.resizes
             or self.reservations
+            or self.evictions
+            or self.sprints
         )
 
 
