@@ -15,11 +15,12 @@ from typing import Any
 
 from plumbing.node_protocol import NodeCommand, TaskReport
 from policies.scheduling.asks import PhaseAsk
+from policies.scheduling.framework import Plan
 from policies.scheduling.jobspec import JobSpec
 from policies.scheduling.lifecycle import JobState
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.records import Now
-from resource_manager.shell import RMShell
+from resource_manager.shell import PassDue, RMShell
 from resource_manager.sqlite_store import SqliteStore as Store
 from resource_manager.tables import Tables
 from tests.builders import job_spec, phase_doc, res
@@ -36,6 +37,7 @@ class Driver:
     def __init__(self, core: ResourceManagerCore) -> None:
         self.core = core
         self.shell = RMShell(core)
+        self.plans: list[Plan] = []  # every plan applied, in order (the units' effects)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self.core, name)
@@ -52,8 +54,11 @@ class Driver:
                 args = (at(float(args[0])),)
             when = kwargs.get("now") or (args[0] if args and isinstance(args[0], Now) else at(0.0))
             outcome = self.shell.run(lambda core, now: method(*args, **kwargs), when)
-            # passes stopped at their limit are followed at once
-            self.shell.settle(when, outcome.effects)
+            effects = outcome.effects
+            self.plans.extend(effects.plans)
+            while effects.pass_due is not PassDue.NO:  # (one stopped at its limit: at once)
+                effects = self.shell.schedule(when).effects
+                self.plans.extend(effects.plans)
             return outcome.result
 
         return call

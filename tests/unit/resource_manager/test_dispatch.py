@@ -11,6 +11,7 @@ import pytest
 from plumbing.node_protocol import StopAllocation
 from policies.approximation.dispatch import DispatchMode
 from policies.preemption.queues import parse_queue_config
+from policies.scheduling.framework import Eviction
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.errors import ConflictError
@@ -170,6 +171,9 @@ def test_preemptive_evicts_the_lower_priority_job_back_to_the_head_of_its_buffer
     # Dispatched at 1 (its job master's container granted), evicted at 10.
     assert evicted.execution.wasted_s == pytest.approx(9.0)
     assert "evicted for job" in evicted.message
+    # Decided as a plan, after the pass that left the high-priority job waiting.
+    (eviction,) = [e for plan in core.plans for e in plan.evictions]
+    assert eviction == Eviction(low, f"evicted for job {high} of priority 5")
     killed = [t for t in core.job_tasks(low) if t.execution == 1]
     assert [(t.state, t.preempted) for t in killed] == [(TaskState.KILLED, True)] * 2
     assert not any(a in core.allocations for a in containers)

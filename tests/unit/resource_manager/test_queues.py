@@ -16,6 +16,7 @@ from plumbing.node_protocol import (
 )
 from policies.preemption.queues import QueueError, parse_queue_config
 from policies.scheduling.containers import Goal, Shown
+from policies.scheduling.framework import Resumption
 from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.core import CoreSettings, ResourceManagerCore
@@ -202,6 +203,10 @@ def test_a_suspended_container_resumes_after_declining_d_offers_limits_first():
         verdicts.append([c for c in sent if isinstance(c, ResumeAllocation)])
     assert verdicts[:2] == [[], []]
     assert verdicts[2] == [ResumeAllocation(long_job, victim.allocation_id, res(1.0, 1024))]
+    resumed = [r for plan in core.plans for r in plan.resumptions]
+    assert resumed == [
+        Resumption(victim.allocation_id, "offered room on n1 after declining 2 offers")
+    ]
     assert core.allocations[victim.allocation_id].goal is Goal.RUN
     assert core.allocations[victim.allocation_id].preempted_at == 0.0
     assert_queue_totals(core)

@@ -10,6 +10,7 @@ import pytest
 
 from plumbing.node_protocol import SprintAllocation, TaskReport
 from policies.approximation.dias_config import DiasConfig, parse_dias_config
+from policies.scheduling.framework import SprintChange
 from policies.scheduling.lifecycle import JobState, TaskState
 from resource_manager.core import CoreSettings
 from sluice_pb import resource_manager_pb2 as rm_pb
@@ -90,6 +91,13 @@ def test_the_sprint_ends_when_the_budget_runs_dry_and_the_nodes_are_told() -> No
     core.tick(15.0)
     assert sprints(core, shown(high, 2.0), now=15.0) == [1.0, 1.0]
     assert core.sprints.history[0].why == "the budget ran dry"
+    job_id = high[0].job_id
+    assert [c for plan in core.plans for c in plan.sprints] == [
+        SprintChange(
+            job_id, True, "in execution past its priority's sprint timeout, with budget left"
+        ),
+        SprintChange(job_id, False, "the budget ran dry"),
+    ]
 
 
 def test_the_budget_survives_an_rm_restart(tmp_path: Path) -> None:
