@@ -68,7 +68,16 @@ from node_agent.runtime.base import (
     UnknownTaskError,
 )
 from node_agent.service_monitor import MACHINE_PRESSURE, ServiceMonitor
-from node_agent.speculative import QueueState, SpeculativeQueue
+from node_agent.speculative import (
+    EVICTION_GRACE_S,
+    NodeFacts,
+    PassResult,
+    QueuedLaunch,
+    QueueState,
+    SpeculativeQueue,
+    SpeculativeStatus,
+    speculative_allocation_id,
+)
 from node_agent.sprint import Mechanism
 from plumbing.intervals import FENCE_STOP_GRACE_S, MONITOR_INTERVAL_S
 from plumbing.tls import write_tls_dir
@@ -230,7 +239,7 @@ class NodeAgent:
             self._probing = True
             self.services.start()
         # Speculative tasks job masters put here (ROSE Sec. 3.2, 6): queued, admitted, throttled.
-        self.speculative = SpeculativeQueue(self, config.oversubscription, config.state_dir)
+        self.speculative = SpeculativeQueue(config.oversubscription, config.state_dir)
 
     @property
     def has_swap(self) -> bool:
@@ -393,6 +402,59 @@ class NodeAgent:
     def queue_state(self) -> QueueState:
         """The speculative queue's figures, for the heartbeat."""
         return self.speculative.state(self.observations())
+
+    def speculative_statuses(
+        self, job_id: str, observed: Sequence[RunObservation] | None = None
+    ) -> list[SpeculativeStatus]:
+        """The job's speculative tasks here (``observed``: from this look, else a new one)."""
+        if observed is None:
+            observed = self.observations()
+        return self.speculative.statuses(job_id, observed, self._state_of)
+
+    def _state_of(self, observation: RunObservation) -> tuple[TaskState, str]:
+        event = self.event_for(observation)
+        return event.state, event.message
+
+    def _node_facts(self) -> NodeFacts:
+        """What the speculative queue's pass needs of the node now."""
+        config = self.config
+        return NodeFacts(
+            config.capacity,
+            config.cpu_ids,
+            self.services.keys(),
+            tuple(self.services.anomalous()),
+            self.used if config.own_share else None,
+        )
+
+    def _carry_out_pass(self, result: PassResult) -> None:
+        """Evict, then re-pin, what the speculative queue's pass decided (under the monitor
+        lock, as part of the pass); a task may have ended meanwhile."""
+        for eviction in result.evictions:
+            log.warning("evicting speculative %s: %s", eviction.key, eviction.why)
+            try:
+                self.stop(eviction.key, EVICTION_GRACE_S)
+            except Exception as error:
+                log.info("evicting %s: %s", eviction.key, error)
+        for repin in result.repins:
+            try:
+                self.resize(repin.key, repin.limits, repin.cpuset)
+            except Exception as error:
+                log.info("re-pinning %s: %s", repin.key, error)
+
+    def _start_speculative(self, launch: QueuedLaunch, cpuset: tuple[int, ...]) -> None:
+        """Start a task the speculative queue admitted, in the low-weight class on ``cpuset``."""
+        self.start_task(
+            launch.job_id,
+            launch.task_id,
+            launch.attempt,
+            speculative_allocation_id(launch.key),
+            launch.argv,
+            launch.resources,
+            launch.image,
+            dict(launch.env),
+            speculative=True,
+            cpuset=cpuset,
+        )
 
     def service_host(self, key: str) -> str | None:
         """Where a service task's probe connects: its runtime says (None: not known now)."""
@@ -860,8 +922,10 @@ class NodeAgent:
             fenced = self.lease.fenced_problem()
             if fenced is not None:  # nothing queued is admitted while fenced (a race's leftover)
                 self.speculative.cancel_all(f"fenced: {fenced}")
-            starts = self.speculative.run_pass(observed, now)
-        self.speculative.start(starts)  # (the next pass need not wait for the containers)
+            result = self.speculative.run_pass(observed, now, self._node_facts())
+            self._carry_out_pass(result)
+        # (the next pass need not wait for the containers)
+        self.speculative.start(result.starts, self._start_speculative)
 
     def speculative_pass(self, now: float) -> None:
         """The speculative queue's pass over what the last monitor pass observed, and the tasks
@@ -872,8 +936,9 @@ class NodeAgent:
         with self._monitor_lock:
             with self._lock:
                 observed = dict(self._observed)
-            starts = self.speculative.run_pass(observed, now)
-        self.speculative.start(starts)
+            result = self.speculative.run_pass(observed, now, self._node_facts())
+            self._carry_out_pass(result)
+        self.speculative.start(result.starts, self._start_speculative)
 
     def _look_at_swap(self, observed: dict[str, RunObservation]) -> None:
         """Each live task's memory in swap, and whether it grew since the last look; whether
