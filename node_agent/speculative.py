@@ -67,10 +67,10 @@ from policies.oversubscription.node_queue import (
     core_classes,
     evictions,
     launches,
+    look_at_interference,
     memory_evictions,
     reclaim_hold,
     speculative_cpuset,
-    throttle,
 )
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
@@ -400,7 +400,10 @@ class SpeculativeQueue:
             self._prune(now)
         anomaly = self._throttle_reason(node)
         was_throttled = self._throttle.active
-        self._throttle = throttle(self._throttle, anomaly, now, self.config)
+        look = look_at_interference(
+            self._throttle, anomaly, self._running(speculative), now, self.config
+        )
+        self._throttle = look.throttle
         reason = self._throttle.reason or None
         self.throttled = reason is not None
         if reason is not None:  # (said first: the heartbeat may read it while evicting)
@@ -408,7 +411,7 @@ class SpeculativeQueue:
         elif was_throttled:
             log.info("speculative queue: throttle lifted (the services are normal again)")
         if anomaly is not None and speculative:
-            return PassResult(self._evict(speculative, [o.task_key for o in speculative], anomaly))
+            return PassResult(self._evict(speculative, look.evict, anomaly))
         squeezed = self._memory_squeeze(live, speculative, node) if speculative else []
         evicted: tuple[Eviction, ...] = ()
         if squeezed:
