@@ -51,6 +51,7 @@ from node_agent.core import (
     TaskView,
     Thaw,
     Tick,
+    reported_state,
 )
 from node_agent.cpufreq import SYSFS_CPUS, Dvfs
 from node_agent.cpufreq import detect as detect_cpufreq
@@ -1014,24 +1015,19 @@ class NodeAgent:
         )
 
     def _lifecycle_state(self, observation: RunObservation) -> tuple[TaskState, str]:
-        if observation.state is RunState.RUNNING:
-            return TaskState.RUNNING, ""
-        if observation.state is RunState.SUSPENDED:
-            return TaskState.SUSPENDED, ""
-        code = observation.exit_code or 0
-        evicted = self.speculative.eviction_of(observation.task_key)
-        if evicted is not None:
-            return TaskState.KILLED, f"evicted: {evicted}"
-        fenced = self._fenced.get(observation.task_key)
-        if fenced is not None:
-            return TaskState.KILLED, fenced
-        if observation.task_key in self._stop_requested:
-            return TaskState.KILLED, f"stopped (exit code {code})"
-        if code == 0:
-            return TaskState.SUCCEEDED, ""
-        if code > 128:
-            return TaskState.FAILED, f"killed by signal {code - 128}"
-        return TaskState.FAILED, f"exit code {code}"
+        if observation.state is not RunState.EXITED:
+            return reported_state(
+                exited=False, frozen=observation.state is RunState.SUSPENDED, exit_code=0
+            )
+        key = observation.task_key
+        return reported_state(
+            exited=True,
+            frozen=False,
+            exit_code=observation.exit_code or 0,
+            evicted=self.speculative.eviction_of(key),
+            fenced=self._fenced.get(key),
+            stop_requested=key in self._stop_requested,
+        )
 
     def _measure_usage(
         self, observed: dict[str, RunObservation], now: float

@@ -50,6 +50,7 @@ from enum import Enum
 
 from node_agent.sprint import Mechanism, Sprinting, sprinted_cpu
 from policies.preemption.steps import next_step
+from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 
 SWAP_GROWTH_BYTES = 1 << 20
@@ -69,6 +70,34 @@ class TaskView:
     frozen: bool = False
     speculative: bool = False
     resident_mb: int | None = None
+
+
+def reported_state(
+    *,
+    exited: bool,
+    frozen: bool,
+    exit_code: int,
+    evicted: str | None = None,
+    fenced: str | None = None,
+    stop_requested: bool = False,
+) -> tuple[TaskState, str]:
+    """What the node reports of a task (its state and message) from what it sees of it: live
+    (RUNNING, or SUSPENDED while frozen), or ended, and then why: evicted from the speculative
+    queue (``evicted``: why), stopped by fencing (``fenced``: the reason), stopped by a command
+    (KILLED), else by its exit code (0: SUCCEEDED; above 128: killed by signal code - 128)."""
+    if not exited:
+        return (TaskState.SUSPENDED if frozen else TaskState.RUNNING), ""
+    if evicted is not None:
+        return TaskState.KILLED, f"evicted: {evicted}"
+    if fenced is not None:
+        return TaskState.KILLED, fenced
+    if stop_requested:
+        return TaskState.KILLED, f"stopped (exit code {exit_code})"
+    if exit_code == 0:
+        return TaskState.SUCCEEDED, ""
+    if exit_code > 128:
+        return TaskState.FAILED, f"killed by signal {exit_code - 128}"
+    return TaskState.FAILED, f"exit code {exit_code}"
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,10 @@ from node_agent.core import (
     TaskView,
     Thaw,
     Tick,
+    reported_state,
 )
 from node_agent.sprint import Mechanism
+from policies.scheduling.lifecycle import TaskState
 from tests.builders import res
 
 
@@ -314,3 +316,35 @@ def test_dvfs_runs_the_clock_fast_while_any_task_sprints() -> None:
     )
     assert answers == [[RaiseClock()], [RaiseClock()], [], [RestoreClock()]]
     assert core.factor_of("a") == core.factor_of("b") == 1.0
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+@pytest.mark.parametrize(
+    ("seen", "expected"),
+    [
+        ({"exited": False, "frozen": False}, (TaskState.RUNNING, "")),
+        ({"exited": False, "frozen": True}, (TaskState.SUSPENDED, "")),
+        ({"exited": True, "exit_code": 0}, (TaskState.SUCCEEDED, "")),
+        ({"exited": True, "exit_code": 2}, (TaskState.FAILED, "exit code 2")),
+        ({"exited": True, "exit_code": 137}, (TaskState.FAILED, "killed by signal 9")),
+        (
+            {"exited": True, "exit_code": 143, "stop_requested": True},
+            (TaskState.KILLED, "stopped (exit code 143)"),
+        ),
+        (
+            {"exited": True, "exit_code": 143, "fenced": "fenced: lost", "stop_requested": True},
+            (TaskState.KILLED, "fenced: lost"),
+        ),
+        (
+            {"exited": True, "exit_code": 143, "evicted": "psi", "fenced": "fenced: lost"},
+            (TaskState.KILLED, "evicted: psi"),
+        ),
+    ],
+)
+def test_what_the_node_reports_of_a_task(
+    seen: dict[str, object], expected: tuple[TaskState, str]
+) -> None:
+    arguments = {"exited": False, "frozen": False, "exit_code": 0, **seen}
+    assert reported_state(**arguments) == expected  # type: ignore[arg-type]
