@@ -17,7 +17,6 @@ master never collides with the first.  Task ids of real tasks (``<phase>-<index>
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import sys
@@ -27,15 +26,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from node_agent.cpufreq import SYSFS_CPUS
+from node_agent.core import (
+    SWAP_GROWTH_BYTES,
+    Event,
+    Freeze,
+    Instruction,
+    Kill,
+    NodeCore,
+    Observed,
+    Purpose,
+    RaiseClock,
+    Refused,
+    Resize,
+    RestoreClock,
+    Resume,
+    SetLimits,
+    Snapshot,
+    Sprint,
+    Started,
+    Stepped,
+    Stop,
+    Suspend,
+    SwapPresence,
+    TaskView,
+    Thaw,
+    Tick,
+    reported_state,
+)
+from node_agent.cpufreq import SYSFS_CPUS, Dvfs
 from node_agent.cpufreq import detect as detect_cpufreq
 from node_agent.lease import Lease
-from node_agent.preemption import (
-    SWAP_GROWTH_BYTES,
-    GracefulShrink,
-    machine_has_swap,
-    next_step,
-)
+from node_agent.preemption import machine_has_swap
 from node_agent.runtime.base import (
     ResourceLimits,
     RunObservation,
@@ -48,8 +69,17 @@ from node_agent.runtime.base import (
     UnknownTaskError,
 )
 from node_agent.service_monitor import MACHINE_PRESSURE, ServiceMonitor
-from node_agent.speculative import QueueState, SpeculativeQueue
-from node_agent.sprint import NodeSprinter
+from node_agent.speculative import (
+    EVICTION_GRACE_S,
+    NodeFacts,
+    PassResult,
+    QueuedLaunch,
+    QueueState,
+    SpeculativeQueue,
+    SpeculativeStatus,
+    speculative_allocation_id,
+)
+from node_agent.sprint import Mechanism
 from plumbing.intervals import FENCE_STOP_GRACE_S, MONITOR_INTERVAL_S
 from plumbing.node_protocol import TaskReport
 from plumbing.tls import write_tls_dir
@@ -118,7 +148,8 @@ class AgentConfig:
 
 
 class NodeAgent:
-    """Runs and observes this node's tasks.  See the module docstring."""
+    """Runs and observes this node's tasks: the shell around :class:`NodeCore`, which decides
+    how the RM's preemptions and sprints are carried out (see the module docstring)."""
 
     def __init__(
         self, config: AgentConfig, tasks: TaskRuntime, masters: TaskRuntime | None = None
@@ -136,22 +167,39 @@ class NodeAgent:
         self.used = Resources()
         self.task_usage: dict[str, TaskUsageRate] = {}
         self._master_tls_removed: set[str] = set()  # exited job masters already cleaned up
-        self._graceful: dict[str, GracefulShrink] = {}  # graceful preemptions under way
         self._swap: dict[str, int] = {}  # each live task's memory in swap at the last look
         self._swapping: set[str] = set()  # tasks whose swap grew at the last look
         # Cpusets chosen for starts, upgrades and resizes the observations may not show yet
         # (tasks started together must not all see the same snapshot), and monitor passes begun.
         self._reserved: dict[str, _Reservation] = {}
         self._passes = 0
-        self.has_swap = machine_has_swap()
-        if not self.has_swap:
+        has_swap = machine_has_swap()
+        if not has_swap:
             log.info(
                 "swap: none on this machine: a preemption can take only CPU from a live task "
                 "here (the RM kills where memory is needed)"
             )
+        # DiAS sprints the RM asks for: DVFS where the machine has it, else CPU quota.
+        detection = detect_cpufreq(config.cpufreq_root)
+        self._dvfs = Dvfs(detection) if detection.available else None
+        if self._dvfs is not None:
+            log.info("sprinting: by DVFS (%d CPUs can run faster)", len(detection.cpus))
+        else:
+            log.info(
+                "sprinting: by CPU quota (%s): a sprinting task gets idle cores up to its "
+                "grant times the sprint factor",
+                detection.reason,
+            )
+        # What the node decides (preemption steps, sprints), pure; called under the lock.
+        self.core = NodeCore(
+            config.capacity.cpu,
+            has_swap=has_swap,
+            mechanism=Mechanism.DVFS if self._dvfs is not None else Mechanism.CPU_QUOTA,
+        )
         for runtime in self._runtimes():
             for observation in runtime.observe():
                 self._observed[observation.task_key] = observation
+        self._decide(Snapshot(_live_views(self._observed)))
         self._sweep_master_tls()
         # Its lease on the RM (fencing, node_agent/lease.py), kept across restarts.
         self.lease = Lease(config.state_dir, config.monitor_interval)
@@ -171,13 +219,16 @@ class NodeAgent:
             self._probing = True
             self.services.start()
         # Speculative tasks job masters put here (ROSE Sec. 3.2, 6): queued, admitted, throttled.
-        self.speculative = SpeculativeQueue(self, config.oversubscription, config.state_dir)
-        # DiAS sprints the RM asks for: DVFS where the machine has it, else CPU quota.
-        self.sprinter = NodeSprinter(
-            detect_cpufreq(config.cpufreq_root),
-            config.capacity.cpu,
-            lambda key, resources: self.resize(key, resources, ()),
-        )
+        self.speculative = SpeculativeQueue(config.oversubscription, config.state_dir)
+
+    @property
+    def has_swap(self) -> bool:
+        """Whether the machine has swap (at the last look)."""
+        return self.core.has_swap
+
+    def _decide(self, event: Event) -> list[Instruction]:
+        """The core's answer to ``event``.  Under the lock (or before any thread runs)."""
+        return self.core.handle(event, time.time())
 
     def _runtimes(self) -> list[TaskRuntime]:
         return [self.tasks] if self.masters is self.tasks else [self.tasks, self.masters]
@@ -258,6 +309,7 @@ class NodeAgent:
         with self._lock:
             self._observed[key] = observation
             self._settle(reservation)
+            refits = self._decide(Started(_view(observation)))
         log.info(
             "started %s%s (allocation %s, %g cpu on cpus %s, %d MiB)",
             key,
@@ -272,8 +324,7 @@ class NodeAgent:
             if not self._probing:
                 self._probing = True
                 self.services.start()
-        if self.sprinter.any_sprinting and not speculative:
-            self.sprinter.refit(self._other_cpu_limits)  # (idle cores only, never its grant)
+        self._carry_out(refits)  # sprints by CPU quota take idle cores only, never its grant
         return observation
 
     def set_oversubscription_mode(self, mode: str) -> None:
@@ -320,6 +371,7 @@ class NodeAgent:
         upgraded = replace(observed, allocation_id=allocation_id, limits=limits, speculative=False)
         with self._lock:
             self._observed[key] = upgraded
+            self._decide(Observed(_view(upgraded)))
             self._settle(reservation)
         self.speculative.upgraded(key)
         log.info(
@@ -330,6 +382,59 @@ class NodeAgent:
     def queue_state(self) -> QueueState:
         """The speculative queue's figures, for the heartbeat."""
         return self.speculative.state(self.observations())
+
+    def speculative_statuses(
+        self, job_id: str, observed: Sequence[RunObservation] | None = None
+    ) -> list[SpeculativeStatus]:
+        """The job's speculative tasks here (``observed``: from this look, else a new one)."""
+        if observed is None:
+            observed = self.observations()
+        return self.speculative.statuses(job_id, observed, self._state_of)
+
+    def _state_of(self, observation: RunObservation) -> tuple[TaskState, str]:
+        event = self.event_for(observation)
+        return event.state, event.message
+
+    def _node_facts(self) -> NodeFacts:
+        """What the speculative queue's pass needs of the node now."""
+        config = self.config
+        return NodeFacts(
+            config.capacity,
+            config.cpu_ids,
+            self.services.keys(),
+            tuple(self.services.anomalous()),
+            self.used if config.own_share else None,
+        )
+
+    def _carry_out_pass(self, result: PassResult) -> None:
+        """Evict, then re-pin, what the speculative queue's pass decided (under the monitor
+        lock, as part of the pass); a task may have ended meanwhile."""
+        for eviction in result.evictions:
+            log.warning("evicting speculative %s: %s", eviction.key, eviction.why)
+            try:
+                self.stop(eviction.key, EVICTION_GRACE_S)
+            except Exception as error:
+                log.info("evicting %s: %s", eviction.key, error)
+        for repin in result.repins:
+            try:
+                self.resize(repin.key, repin.limits, repin.cpuset)
+            except Exception as error:
+                log.info("re-pinning %s: %s", repin.key, error)
+
+    def _start_speculative(self, launch: QueuedLaunch, cpuset: tuple[int, ...]) -> None:
+        """Start a task the speculative queue admitted, in the low-weight class on ``cpuset``."""
+        self.start_task(
+            launch.job_id,
+            launch.task_id,
+            launch.attempt,
+            speculative_allocation_id(launch.key),
+            launch.argv,
+            launch.resources,
+            launch.image,
+            dict(launch.env),
+            speculative=True,
+            cpuset=cpuset,
+        )
 
     def service_host(self, key: str) -> str | None:
         """Where a service task's probe connects: its runtime says (None: not known now)."""
@@ -396,18 +501,9 @@ class NodeAgent:
     def stop_allocation(self, job_id: str, allocation_id: str, reason: str) -> int:
         """Stop every live task of the allocation (or of the job, if allocation_id is empty)."""
         with self._lock:
-            keys = [
-                key
-                for key, o in self._observed.items()
-                if o.job_id == job_id
-                and (not allocation_id or o.allocation_id == allocation_id)
-                and o.state is not RunState.EXITED
-            ]
-        for key in keys:
-            log.info("stopping %s: %s", key, reason)
-            with contextlib.suppress(UnknownTaskError):
-                self.stop(key)
-        return len(keys)
+            kills = self._decide(Stop(job_id, allocation_id, reason))
+        self._carry_out(kills)
+        return len(kills)
 
     # ------------------------------------------------------------------ fencing
 
@@ -451,16 +547,7 @@ class NodeAgent:
         """Task ``key``'s job says ``on_node_lost: run_on``: fencing leaves it running."""
         self.lease.run_on(key)
 
-    def live_keys_of(self, job_id: str, allocation_id: str) -> list[str]:
-        """The live tasks running in an allocation (one, normally)."""
-        with self._lock:
-            return [
-                key
-                for key, o in self._observed.items()
-                if o.job_id == job_id
-                and o.allocation_id == allocation_id
-                and o.state is not RunState.EXITED
-            ]
+    # ------------------------------------------------------------------ the core's commands
 
     def suspend_allocation(
         self, job_id: str, allocation_id: str, reason: str, limits: Resources | None = None
@@ -468,66 +555,21 @@ class NodeAgent:
         """Freeze the live tasks of an allocation (the RM's preemption); with ``limits`` (an
         immediate preemption's footprint) then cut them to those, so their pages go to swap.
         Returns how many tasks."""
-        keys = self.live_keys_of(job_id, allocation_id)
-        for key in keys:
-            with self._lock:
-                self._graceful.pop(key, None)
-                observed = self._observed.get(key)
-            with contextlib.suppress(UnknownTaskError):
-                if observed is None or observed.state is not RunState.SUSPENDED:
-                    log.info("suspending %s: %s", key, reason)
-                    self.suspend(key)
-                if limits is not None:
-                    self._cut_frozen(key, limits)
+        with self._lock:
+            keys = self.core.live_keys(job_id, allocation_id)
+            instructions = self._decide(Suspend(job_id, allocation_id, reason, limits))
+        self._carry_out(instructions)
         return len(keys)
-
-    def _cut_frozen(self, key: str, limits: Resources) -> None:
-        """Cut a frozen task to ``limits``: CPU first, then memory, which pushes its pages to
-        swap (the write returns once the kernel has reclaimed them).  Without swap, or if the
-        kernel refuses, the memory limit stays where it was."""
-        current = self._current_limits(key)
-        if current is None or (current.cpu, current.memory_mb) == (limits.cpu, limits.memory_mb):
-            return
-        self.resize(key, Resources(limits.cpu, current.memory_mb), ())
-        if limits.memory_mb >= current.memory_mb:
-            return
-        if not self.has_swap:
-            log.warning(
-                "%s: not cutting its memory to %d MiB: this machine has no swap, so it keeps "
-                "%d MiB (the RM counts it as held)",
-                key,
-                limits.memory_mb,
-                current.memory_mb,
-            )
-            return
-        try:
-            self.resize(key, limits, ())
-        except RuntimeError_ as error:
-            log.warning("%s: memory stays at %d MiB: %s", key, current.memory_mb, error)
-            return
-        log.info(
-            "%s suspended to the footprint: %g cpu, %d MiB (swap %d MiB)",
-            key,
-            limits.cpu,
-            limits.memory_mb,
-            (self._runtime_of(key).swap_bytes(key) or 0) >> 20,
-        )
 
     def resume_allocation(
         self, job_id: str, allocation_id: str, limits: Resources | None = None
     ) -> int:
         """Restore the limits of an allocation's tasks (``limits``: what the RM says it may run
         at), then thaw them."""
-        keys = self.live_keys_of(job_id, allocation_id)
-        for key in keys:
-            with self._lock:
-                self._graceful.pop(key, None)
-            with contextlib.suppress(UnknownTaskError):
-                current = self._current_limits(key)
-                if limits is not None and current is not None and current != limits:
-                    self.resize(key, limits, ())
-                self.resume(key)
-                log.info("resumed %s: limits restored to %s", key, _shown(limits or current))
+        with self._lock:
+            keys = self.core.live_keys(job_id, allocation_id)
+            instructions = self._decide(Resume(job_id, allocation_id, limits))
+        self._carry_out(instructions)
         return len(keys)
 
     def resize_allocation(
@@ -542,97 +584,145 @@ class NodeAgent:
         With ``step`` (a graceful preemption) the limits go down by at most ``step`` per
         monitor round (:meth:`preemption_round`), and with ``freeze_on_swap`` the task is frozen
         once it swaps.  A repeated command changes nothing under way."""
-        keys = self.live_keys_of(job_id, allocation_id)
-        for key in keys:
-            graceful = GracefulShrink(limits, step, freeze_on_swap) if step is not None else None
-            with self._lock:
-                if graceful is not None and self._graceful.get(key) == graceful:
-                    continue  # asked again while it is being carried out
-                self._graceful.pop(key, None)
-                observed = self._observed.get(key)
-            if observed is not None and observed.state is RunState.SUSPENDED:
-                continue  # frozen on swapping: it stays where it is until resumed
-            current = self._current_limits(key)
-            lowering = current is not None and (
-                limits.cpu < current.cpu - 1e-9 or limits.memory_mb < current.memory_mb
-            )
-            if graceful is not None and lowering:
-                with self._lock:
-                    self._graceful[key] = graceful
-                log.info(
-                    "graceful preemption of %s: to %s by %s per round%s",
-                    key,
-                    _shown(limits),
-                    _shown(step),
-                    ", frozen once it swaps" if freeze_on_swap else "",
-                )
-                continue
-            with contextlib.suppress(UnknownTaskError):
-                self.resize(key, limits, ())
-        return len(keys)
-
-    def _other_cpu_limits(self, key: str) -> dict[str, float]:
-        """The CPU limits of the live tasks other than ``key`` (sprinted ones as sprinted)."""
         with self._lock:
-            return {
-                k: o.limits.cpu
-                for k, o in self._observed.items()
-                if k != key and o.state is not RunState.EXITED
-            }
+            keys = self.core.live_keys(job_id, allocation_id)
+            before = self.core.graceful()
+            instructions = self._decide(Resize(job_id, allocation_id, limits, step, freeze_on_swap))
+            begun = [k for k, g in self.core.graceful().items() if before.get(k) != g]
+        for key in begun:
+            log.info(
+                "graceful preemption of %s: to %s by %s per round%s",
+                key,
+                _shown(limits),
+                _shown(step),
+                ", frozen once it swaps" if freeze_on_swap else "",
+            )
+        self._carry_out(instructions)
+        return len(keys)
 
     def sprint_allocation(self, job_id: str, allocation_id: str, factor: float) -> int:
         """Sprint the allocation's live tasks at ``factor`` (1: end their sprint); see
         :mod:`node_agent.sprint`.  A repeated command changes nothing under way."""
-        keys = self.live_keys_of(job_id, allocation_id)
-        for key in keys:
-            base = self.sprinter.base_of(key) or self._current_limits(key)
-            if base is None:
-                continue
-            with contextlib.suppress(UnknownTaskError):
-                self.sprinter.sprint(key, factor, base, self._other_cpu_limits(key))
+        with self._lock:
+            keys = self.core.live_keys(job_id, allocation_id)
+            instructions = self._decide(Sprint(job_id, allocation_id, factor))
+        self._carry_out(instructions)
         return len(keys)
 
     def preemption_round(self) -> None:
         """One round of the graceful preemptions under way: each task's limits go down by one
         step, CPU first; a task that swaps is frozen (if asked) and left where it is."""
         with self._lock:
-            under_way = dict(self._graceful)
-        for key, graceful in under_way.items():
-            current = self._current_limits(key)
-            if current is None:
-                with self._lock:
-                    self._graceful.pop(key, None)
-                continue
-            target = graceful.target
-            if not self.has_swap:  # memory cannot be taken from a live task here
-                target = Resources(target.cpu, max(target.memory_mb, current.memory_mb))
-            step = next_step(current, target, graceful.step)
-            swap_before = self._runtime_of(key).swap_bytes(key) or 0
-            try:
-                if step.cpu != current.cpu:
-                    self.resize(key, Resources(step.cpu, current.memory_mb), ())
-                if step.memory_mb != current.memory_mb:
-                    self.resize(key, step, ())
-            except (RuntimeError_, UnknownTaskError) as error:
-                # The kernel could not reclaim the memory: the task is short of it, it swaps.
-                log.info("graceful step of %s stopped: %s", key, error)
-                self._end_graceful(key, graceful, "its memory could not be reclaimed")
-                continue
-            log.info("graceful step of %s: %s -> %s", key, _shown(current), _shown(step))
-            swap_after = self._runtime_of(key).swap_bytes(key) or 0
-            if swap_after - swap_before > SWAP_GROWTH_BYTES:
-                self._end_graceful(key, graceful, f"swapping ({swap_after >> 20} MiB in swap)")
-            elif step == target:
-                with self._lock:
-                    self._graceful.pop(key, None)
+            instructions = self._decide(Tick())
+        self._carry_out(instructions, tolerant=True)
 
-    def _end_graceful(self, key: str, graceful: GracefulShrink, why: str) -> None:
+    # ------------------------------------------------------------------ the shell
+
+    def _carry_out(self, instructions: Sequence[Instruction], *, tolerant: bool = False) -> None:
+        """Carry out the core's instructions in order on the runtimes.  One the runtime refuses
+        is told to the core, whose answer is carried out (tolerantly), and the task's later
+        instructions are skipped; the error is raised unless the task is gone
+        (UnknownTaskError) or ``tolerant`` (a monitor round's: any runtime error)."""
+        skipped: set[str] = set()
+        for instruction in instructions:
+            key = getattr(instruction, "key", None)
+            if key in skipped:
+                continue
+            try:
+                self._apply(instruction)
+            except RuntimeError_ as error:
+                if key is not None:
+                    skipped.add(key)
+                if isinstance(instruction, SetLimits) and instruction.purpose is Purpose.STEP:
+                    log.info("graceful step of %s stopped: %s", key, error)
+                with self._lock:
+                    answer = self._decide(Refused(instruction, str(error)))
+                self._carry_out(answer, tolerant=True)
+                if not (tolerant or isinstance(error, UnknownTaskError)):
+                    raise
+            except Exception as error:
+                if isinstance(instruction, SetLimits) and instruction.purpose is Purpose.SPRINT:
+                    with self._lock:  # not carried out: not reported as sprinting either
+                        self._decide(Refused(instruction, str(error)))
+                raise
+
+    def _apply(self, instruction: Instruction) -> None:
+        """Carry out one instruction (see :meth:`_carry_out`)."""
+        if isinstance(instruction, SetLimits):
+            self._set_limits(instruction)
+        elif isinstance(instruction, Freeze):
+            log.info("suspending %s: %s", instruction.key, instruction.why)
+            self.suspend(instruction.key)
+        elif isinstance(instruction, Thaw):
+            self.resume(instruction.key)
+            current = self._current_limits(instruction.key)
+            log.info("resumed %s: limits restored to %s", instruction.key, _shown(current))
+        elif isinstance(instruction, Kill):
+            log.info("stopping %s: %s", instruction.key, instruction.reason)
+            self.stop(instruction.key)
+        elif isinstance(instruction, RaiseClock):
+            if self._dvfs is not None:
+                self._dvfs.raise_clock()
+        elif isinstance(instruction, RestoreClock) and self._dvfs is not None:
+            self._dvfs.restore_clock()
+
+    def _set_limits(self, instruction: SetLimits) -> None:
+        """Resize a task as the core says.  A cut or a graceful step writes CPU first, then the
+        memory (a task short of CPU dirties fewer pages, so its memory is reclaimed faster,
+        BIG-C Sec. 3.2); a cut whose memory the kernel cannot reclaim keeps it (logged); a step
+        tells the core how much the task's swap grew meanwhile (:class:`Stepped`)."""
+        key, limits, purpose = instruction.key, instruction.limits, instruction.purpose
+        if purpose is Purpose.CUT:
+            self._cut(key, limits, instruction.note)
+        elif purpose is Purpose.STEP:
+            self._step(key, limits)
+        else:
+            self.resize(key, limits, ())
+            if purpose in (Purpose.SPRINT, Purpose.REFIT):
+                factor = self.core.factor_of(key)
+                base = self.core.base_of(key) or limits
+                log.info(
+                    "sprinting %s: %g cpu (grant %g, factor %g)", key, limits.cpu, base.cpu, factor
+                )
+            elif purpose is Purpose.SPRINT_END:
+                log.info("sprint of %s over: back to %g cpu", key, limits.cpu)
+
+    def _cut(self, key: str, limits: Resources, note: str) -> None:
+        current = self._current_limits(key)
+        if current is None:
+            raise UnknownTaskError(f"no live task {key} on this node")
+        self.resize(key, Resources(limits.cpu, current.memory_mb), ())
+        if note:
+            log.warning("%s: %s", key, note)
+        if limits.memory_mb >= current.memory_mb:
+            return
+        try:
+            self.resize(key, limits, ())
+        except RuntimeError_ as error:
+            log.warning("%s: memory stays at %d MiB: %s", key, current.memory_mb, error)
+            return
+        log.info(
+            "%s suspended to the footprint: %g cpu, %d MiB (swap %d MiB)",
+            key,
+            limits.cpu,
+            limits.memory_mb,
+            (self._runtime_of(key).swap_bytes(key) or 0) >> 20,
+        )
+
+    def _step(self, key: str, step: Resources) -> None:
+        current = self._current_limits(key)
+        if current is None:
+            raise UnknownTaskError(f"no live task {key} on this node")
+        swap_before = self._runtime_of(key).swap_bytes(key) or 0
+        if step.cpu != current.cpu:
+            self.resize(key, Resources(step.cpu, current.memory_mb), ())
+        if step.memory_mb != current.memory_mb:
+            self.resize(key, step, ())
+        log.info("graceful step of %s: %s -> %s", key, _shown(current), _shown(step))
+        swap_after = self._runtime_of(key).swap_bytes(key) or 0
         with self._lock:
-            self._graceful.pop(key, None)
-        if graceful.freeze_on_swap:
-            with contextlib.suppress(UnknownTaskError, RuntimeError_):
-                self.suspend(key)
-                log.info("froze %s: %s", key, why)
+            answer = self._decide(Stepped(key, swap_after - swap_before))
+        self._carry_out(answer, tolerant=True)
 
     def _current_limits(self, key: str) -> Resources | None:
         with self._lock:
@@ -647,6 +737,7 @@ class NodeAgent:
             observed = self._observed.get(key)
             if observed is not None and observed.state is RunState.RUNNING:
                 self._observed[key] = replace(observed, state=RunState.SUSPENDED)
+                self._decide(Observed(_view(self._observed[key])))
         log.info("suspended %s", key)
 
     def resume(self, key: str) -> None:
@@ -672,6 +763,8 @@ class NodeAgent:
             observed = self._observed.get(key)
             if observed is not None:
                 self._observed[key] = replace(observed, limits=limits)
+                if observed.state is not RunState.EXITED:
+                    self._decide(Observed(_view(self._observed[key])))
             self._settle(reservation)
         log.info(
             "resized %s to %g cpu on cpus %s, %d MiB", key, limits.cpu, chosen, limits.memory_mb
@@ -739,6 +832,8 @@ class NodeAgent:
                 self._observed.clear()
                 self._reported.clear()
                 self._reserved.clear()
+                ended = self._decide(Snapshot(()))
+            self._carry_out(ended)
         if cancelled:
             log.info("drained: %d queued speculative tasks cancelled", cancelled)
         log.info("drained: %d live tasks stopped, cgroups and containers removed", live)
@@ -790,6 +885,7 @@ class NodeAgent:
             self.services.sample(now)
             with self._lock:
                 self._observed = observed
+                ended = self._decide(Snapshot(_live_views(observed)))
                 # What began after a reservation's runtime call returned shows its result.
                 for key, reservation in list(self._reserved.items()):
                     if reservation.settled is not None and reservation.settled < this_pass:
@@ -801,12 +897,15 @@ class NodeAgent:
                     if self._reported.get(key) != event.state:
                         self._reported[key] = event.state
                         self._outbox.append(event)
+            self._carry_out(ended)  # (a DVFS clock restored: no task sprints any more)
             self._prune(observed, now)
             fenced = self.lease.fenced_problem()
             if fenced is not None:  # nothing queued is admitted while fenced (a race's leftover)
                 self.speculative.cancel_all(f"fenced: {fenced}")
-            starts = self.speculative.run_pass(observed, now)
-        self.speculative.start(starts)  # (the next pass need not wait for the containers)
+            result = self.speculative.run_pass(observed, now, self._node_facts())
+            self._carry_out_pass(result)
+        # (the next pass need not wait for the containers)
+        self.speculative.start(result.starts, self._start_speculative)
 
     def speculative_pass(self, now: float) -> None:
         """The speculative queue's pass over what the last monitor pass observed, and the tasks
@@ -817,8 +916,9 @@ class NodeAgent:
         with self._monitor_lock:
             with self._lock:
                 observed = dict(self._observed)
-            starts = self.speculative.run_pass(observed, now)
-        self.speculative.start(starts)
+            result = self.speculative.run_pass(observed, now, self._node_facts())
+            self._carry_out_pass(result)
+        self.speculative.start(result.starts, self._start_speculative)
 
     def _look_at_swap(self, observed: dict[str, RunObservation]) -> None:
         """Each live task's memory in swap, and whether it grew since the last look; whether
@@ -826,7 +926,8 @@ class NodeAgent:
         has_swap = machine_has_swap()
         if has_swap != self.has_swap:
             log.info("swap %s on this machine", "enabled" if has_swap else "gone")
-            self.has_swap = has_swap
+            with self._lock:
+                self._decide(SwapPresence(has_swap))
         swap: dict[str, int] = {}
         swapping: set[str] = set()
         for key, observation in observed.items():
@@ -871,9 +972,7 @@ class NodeAgent:
     def event_for(self, observation: RunObservation) -> TaskReport:
         state, message = self._lifecycle_state(observation)
         key = observation.task_key
-        if state.is_final:
-            self.sprinter.forget(key)
-        limits = self.sprinter.base_of(key) or Resources(
+        limits = self.core.base_of(key) or Resources(
             observation.limits.cpu, observation.limits.memory_mb
         )
         return TaskReport(
@@ -891,28 +990,23 @@ class NodeAgent:
             swapping=key in self._swapping,
             swap_bytes=self._swap.get(key, 0),
             speculative=observation.speculative,
-            sprint_factor=self.sprinter.factor_of(key),
+            sprint_factor=self.core.factor_of(key),
         )
 
     def _lifecycle_state(self, observation: RunObservation) -> tuple[TaskState, str]:
-        if observation.state is RunState.RUNNING:
-            return TaskState.RUNNING, ""
-        if observation.state is RunState.SUSPENDED:
-            return TaskState.SUSPENDED, ""
-        code = observation.exit_code or 0
-        evicted = self.speculative.eviction_of(observation.task_key)
-        if evicted is not None:
-            return TaskState.KILLED, f"evicted: {evicted}"
-        fenced = self._fenced.get(observation.task_key)
-        if fenced is not None:
-            return TaskState.KILLED, fenced
-        if observation.task_key in self._stop_requested:
-            return TaskState.KILLED, f"stopped (exit code {code})"
-        if code == 0:
-            return TaskState.SUCCEEDED, ""
-        if code > 128:
-            return TaskState.FAILED, f"killed by signal {code - 128}"
-        return TaskState.FAILED, f"exit code {code}"
+        if observation.state is not RunState.EXITED:
+            return reported_state(
+                exited=False, frozen=observation.state is RunState.SUSPENDED, exit_code=0
+            )
+        key = observation.task_key
+        return reported_state(
+            exited=True,
+            frozen=False,
+            exit_code=observation.exit_code or 0,
+            evicted=self.speculative.eviction_of(key),
+            fenced=self._fenced.get(key),
+            stop_requested=key in self._stop_requested,
+        )
 
     def _measure_usage(
         self, observed: dict[str, RunObservation], now: float
@@ -981,6 +1075,23 @@ class NodeAgent:
                     self._reported.pop(key, None)
                     self._stop_requested.discard(key)
                     self._fenced.pop(key, None)
+
+
+def _view(observation: RunObservation) -> TaskView:
+    """A live task as the core sees it (the agent cannot tell its resident memory)."""
+    limits = observation.limits
+    return TaskView(
+        observation.task_key,
+        observation.job_id,
+        observation.allocation_id,
+        Resources(limits.cpu, limits.memory_mb),
+        frozen=observation.state is RunState.SUSPENDED,
+        speculative=observation.speculative,
+    )
+
+
+def _live_views(observed: dict[str, RunObservation]) -> tuple[TaskView, ...]:
+    return tuple(_view(o) for o in observed.values() if o.state is not RunState.EXITED)
 
 
 def _listed(keys: Sequence[str], most: int = 10) -> str:

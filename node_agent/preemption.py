@@ -1,6 +1,7 @@
 """How a node agent carries out container-based preemption (BIG-C Sec. 3.2-3.3, 4.2).
 
-The resource manager decides; the agent applies, and reports each step in the task's limits:
+The resource manager decides; the node decides how (:class:`node_agent.core.NodeCore`, pure, which
+the simulator's nodes run too); the agent applies, and reports each step in the task's limits:
 
 * **immediate** (``SuspendAllocation`` with limits, the minimal footprint): freeze the task,
   then cut its CPU quota and memory limit to the footprint, so its pages go to swap.  The
@@ -22,33 +23,19 @@ limit below what the task uses (that would wake the OOM killer, not the swap).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from node_agent.core import SWAP_GROWTH_BYTES, GracefulShrink
 from policies.preemption.steps import next_step
-from policies.scheduling.resources import Resources
 
 __all__ = [
+    "SWAP_GROWTH_BYTES",
     "GracefulShrink",
     "machine_has_swap",
     "next_step",
     "swap_bytes_v1",
     "swap_bytes_v2",
 ]
-
-SWAP_GROWTH_BYTES = 1 << 20
-"""Swap grown by more than this since the last look counts as swapping (a page or two moving
-does not)."""
-
-
-@dataclass(frozen=True)
-class GracefulShrink:
-    """A graceful preemption under way: step the limits down to ``target`` by ``step`` per
-    round; freeze the task once it swaps (``freeze_on_swap``)."""
-
-    target: Resources
-    step: Resources
-    freeze_on_swap: bool
 
 
 def machine_has_swap(proc_swaps: Path = Path("/proc/swaps")) -> bool:

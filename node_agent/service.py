@@ -408,7 +408,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
         self, job_id: str, task_id: str, attempt: int
     ) -> agent_pb.SpeculativeTask | None:
         """One speculative task of the job on this node, as ListSpeculative lists it."""
-        for status in self._agent.speculative.statuses(job_id, self._agent.observations()):
+        for status in self._agent.speculative_statuses(job_id):
             if (status.task_id, status.attempt) == (task_id, attempt):
                 return speculative_to_pb(status)
         return None
@@ -426,7 +426,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
         return agent_pb.ListSpeculativeResponse(
             tasks=[
                 speculative_to_pb(s)
-                for s in self._agent.speculative.statuses(request.job_id, observed)
+                for s in self._agent.speculative_statuses(request.job_id, observed)
             ],
             queue=queue_state_to_pb(self._agent.speculative.state(observed)),
         )

@@ -3,7 +3,9 @@
 Job masters put speculative tasks straight into this queue (ROSE Sec. 3.2, the agent's
 ``EnqueueSpeculative``); nothing of it goes through the RM.  The pure decisions are in
 :mod:`policies.oversubscription.node_queue` and :mod:`policies.oversubscription.admission`;
-this module measures the node, calls them, and carries them out:
+this module keeps the queue, reads the machine's load, and calls them; it never calls the
+agent back: a pass is given the node's facts (:class:`NodeFacts`) and answers what to evict,
+re-pin and start (:class:`PassResult`), and the agent carries that out:
 
 * **Enqueue** (Sec. 3.2 step 4): accepted while the queue is shorter than the maximum length,
   refused with the reason otherwise (the job master tries another machine).  Idempotent: a
@@ -44,7 +46,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,16 +67,16 @@ from policies.oversubscription.node_queue import (
     core_classes,
     evictions,
     launches,
+    look_at_interference,
     memory_evictions,
     reclaim_hold,
     speculative_cpuset,
-    throttle,
 )
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 
-if TYPE_CHECKING:
-    from node_agent.agent import NodeAgent
+if TYPE_CHECKING:  # (its module loads numpy and scipy: not on the agent's start path)
+    from policies.oversubscription.anomaly import AnomalyVerdict
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +161,53 @@ class Starts:
     cpuset: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class NodeFacts:
+    """What a pass needs to know of the node beyond its tasks, as its agent sees it now: its
+    capacity and CPUs, the services it watches and those whose indicators are anomalous, and
+    (``--load-scope own``) what its own tasks use (None: the host's load is judged)."""
+
+    capacity: Resources
+    cpu_ids: tuple[int, ...]
+    services: frozenset[str] = frozenset()
+    anomalous: tuple[tuple[str, AnomalyVerdict], ...] = ()
+    own_used: Resources | None = None
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Stop this speculative task (recorded evicted already: it ends ``evicted: <why>``)."""
+
+    key: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Repin:
+    """Move a running speculative task to the second-class cores (``limits`` unchanged)."""
+
+    key: str
+    limits: Resources
+    cpuset: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What a pass decided, for the agent to carry out: evict, then re-pin (both under its
+    monitor lock, as part of the pass), then start (after releasing it)."""
+
+    evictions: tuple[Eviction, ...] = ()
+    repins: tuple[Repin, ...] = ()
+    starts: Starts = field(default_factory=Starts)
+
+
+StateOf = Callable[[RunObservation], tuple[TaskState, str]]
+"""How the agent reports a task: its state and message (the agent's ``event_for``)."""
+
+StartTask = Callable[[QueuedLaunch, tuple[int, ...]], object]
+"""The agent's start of an admitted speculative task on ``cpuset`` (raises if it could not)."""
+
+
 @dataclass
 class _Counters:
     admitted: int = 0
@@ -180,12 +229,11 @@ class _Held:
 
 class SpeculativeQueue:
     """See the module docstring.  Thread-safe: handlers enqueue and list while the monitor
-    pass launches and evicts."""
+    pass launches and evicts.  It never calls its agent: a pass is given the node's facts
+    (:class:`NodeFacts`) and answers what to evict, re-pin and start (:class:`PassResult`),
+    which the agent carries out."""
 
-    def __init__(
-        self, agent: NodeAgent, config: OversubscriptionConfig, state_dir: Path | None
-    ) -> None:
-        self._agent = agent
+    def __init__(self, config: OversubscriptionConfig, state_dir: Path | None) -> None:
         self.config = config
         self._file = state_dir / STATE_FILE if state_dir is not None else None
         self._lock = threading.Lock()
@@ -272,8 +320,11 @@ class SpeculativeQueue:
         with self._lock:
             return self._held.evicted.get(key)
 
-    def statuses(self, job_id: str, observed: Sequence[RunObservation]) -> list[SpeculativeStatus]:
-        """The job's speculative tasks on this node: queued, cancelled, running, ended."""
+    def statuses(
+        self, job_id: str, observed: Sequence[RunObservation], state_of: StateOf
+    ) -> list[SpeculativeStatus]:
+        """The job's speculative tasks on this node: queued, cancelled, running, ended
+        (``state_of``: what the agent reports of an observed one)."""
         with self._lock:
             queued = [q for q in self._held.queue.values() if q.job_id == job_id]
             ended = {k: e for k, e in self._held.ended.items() if e.job_id == job_id}
@@ -300,14 +351,14 @@ class SpeculativeQueue:
                 continue
             if not (observation.speculative or key in upgraded or key in evicted):
                 continue
-            event = self._agent.event_for(observation)
+            state, message = state_of(observation)
             answer.append(
                 SpeculativeStatus(
                     observation.job_id,
                     observation.task_id,
                     observation.attempt,
-                    event.state,
-                    event.message,
+                    state,
+                    message,
                     evicted=key in evicted,
                     upgraded=key in upgraded,
                     started_at=observation.started_at,
@@ -334,19 +385,25 @@ class SpeculativeQueue:
 
     # ------------------------------------------------------------------ the agent's pass
 
-    def run_pass(self, observed: Mapping[str, RunObservation], now: float) -> Starts:
+    def run_pass(
+        self, observed: Mapping[str, RunObservation], now: float, node: NodeFacts
+    ) -> PassResult:
         """Throttle, re-pin, admit: one pass over what the runtimes observe now (the agent's
         monitor pass calls it, under its monitor lock).  ``now`` is wall-clock seconds.
-        Returns what it admitted, for :meth:`start` after the lock is released."""
+        Returns what to evict and re-pin (the agent does it at once) and what it admitted,
+        for :meth:`start` after the lock is released."""
         live = [o for o in observed.values() if o.state is not RunState.EXITED]
         speculative = [o for o in live if o.speculative]
         with self._lock:
             for key in [k for k in self._held.queue if k in observed]:
                 del self._held.queue[key]  # started just before a crash: never twice
             self._prune(now)
-        anomaly = self._throttle_reason()
+        anomaly = self._throttle_reason(node)
         was_throttled = self._throttle.active
-        self._throttle = throttle(self._throttle, anomaly, now, self.config)
+        look = look_at_interference(
+            self._throttle, anomaly, self._running(speculative), now, self.config
+        )
+        self._throttle = look.throttle
         reason = self._throttle.reason or None
         self.throttled = reason is not None
         if reason is not None:  # (said first: the heartbeat may read it while evicting)
@@ -354,11 +411,11 @@ class SpeculativeQueue:
         elif was_throttled:
             log.info("speculative queue: throttle lifted (the services are normal again)")
         if anomaly is not None and speculative:
-            self._evict(speculative, [o.task_key for o in speculative], anomaly)
-            return Starts()
-        squeezed = self._memory_squeeze(live, speculative) if speculative else []
+            return PassResult(self._evict(speculative, look.evict, anomaly))
+        squeezed = self._memory_squeeze(live, speculative, node) if speculative else []
+        evicted: tuple[Eviction, ...] = ()
         if squeezed:
-            self._evict(speculative, squeezed, "memory reclaimed for regular tasks")
+            evicted = self._evict(speculative, squeezed, "memory reclaimed for regular tasks")
             speculative = [o for o in speculative if o.task_key not in squeezed]
             live = [o for o in live if o.task_key not in squeezed]
         committed = sum(o.limits.memory_mb for o in live)
@@ -367,7 +424,7 @@ class SpeculativeQueue:
             self._reclaim,
             bool(squeezed),
             committed,
-            self._agent.config.capacity.memory_mb,
+            node.capacity.memory_mb,
             now,
             self.config,
         )
@@ -375,20 +432,21 @@ class SpeculativeQueue:
             log.info("speculative queue: held while memory is reclaimed for regular tasks")
         elif was_held and not self._reclaim.active:
             log.info("speculative queue: memory hold lifted (%d MiB committed)", committed)
-        classes = self._core_classes(live)
+        classes = self._core_classes(live, node)
+        repins: tuple[Repin, ...] = ()
         if classes != self._classes:
             self._classes = classes
-            self._repin(speculative, classes)
+            repins = self._repins(speculative, classes)
         if reason is not None:
             self.blocked = f"throttled: {reason}"
-            return Starts()
-        return self._admit(speculative, classes, committed)
+            return PassResult(evicted, repins)
+        return PassResult(evicted, repins, self._admit(speculative, classes, committed, node))
 
-    def _throttle_reason(self) -> str | None:
+    def _throttle_reason(self, node: NodeFacts) -> str | None:
         """Sec. 6.2: why speculative work must give way now (RP mode only), or None."""
         if not self.config.is_responsiveness_prioritized:
             return None
-        for key, verdict in self._agent.services.anomalous():
+        for key, verdict in node.anomalous:
             return (
                 f"{verdict.indicator} of service {key} at {verdict.value:.3g} "
                 f"over {verdict.bound:.3g}"
@@ -396,7 +454,7 @@ class SpeculativeQueue:
         return None
 
     def _memory_squeeze(
-        self, live: Sequence[RunObservation], speculative: Sequence[RunObservation]
+        self, live: Sequence[RunObservation], speculative: Sequence[RunObservation], node: NodeFacts
     ) -> list[str]:
         """The speculative tasks to evict so that the live tasks' memory limits fit the node
         (a regular task reclaims what speculative ones borrowed), in eviction order."""
@@ -405,7 +463,7 @@ class SpeculativeQueue:
                 self._running(speculative),
                 {o.task_key: o.limits.memory_mb for o in speculative},
                 sum(o.limits.memory_mb for o in live),
-                self._agent.config.capacity.memory_mb,
+                node.capacity.memory_mb,
             )
         )
 
@@ -418,9 +476,14 @@ class SpeculativeQueue:
             for o in speculative
         ]
 
-    def _evict(self, speculative: Sequence[RunObservation], keys: Sequence[str], why: str) -> None:
+    def _evict(
+        self, speculative: Sequence[RunObservation], keys: Sequence[str], why: str
+    ) -> tuple[Eviction, ...]:
+        """Record ``keys`` evicted (in eviction order, those not evicted before): the agent
+        stops them (grace :data:`EVICTION_GRACE_S`)."""
         wanted = set(keys)
         order = [k for k in evictions(self._running(speculative)) if k in wanted]
+        chosen: list[Eviction] = []
         for key in order:
             with self._lock:
                 if key in self._held.evicted:
@@ -428,35 +491,35 @@ class SpeculativeQueue:
                 self._held.evicted[key] = why
                 self._held.counters.evicted += 1
                 self._save()
-            log.warning("evicting speculative %s: %s", key, why)
-            try:
-                self._agent.stop(key, EVICTION_GRACE_S)
-            except Exception as error:  # it may have ended meanwhile
-                log.info("evicting %s: %s", key, error)
+            chosen.append(Eviction(key, why))
+        return tuple(chosen)
 
-    def _core_classes(self, live: Sequence[RunObservation]) -> CoreClasses:
-        services = self._agent.services.keys()
+    def _core_classes(self, live: Sequence[RunObservation], node: NodeFacts) -> CoreClasses:
+        services = node.services
         regular = [
             o.limits.cpuset
             for o in live
             if not o.speculative and o.task_id != "master" and o.task_key not in services
         ]
         watched = [o.limits.cpuset for o in live if o.task_key in services]
-        return core_classes(self._agent.config.cpu_ids, regular, watched, self.config)
+        return core_classes(node.cpu_ids, regular, watched, self.config)
 
-    def _repin(self, speculative: Sequence[RunObservation], classes: CoreClasses) -> None:
+    def _repins(
+        self, speculative: Sequence[RunObservation], classes: CoreClasses
+    ) -> tuple[Repin, ...]:
         cpuset, _ = speculative_cpuset(classes)
-        for observation in speculative:
-            if tuple(observation.limits.cpuset) == cpuset:
-                continue
-            limits = Resources(observation.limits.cpu, observation.limits.memory_mb)
-            try:
-                self._agent.resize(observation.task_key, limits, cpuset)
-            except Exception as error:  # it may have ended meanwhile
-                log.info("re-pinning %s: %s", observation.task_key, error)
+        return tuple(
+            Repin(o.task_key, Resources(o.limits.cpu, o.limits.memory_mb), cpuset)
+            for o in speculative
+            if tuple(o.limits.cpuset) != cpuset
+        )
 
     def _admit(
-        self, speculative: Sequence[RunObservation], classes: CoreClasses, committed_mb: int
+        self,
+        speculative: Sequence[RunObservation],
+        classes: CoreClasses,
+        committed_mb: int,
+        node: NodeFacts,
     ) -> Starts:
         """Pop what the queue may start now; ``committed_mb``: the live tasks' memory limits."""
         with self._lock:
@@ -473,9 +536,8 @@ class SpeculativeQueue:
             if launch.key not in seen:
                 held = held + launch.resources
                 committed_mb += launch.resources.memory_mb
-        config = self._agent.config
-        own = (self._agent.used, config.capacity) if config.own_share else None
-        load = NodeLoad(self._machine.read(time.monotonic(), own), held, config.capacity)
+        own = None if node.own_used is None else (node.own_used, node.capacity)
+        load = NodeLoad(self._machine.read(time.monotonic(), own), held, node.capacity)
         decision = launches(
             [QueuedTask(q.key, q.resources, q.enqueued_at) for q in queue],
             load,
@@ -492,37 +554,32 @@ class SpeculativeQueue:
                 self._starting[launch.key] = launch
         return Starts(admitted, cpuset)
 
-    def start(self, starts: Starts) -> None:
-        """Start what a pass admitted, side by side (a container takes the engine ~0.2 s),
-        outside the agent's monitor lock; each start keeps its own record and never raises."""
+    def start(self, starts: Starts, start_task: StartTask) -> None:
+        """Start what a pass admitted with the agent's ``start_task``, side by side (a
+        container takes the engine ~0.2 s), outside the agent's monitor lock; each start keeps
+        its own record and never raises."""
         try:
             if len(starts.launches) <= 1:
                 for launch in starts.launches:
-                    self._start(launch, starts.cpuset)
+                    self._start(launch, starts.cpuset, start_task)
                 return
             workers = min(len(starts.launches), MAX_CONCURRENT_STARTS)
             with ThreadPoolExecutor(workers, thread_name_prefix="speculative-start") as pool:
-                list(pool.map(lambda launch: self._start(launch, starts.cpuset), starts.launches))
+                list(
+                    pool.map(
+                        lambda launch: self._start(launch, starts.cpuset, start_task),
+                        starts.launches,
+                    )
+                )
         finally:
             with self._started:
                 for launch in starts.launches:
                     self._starting.pop(launch.key, None)
                 self._started.notify_all()
 
-    def _start(self, launch: QueuedLaunch, cpuset: tuple[int, ...]) -> None:
+    def _start(self, launch: QueuedLaunch, cpuset: tuple[int, ...], start_task: StartTask) -> None:
         try:
-            self._agent.start_task(
-                launch.job_id,
-                launch.task_id,
-                launch.attempt,
-                speculative_allocation_id(launch.key),
-                launch.argv,
-                launch.resources,
-                launch.image,
-                dict(launch.env),
-                speculative=True,
-                cpuset=cpuset,
-            )
+            start_task(launch, cpuset)
         except Exception as error:
             problem = f"could not start: {error}"
             log.warning("speculative %s %s", launch.key, problem)

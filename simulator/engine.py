@@ -12,7 +12,9 @@ simulated is everything around them:
   and carries out the answer's commands (a job master launch); it observes its tasks every
   ``monitor_interval`` and reports what changed at once, as the live agent does.  A task runs
   for its duration divided by its rate (its current CPU limit over its grant: a shrunk task
-  slows down, a frozen one makes no progress; a killed one loses its work).
+  slows down, a frozen one makes no progress; a killed one loses its work).  What a node
+  decides about a preemption or a sprint is the agent's own :class:`node_agent.core.NodeCore`;
+  the simulated node carries its instructions out.
 * **Coupled phases** (a workload's ``coupled: true``): tasks that share state, as the
   executors of the paper's Spark jobs or MPI ranks.  A preemption kill of one loses the
   phase's progress: its running siblings start their work again (BIG-C Sec. 5.4: killed long
@@ -90,6 +92,26 @@ from job_master.round import (
     begin_round,
 )
 from job_master.speculation import Candidate
+from node_agent.core import (
+    Event,
+    Freeze,
+    Gone,
+    GracefulShrink,
+    Instruction,
+    NodeCore,
+    Observed,
+    Purpose,
+    Resize,
+    Resume,
+    SetLimits,
+    Sprint,
+    Stepped,
+    Suspend,
+    TaskView,
+    Thaw,
+    Tick,
+)
+from node_agent.sprint import Mechanism
 from plumbing.intervals import (
     HEARTBEAT_INTERVAL_S,
     JOB_MASTER_ROUND_S,
@@ -107,7 +129,6 @@ from plumbing.node_protocol import (
 )
 from policies.approximation.dispatch import DispatchMode
 from policies.preemption.queues import QueueConfig
-from policies.preemption.steps import next_step
 from policies.scheduling.framework import AllocationKind, Profile
 from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
@@ -216,7 +237,6 @@ class _Task:
     limits: Resources | None = None  # as resized (None: the grant)
     swapped_mb: int = 0  # of its memory, in swap
     busy: bool = False  # swapping memory out or in: a command waits until it is done
-    graceful: tuple[Resources, Resources, bool] | None = None  # (target, step, freeze on swap)
     phase: str = ""  # of its job (empty for a job master)
     sprint_factor: float = 1.0  # DiAS: it sprints, running this many times faster
 
@@ -225,6 +245,7 @@ class _Task:
 class _Node:
     node_id: str
     phase: float  # its heartbeats and monitor passes happen at phase + k * interval
+    core: NodeCore  # what the node decides: the live agent's own core (node_agent/core.py)
     tasks: dict[str, _Task] = field(default_factory=dict)  # by allocation id
     unreported: list[TaskReport] = field(default_factory=list)
     monitor_armed: bool = False
@@ -290,7 +311,8 @@ class Simulation:
         self.events = 0
         phases = random.Random(f"{seed}:node-phases")
         self._nodes = {
-            f"node-{i:05d}": _Node(f"node-{i:05d}", phases.random()) for i in range(settings.nodes)
+            f"node-{i:05d}": _Node(f"node-{i:05d}", phases.random(), self._node_core())
+            for i in range(settings.nodes)
         }
         self._masters: dict[str, _Master] = {}
         self._sim_jobs: dict[str, SimJob] = {}  # job id -> its workload job
@@ -463,7 +485,9 @@ class Simulation:
         node.heartbeat_armed = False
         # Ended tasks were reported when they ended (_observe): they leave the node's map, so
         # a heartbeat costs what runs there, not everything that ever ran there.
-        node.tasks = {a: t for a, t in node.tasks.items() if not t.state.is_final}
+        for allocation_id in [a for a, t in node.tasks.items() if t.state.is_final]:
+            del node.tasks[allocation_id]
+            node.core.handle(Gone(allocation_id), self.now)
         live = [self._report(t) for t in node.tasks.values()]
         used = Resources()
         for task in node.tasks.values():
@@ -572,22 +596,66 @@ class Simulation:
             if master is not None and master.allocation_id == allocation_id:
                 master.finished = True
 
+    # The node's decisions are the agent's own (node_agent/core.py): these methods hand it the
+    # RM's commands and carry out its instructions on the simulated tasks.  A simulated node
+    # knows a task's resident memory, so a graceful step below it is swapping foreseen.
+
+    def _node_core(self) -> NodeCore:
+        """A node's core: sprints modelled as the paper's DVFS (a sprinting task runs
+        ``factor`` times faster)."""
+        settings = self.settings
+        return NodeCore(settings.node_cpu, has_swap=settings.has_swap, mechanism=Mechanism.DVFS)
+
+    def _decide(self, node: _Node, task: _Task, event: Event) -> list[Instruction] | None:
+        """The core's answer to ``event`` about ``task``, the node having looked at the task
+        first (as the agent's monitor does); None when the task is not live on the node (not
+        started yet, or ended): the agent would not know it either."""
+        if task.state is not TaskState.RUNNING and task.state is not TaskState.SUSPENDED:
+            node.core.handle(Gone(task.allocation_id), self.now)
+            return None
+        view = TaskView(
+            task.allocation_id,
+            task.job_id,
+            task.allocation_id,
+            self._limits_of(task),
+            frozen=task.state is TaskState.SUSPENDED,
+            resident_mb=self._resident_mb(task),
+        )
+        node.core.handle(Observed(view), self.now)
+        return node.core.handle(event, self.now)
+
+    def _carry_out(self, node: _Node, task: _Task, instructions: Sequence[Instruction]) -> None:
+        """Carry out the core's instructions on one task (resumptions: :meth:`_resume`)."""
+        for instruction in instructions:
+            if isinstance(instruction, Freeze):
+                self._suspended.add(task.allocation_id)
+                self.set_rate(task.allocation_id, 0.0)
+                task.state = TaskState.SUSPENDED
+                self._observe(node, task)
+            elif isinstance(instruction, SetLimits):
+                limits = instruction.limits
+                if instruction.purpose is Purpose.CUT:
+                    self._cut_memory(node, task, limits)
+                    continue
+                task.limits = None if limits == task.granted else limits
+                if task.state is TaskState.RUNNING:
+                    self.set_rate(task.allocation_id, self._full_rate(task))
+                self._observe(node, task)
+                if instruction.purpose is Purpose.STEP:  # its swapping was foreseen
+                    answer = node.core.handle(Stepped(task.allocation_id), self.now)
+                    self._carry_out(node, task, answer)
+
     def _suspend(self, node: _Node, allocation_id: str, footprint: Resources | None) -> None:
         """Freeze a running task: no progress until resumed; nothing is lost.  With a
         footprint (immediate preemption), its memory then goes to swap down to it."""
         task = node.tasks.get(allocation_id)
         if task is None or task.state.is_final or task.busy:
             return
-        if task.state is TaskState.RUNNING:
-            if task.allocation_id not in self._suspended:
-                self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
-                self._suspended.add(task.allocation_id)
-            task.graceful = None
-            self.set_rate(allocation_id, 0.0)
-            task.state = TaskState.SUSPENDED
-            self._observe(node, task)
-        if footprint is not None and task.state is TaskState.SUSPENDED:
-            self._cut_memory(node, task, footprint)
+        if task.state is TaskState.RUNNING and task.allocation_id not in self._suspended:
+            self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
+            self._suspended.add(task.allocation_id)
+        decided = self._decide(node, task, Suspend(task.job_id, allocation_id, "", footprint))
+        self._carry_out(node, task, decided or [])
 
     def _limits_of(self, task: _Task) -> Resources:
         return task.granted if task.limits is None else task.limits
@@ -598,19 +666,14 @@ class Simulation:
         return min(self._limits_of(task).memory_mb, working)
 
     def _cut_memory(self, node: _Node, task: _Task, limits: Resources) -> None:
-        """Set a task's limits to ``limits``; what its memory loses below what it has resident
-        goes to swap first, and the node shows the new limits once that is done."""
+        """Set a frozen task's limits to ``limits`` (the core's cut); what its memory loses
+        below what it has resident goes to swap first, and the node shows the new limits once
+        that is done."""
         current = self._limits_of(task)
         if limits.memory_mb >= current.memory_mb:
             task.limits = None if limits == task.granted else limits
             self._observe(node, task)
             return
-        if not self.settings.has_swap:
-            limits = Resources(limits.cpu, max(limits.memory_mb, self._resident_mb(task)))
-            if limits.memory_mb >= current.memory_mb:
-                task.limits = None if limits == task.granted else limits
-                self._observe(node, task)
-                return
         out = max(0, self._resident_mb(task) - limits.memory_mb)
         task.busy = True  # a resume waits until this is done
 
@@ -629,14 +692,18 @@ class Simulation:
         task = node.tasks.get(allocation_id)
         if task is None or task.state is not TaskState.SUSPENDED or task.busy:
             return
-        restored = limits or task.granted
+        decided = self._decide(node, task, Resume(task.job_id, allocation_id, limits)) or []
+        if not any(isinstance(i, Thaw) for i in decided):
+            return
+        restored = next((i.limits for i in decided if isinstance(i, SetLimits)), None)
 
         def thaw() -> None:
             task.busy = False
             if task.state is not TaskState.SUSPENDED:
                 return
             task.swapped_mb = 0
-            task.limits = None if restored == task.granted else restored
+            if restored is not None:
+                task.limits = None if restored == task.granted else restored
             self._suspended.discard(allocation_id)
             task.state = TaskState.RUNNING
             self.set_rate(allocation_id, self._full_rate(task))
@@ -649,51 +716,33 @@ class Simulation:
             thaw()
 
     def _graceful(self, node: _Node, command: ResizeAllocation) -> None:
-        """A graceful preemption: one step per monitor round down to the target; the task is
-        frozen once a step takes its memory below its working set (it would swap)."""
+        """A graceful preemption: one step per monitor round down to the target, the first at
+        once; the task is frozen once a step takes its memory below its working set."""
         task = node.tasks.get(command.allocation_id)
         if task is None or task.state is not TaskState.RUNNING or command.step is None:
             return
-        wanted = (command.limits, command.step, command.freeze_on_swap)
-        if task.graceful == wanted:
+        key = task.allocation_id
+        before = node.core.shrink_of(key)
+        if before == GracefulShrink(command.limits, command.step, command.freeze_on_swap):
             return  # asked again while it is carried out
-        first = task.graceful is None
-        task.graceful = wanted
         if task.allocation_id not in self._suspended and task.limits is None:
             self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
-        if first:
+        resize = Resize(task.job_id, key, command.limits, command.step, command.freeze_on_swap)
+        self._carry_out(node, task, self._decide(node, task, resize) or [])
+        if before is None and node.core.shrinking(key):
             self._graceful_round(node, task)
 
     def _graceful_round(self, node: _Node, task: _Task) -> None:
-        if task.graceful is None or task.state is not TaskState.RUNNING or task.busy:
-            task.graceful = None if task.state.is_final else task.graceful
-            if task.graceful is not None and task.busy:
+        key = task.allocation_id
+        if not node.core.shrinking(key) or task.state is not TaskState.RUNNING or task.busy:
+            if node.core.shrinking(key) and task.busy:
                 self.at(
                     self.now + self.settings.monitor_interval,
                     lambda: self._graceful_round(node, task),
                 )
             return
-        target, step, freeze = task.graceful
-        current = self._limits_of(task)
-        if not self.settings.has_swap:
-            target = Resources(target.cpu, max(target.memory_mb, self._resident_mb(task)))
-        following = next_step(current, target, step)
-        swaps = following.memory_mb < self._resident_mb(task)
-        if swaps and freeze:
-            task.graceful = None
-            if task.allocation_id not in self._suspended:
-                self._suspended.add(task.allocation_id)
-            self.set_rate(task.allocation_id, 0.0)
-            task.state = TaskState.SUSPENDED
-            self._observe(node, task)  # frozen now; the lower memory shows once swapped out
-            self._cut_memory(node, task, following)
-            return
-        task.limits = None if following == task.granted else following
-        self.set_rate(task.allocation_id, self._full_rate(task))
-        self._observe(node, task)
-        if following == target:
-            task.graceful = None
-        else:
+        self._carry_out(node, task, self._decide(node, task, Tick(key)) or [])
+        if node.core.shrinking(key):
             self.at(
                 self.now + self.settings.monitor_interval, lambda: self._graceful_round(node, task)
             )
@@ -712,12 +761,12 @@ class Simulation:
         task = node.tasks.get(allocation_id)
         if task is None or task.state.is_final:
             return
+        decided = self._decide(node, task, Resize(task.job_id, allocation_id, limits))
+        if decided is None:
+            return  # not started: the RM asks again at the next heartbeat
         if task.limits is None and limits.cpu < task.granted.cpu:
             self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
-        task.limits = None if limits == task.granted else limits
-        if task.state is TaskState.RUNNING:
-            self.set_rate(allocation_id, self._full_rate(task))
-        self._observe(node, task)
+        self._carry_out(node, task, decided)
 
     def _sprint(self, node: _Node, allocation_id: str, factor: float) -> None:
         """DiAS sprinting, modelled as the paper's DVFS: the task runs ``factor`` times faster
@@ -725,7 +774,9 @@ class Simulation:
         task = node.tasks.get(allocation_id)
         if task is None or task.state.is_final:
             return
-        task.sprint_factor = max(1.0, factor)
+        if self._decide(node, task, Sprint(task.job_id, allocation_id, factor)) is None:
+            return  # not started: the RM asks again at the next heartbeat
+        task.sprint_factor = node.core.factor_of(allocation_id)
         if task.state is TaskState.RUNNING:
             self.set_rate(allocation_id, self._full_rate(task))
         self._observe(node, task)

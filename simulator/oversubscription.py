@@ -5,7 +5,7 @@ lists, interference and latency-sensitive services.
 What runs is the product's own code: the job masters' :class:`job_master.plan.JobPlan` with
 its ``speculative`` block (Alg. 5, rescheduling), the node queue's decisions
 (:func:`policies.oversubscription.admission.admit_to_queue`,
-:func:`policies.oversubscription.node_queue.launches` and ``evictions``), and for ROSE's
+:func:`policies.oversubscription.node_queue.launches` and ``look_at_interference``), and for ROSE's
 placement the aggregator's own Alg. 1-4 (:func:`policies.oversubscription.candidates.
 compute_candidates`) over windows of the simulated nodes' metrics, with Alg. 3 ratings from the
 evictions.  What is modelled around them:
@@ -71,9 +71,8 @@ from policies.oversubscription.node_queue import (
     QueuedTask,
     RunningSpeculative,
     Throttle,
-    evictions,
     launches,
-    throttle,
+    look_at_interference,
 )
 from policies.oversubscription.snapshot import MachineWindows
 from policies.scheduling.lifecycle import JobState, TaskState
@@ -297,12 +296,18 @@ class OversubscribedSimulation(Simulation):
         """What runs on the node changed: the throttle, its tasks' speed, its queue."""
         if self.config.is_responsiveness_prioritized and state.service:
             anomalous = state.pressure_over_history() > PSI_FLOOR
-            if anomalous and state.running:
-                self._evict(node, state, [s.key for s in state.running.values()])
-            # The agent's own throttle: it holds the queue for a while after the last anomaly.
-            state.throttle = throttle(
-                state.throttle, "psi_cpu" if anomalous else None, self.now, self.config
+            # The agent's own decision: evict every running speculative task, and hold the
+            # queue for a while after the last anomaly.
+            look = look_at_interference(
+                state.throttle,
+                "psi_cpu" if anomalous else None,
+                self._running_speculative(state),
+                self.now,
+                self.config,
             )
+            if look.evict:
+                self._evict(node, state, look.evict)
+            state.throttle = look.throttle
             if anomalous:
                 self.at(state.throttle.until, lambda: self._changed(node, state))
         factor, speculative_factor = state.factors(self.rose.interference)
@@ -406,11 +411,15 @@ class OversubscribedSimulation(Simulation):
         self._wake_master(speculative.master.job_id)
         self._changed(node, state)
 
+    @staticmethod
+    def _running_speculative(state: _NodeState) -> list[RunningSpeculative]:
+        """Its running speculative tasks as the eviction order sees them (all on first-class
+        cores: the simulated nodes have no core classes)."""
+        return [RunningSpeculative(s.key, s.started_at, True) for s in state.running.values()]
+
     def _evict(self, node: _Node, state: _NodeState, keys: Sequence[str]) -> None:
-        running = [RunningSpeculative(s.key, s.started_at, True) for s in state.running.values()]
-        for key in evictions(running):
-            if key not in keys:
-                continue
+        """Evict ``keys`` (in :func:`evictions` order)."""
+        for key in keys:
             speculative = state.running.pop(key)
             self.counts.evicted += 1
             self._evicted_on.setdefault(speculative.master.job_id, []).append(state.index)

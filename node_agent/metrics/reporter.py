@@ -125,7 +125,7 @@ class MetricsReporter:
         if self.agent.config.own_share:  # several nodes on one host: judge this one's share
             machine = own_sample(machine, self.agent.used, self.agent.config.capacity)
         energy = self._energy.sample(
-            monotonic, machine.cpu_utilization, self.agent.sprinter.any_sprinting
+            monotonic, machine.cpu_utilization, self.agent.core.any_sprinting
         )
         live = self._live_tasks()
         tasks = self._task_figures(live)

@@ -270,3 +270,27 @@ def throttle(
     if previous.active and now < previous.until:
         return previous
     return Throttle()
+
+
+@dataclass(frozen=True)
+class InterferenceLook:
+    """What a node does after a look at its services (Sec. 6.2): its throttle from now, and
+    the running speculative tasks to evict, in :func:`evictions` order (every one of them
+    while a service is anomalous, none otherwise)."""
+
+    throttle: Throttle
+    evict: tuple[str, ...]
+
+
+def look_at_interference(
+    previous: Throttle,
+    anomaly: str | None,
+    running: Iterable[RunningSpeculative],
+    now: float,
+    config: OversubscriptionConfig,
+) -> InterferenceLook:
+    """The throttle (:func:`throttle`) and the evictions an anomaly (``anomaly``: why a
+    service is anomalous now, or None) brings; the node agent's speculative queue and the
+    simulator's nodes both decide with it."""
+    evict = evictions(running) if anomaly is not None else ()
+    return InterferenceLook(throttle(previous, anomaly, now, config), evict)

@@ -83,10 +83,7 @@ class Node:
         return answer
 
     def states(self) -> dict[str, TaskState]:
-        return {
-            s.task_id: s.state
-            for s in self.agent.speculative.statuses("job", self.agent.observations())
-        }
+        return {s.task_id: s.state for s in self.agent.speculative_statuses("job")}
 
 
 @pytest.fixture
@@ -169,9 +166,7 @@ def test_an_anomaly_blocks_the_queue_and_evicts_first_class_tasks_first(
         "map-1": TaskState.KILLED,
         "map-2": TaskState.PENDING,
     }
-    ended = {
-        s.task_id: s for s in node.agent.speculative.statuses("job", node.agent.observations())
-    }
+    ended = {s.task_id: s for s in node.agent.speculative_statuses("job")}
     assert ended["map-0"].evicted and ended["map-0"].message.startswith("evicted: psi_cpu")
     state = node.agent.queue_state()
     assert state.throttled and state.blocked.startswith("throttled: psi_cpu of service")
@@ -198,9 +193,7 @@ def test_regular_tasks_reclaim_memory_speculative_ones_borrowed(node: Node) -> N
     node.agent.start_task("job", "reduce-0", 1, "alloc-1", SLEEP, Resources(0.5, 1800), None)
     node.agent.monitor_once(time.time())  # evicts it
     node.agent.monitor_once(time.time())  # sees it ended
-    status = {
-        s.task_id: s for s in node.agent.speculative.statuses("job", node.agent.observations())
-    }
+    status = {s.task_id: s for s in node.agent.speculative_statuses("job")}
     assert status["map-0"].evicted
     assert status["map-0"].message == "evicted: memory reclaimed for regular tasks"
 
@@ -215,7 +208,7 @@ def test_an_upgraded_task_reports_its_container_and_is_no_longer_speculative(nod
         "alloc-9",
         TaskState.RUNNING,
     )
-    listed = node.agent.speculative.statuses("job", node.agent.observations())
+    listed = node.agent.speculative_statuses("job")
     assert [(s.task_id, s.upgraded, s.allocation_id) for s in listed] == [
         ("map-0", True, "alloc-9")
     ]

@@ -29,7 +29,7 @@ def node(cgroup_v1: Path, node_id: str, tmp_path: Path) -> Iterator[Node]:
 
 def second_attempt(node: Node) -> TaskState | None:
     node.agent.monitor_once(time.time())
-    for status in node.agent.speculative.statuses("job", node.agent.observations()):
+    for status in node.agent.speculative_statuses("job"):
         if status.task_id == "map-0" and status.attempt == 2:
             return status.state
     return None

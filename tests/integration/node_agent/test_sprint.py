@@ -83,7 +83,7 @@ def test_a_job_past_its_timeout_sprints_on_idle_cores_until_the_budget_is_spent(
     assert cluster.core(lambda core, now: core.sprints.sprinting(job_id))
     wait_until(lambda: abs(quota_share() - 1.0) < 0.01)
     # The agent reports its grant as its limits (the sprint beside them): the RM keeps them.
-    assert cluster.agent.sprinter.factor_of(key) == 2.0
+    assert cluster.agent.core.factor_of(key) == 2.0
     shown = cluster.core(lambda core, now: core.allocations[allocation_id].shown_limits)
     assert shown in (None, TASK)
     assert cluster.core(lambda core, now: core.sprints.budget_at(8.0)) == pytest.approx(3.0)

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from node_agent.cpufreq import Dvfs, detect
-from node_agent.sprint import Mechanism, NodeSprinter, sprinted_cpu
-from policies.scheduling.resources import Resources
+from node_agent.sprint import sprinted_cpu
 
 
 def cpufreq_tree(root: Path, cpus: int, *, writable: bool = True) -> Path:
@@ -75,62 +74,4 @@ def test_a_quota_sprint_takes_idle_cpu_only(grant: float, factor: float, idle: f
     assert sprinted_cpu(grant, factor, idle) == cpu
 
 
-def test_the_quota_sprinter_raises_and_restores_the_limits(tmp_path: Path) -> None:
-    resized: list[tuple[str, Resources]] = []
-    sprinter = NodeSprinter(detect(tmp_path / "none"), 4.0, lambda k, r: resized.append((k, r)))
-    assert sprinter.mechanism is Mechanism.CPU_QUOTA
-    base = Resources(1.0, 64)
-    sprinter.sprint("t", 2.0, base, {"other": 2.5})  # 0.5 idle
-    sprinter.sprint("t", 2.0, base, {"other": 2.5})  # again: nothing more
-    assert resized == [("t", Resources(1.5, 64))]
-    assert (sprinter.factor_of("t"), sprinter.base_of("t")) == (2.0, base)
-    sprinter.sprint("t", 1.0, base, {})
-    assert resized[-1] == ("t", base) and sprinter.factor_of("t") == 1.0
-
-
-def test_the_dvfs_sprinter_runs_the_clock_fast_while_any_task_sprints(tmp_path: Path) -> None:
-    root = cpufreq_tree(tmp_path, 1)
-    resized: list[tuple[str, Resources]] = []
-    sprinter = NodeSprinter(detect(root), 4.0, lambda k, r: resized.append((k, r)))
-    scaling = root / "cpu0/cpufreq/scaling_max_freq"
-    sprinter.sprint("a", 2.0, Resources(1.0, 64), {})
-    sprinter.sprint("b", 2.0, Resources(1.0, 64), {})
-    assert scaling.read_text() == "2400000" and resized == []  # the clock, not the quota
-    sprinter.end("a")
-    assert scaling.read_text() == "2400000"
-    sprinter.forget("b")  # it ended
-    assert scaling.read_text() == "800000"
-
-
-def test_a_task_started_beside_a_sprint_gets_its_grant_back(tmp_path: Path) -> None:
-    resized: list[tuple[str, Resources]] = []
-    sprinter = NodeSprinter(detect(tmp_path / "none"), 4.0, lambda k, r: resized.append((k, r)))
-    base = Resources(1.0, 64)
-    sprinter.sprint("t", 2.0, base, {"other": 1.0})  # 2 cores idle: the whole factor
-    assert resized[-1] == ("t", Resources(2.0, 64))
-    sprinter.refit(lambda key: {"other": 1.0, "new": 1.5})  # half a core idle now
-    assert resized[-1] == ("t", Resources(1.5, 64))
-    count = len(resized)
-    sprinter.refit(lambda key: {"other": 1.0, "new": 1.5})  # nothing changed: nothing done
-    assert len(resized) == count
-
-
-def test_a_sprint_whose_resize_failed_is_not_reported_and_is_carried_out_when_asked_again(
-    tmp_path: Path,
-) -> None:
-    failures = [RuntimeError("cgroup: writing 100000 to cpu.cfs_quota_us failed: busy")]
-    resized: list[tuple[str, Resources]] = []
-
-    def resize(key: str, resources: Resources) -> None:
-        if failures:
-            raise failures.pop()
-        resized.append((key, resources))
-
-    sprinter = NodeSprinter(detect(tmp_path / "none"), 4.0, resize)
-    base = Resources(1.0, 64)
-    with pytest.raises(RuntimeError, match="busy"):
-        sprinter.sprint("t", 2.0, base, {})
-    # The node reports the task unsprinted, so the RM asks again; then it is done.
-    assert sprinter.factor_of("t") == 1.0 and resized == []
-    sprinter.sprint("t", 2.0, base, {})
-    assert resized == [("t", Resources(2.0, 64))] and sprinter.factor_of("t") == 2.0
+# The sprint decisions (quota arithmetic, DVFS clock, refit, a refused sprint): test_core.py.

@@ -16,6 +16,7 @@ from policies.oversubscription.node_queue import (
     core_classes,
     evictions,
     launches,
+    look_at_interference,
     memory_evictions,
     speculative_cpuset,
     throttle,
@@ -142,3 +143,18 @@ def test_the_throttle_holds_after_the_last_anomaly(
 ) -> None:
     assert throttle(previous, anomaly, now, replace(RP, throttle_hold_s=10.0)) == expected
     assert throttle(previous, anomaly, now, UP) == Throttle()  # UP never throttles
+
+
+@pytest.mark.parametrize(
+    ("anomaly", "evict", "throttled"),
+    [
+        (None, (), False),  # quiet: nothing evicted, no throttle
+        ("psi", ("b", "a"), True),  # anomalous: every running one, latest started first
+    ],
+)
+def test_an_anomaly_evicts_every_running_speculative_task_and_throttles(
+    anomaly: str | None, evict: tuple[str, ...], throttled: bool
+) -> None:
+    running = [RunningSpeculative("a", 1.0, False), RunningSpeculative("b", 2.0, False)]
+    look = look_at_interference(Throttle(), anomaly, running, 5.0, RP)
+    assert (look.evict, look.throttle.active) == (evict, throttled)
