@@ -44,6 +44,7 @@ from policies.scheduling.resources import Resources
 from resource_manager import masters, scheduling
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.records import Now
+from resource_manager.shell import PassDue, RMShell
 from resource_manager.sqlite_store import SqliteStore
 from resource_manager.state import CoreState
 from resource_manager.store import MemoryStore, Store
@@ -73,6 +74,7 @@ class Driver:
 
     def __init__(self, store: Store, nodes: int) -> None:
         self.core = ResourceManagerCore(Tables(store), CoreSettings(node_timeout=1e9))
+        self.shell = RMShell(self.core)
         self.clock = 0.0
         self.pass_times: list[float] = []
         self.placed = 0
@@ -93,19 +95,17 @@ class Driver:
         return Now(self.clock, self.clock)
 
     def unit(self, action: Callable[[ResourceManagerCore, Now], T]) -> tuple[T, float]:
-        tables = self.core.tables
+        """One unit through the RM's one shell, as the service runs it (its effects included);
+        then the passes it made due, each a unit of its own (the service's timer)."""
         start = time.perf_counter()
-        tables.begin()
-        result = action(self.core, self.now())
-        tables.commit()
+        outcome = self.shell.run(action, self.now())
         elapsed = time.perf_counter() - start
-        self.placed += len(self.core.drain_placements())
-        while self.core.needs_pass:  # the service's timer passes, each a unit of its own
-            tables.begin()
-            self.core.schedule(self.now())
-            tables.commit()
-            self.placed += len(self.core.drain_placements())
-        return result, elapsed
+        effects = outcome.effects
+        self.placed += len(effects.placed)
+        while effects.pass_due is not PassDue.NO:
+            effects = self.shell.schedule(self.now()).effects
+            self.placed += len(effects.placed)
+        return outcome.result, elapsed
 
 
 def percentile(values: list[float], q: float) -> float:
