@@ -1,0 +1,17 @@
+"""Fixtures shared by the differential tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.cluster.harness import Gate
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    """A gate for holding tasks (harness.Gate), closed after the test."""
+    held = Gate()
+    yield held
+    held.close()
