@@ -11,6 +11,7 @@ compares the two with :mod:`simulator.trace_diff` and prints both traces when th
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +36,28 @@ TOLERANCE = Tolerance(seconds=6.0, relative=0.35)
 whichever is more.  Generous on purpose: CI runs these on two loaded cores, where a job master's
 start-up, a heartbeat and a pass may each come seconds late (a load average of 4 and more must
 not fail the test); the order of decisions, not their exact times, is what the test is about."""
+
+
+class TaskGates:
+    """Each task held until the test lets it go, one by one, so that the order in which tasks
+    end (and so what the scheduler is asked next) is the scenario's, not the order in which
+    the nodes happen to report (the simulator cannot know the live nodes' heartbeat phases).
+    Process runtime only (the gates are files on the host)."""
+
+    def __init__(self) -> None:
+        self.prefix = f"/tmp/sluice-diff-gate-{uuid.uuid4().hex[:12]}"
+
+    def hold(self, job: str, script: str) -> str:
+        """A task script of the job named ``job`` that waits for its own gate first."""
+        gate = f"{self.prefix}-{job}-$SLUICE_TASK_ID"
+        return f"while [ ! -e {gate} ]; do sleep 0.05; done; {script}"
+
+    def open(self, job: str, task_id: str) -> None:
+        Path(f"{self.prefix}-{job}-{task_id}").touch()
+
+    def close(self) -> None:
+        for path in Path(self.prefix).parent.glob(f"{Path(self.prefix).name}-*"):
+            path.unlink(missing_ok=True)
 
 
 @dataclass

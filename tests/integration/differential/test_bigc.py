@@ -21,7 +21,9 @@ from plumbing.wire import JOB_STATE_FROM_PB
 from policies.preemption.queues import parse_queue_config
 from policies.scheduling.lifecycle import JobState
 from resource_manager.core import CoreSettings
-from tests.integration.cluster.harness import Gate
+from sluice_pb import common_pb2 as pb
+from sluice_pb import resource_manager_pb2 as rm_pb
+from tests.integration.cluster.harness import Gate, wait_until
 from tests.integration.differential.harness import (
     assert_same_decisions,
     live_cluster,
@@ -46,6 +48,11 @@ def spec(name: str, queue: str, tasks: int, cpu: float, script: str) -> str:
     return yaml.safe_dump({"name": name, "queue": queue, "max_retries": 0, "phases": [phase]})
 
 
+def resumed(detail: rm_pb.JobDetail) -> bool:
+    """Its task runs again with its whole grant (no preemption holds it)."""
+    return all(t.state == pb.TASK_RUNNING and not t.held_by for t in detail.tasks)
+
+
 def test_a_suspension_for_a_short_job_is_decided_alike_live_and_simulated(
     tmp_path: Path, gate: Gate
 ):
@@ -59,6 +66,7 @@ def test_a_suspension_for_a_short_job_is_decided_alike_live_and_simulated(
         live.cluster.wait_task_running(second, "w-0", timeout=60)
         short = live.submit(spec("short", "short", 1, 0.5, "sleep 2"))
         short_done = live.cluster.wait_final(short, timeout=120)
+        wait_until(lambda: resumed(live.cluster.job(second)), 60, "the long task resumed")
         gate.open(live.cluster, first, [])
         details = {j: live.cluster.wait_final(j, timeout=120) for j in (first, second)}
         details[short] = short_done

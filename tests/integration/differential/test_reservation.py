@@ -21,6 +21,7 @@ from policies.scheduling.lifecycle import JobState
 from resource_manager.core import CoreSettings
 from tests.integration.cluster.harness import Gate, job_spec, phase, wait_until
 from tests.integration.differential.harness import (
+    TaskGates,
     assert_same_decisions,
     live_cluster,
     simulate,
@@ -47,18 +48,25 @@ def keeper(gate: Gate) -> str:
 
 
 def test_a_kept_container_and_its_takeover_are_decided_alike_live_and_simulated(
-    tmp_path: Path, gate: Gate
+    tmp_path: Path, gate: Gate, gates: TaskGates
 ):
     with live_cluster(tmp_path, max_master_share=0.3) as live:
-        filler = live.submit(job_spec("filler", [phase("f", 2, gate.hold("sleep 1"), cpu=CPU)], 1))
+        filler = live.submit(
+            job_spec("filler", [phase("f", 2, gates.hold("filler", "sleep 1"), cpu=CPU)], 1)
+        )
         for index in range(2):
             live.cluster.wait_task_running(filler, f"f-{index}", timeout=60)
         kept_by = live.submit(keeper(gate))
         wait_until(lambda: list(live.cluster.job(kept_by).kept), 60, "up-0's container kept")
         urgent = live.submit(job_spec("urgent", [phase("u", 1, "sleep 2", cpu=CPU)], 9))
         urgent_done = live.cluster.wait_final(urgent, timeout=120)
+        # The filler ends before the barrier does, so that where down's new container goes
+        # does not hang on which node reports first.
+        gates.open("filler", "f-0")
+        gates.open("filler", "f-1")
+        filler_done = live.cluster.wait_final(filler, timeout=120)
         gate.open(live.cluster, kept_by, [])
-        details = {j: live.cluster.wait_final(j, timeout=120) for j in (kept_by, filler)}
+        details = {kept_by: live.cluster.wait_final(kept_by, timeout=120), filler: filler_done}
         details[urgent] = urgent_done
         records = live.records()
     for detail in details.values():
