@@ -104,9 +104,9 @@ def allocate(
     except AskError as error:
         raise InvalidRequestError(error.field, error.problem) from None
 
-    state.add_heard(
-        MasterReport(job_id, tuple(kept), _newly_dropped(job, progress), tuple(speculative))
-    )
+    dropped = _newly_dropped(job, progress) if progress else ()
+    if kept or dropped or speculative:  # (most rounds say none of these)
+        state.add_heard(MasterReport(job_id, tuple(kept), dropped, tuple(speculative)))
     _kept_ended(state, releases, kept, now)
     for allocation_id in releases:
         tables.remove_allocation(allocation_id)
@@ -151,8 +151,6 @@ def _newly_dropped(
     job: JobRecord, progress: Sequence[PhaseProgress]
 ) -> tuple[tuple[str, int], ...]:
     """(phase, how many more tasks) the job master gave up on since its last report."""
-    if not progress:
-        return ()
     before = {p.name: p.dropped for p in job.progress}
     return tuple(
         (p.name, p.dropped - before.get(p.name, 0))

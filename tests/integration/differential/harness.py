@@ -30,6 +30,7 @@ from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.integration.cluster.harness import Cluster, start_cluster
 
 NODES, CPUS, MEMORY_MB = 2, 2.0, 2048  # the harness's local cluster
+HEARTBEAT_S = 0.5  # the local cluster's agents' (the simulator's default is a production 1 s)
 
 TOLERANCE = Tolerance(seconds=6.0, relative=0.35)
 """How far a simulated decision's time may be from the live one's: 6 s, or 35 % of the later,
@@ -85,6 +86,7 @@ def live_cluster(directory: Path, **spec: Any) -> Iterator[LiveRun]:
         "process",
         nodes=NODES,
         rm_args=("--decision-trace", str(trace), *extra),
+        heartbeat_interval=HEARTBEAT_S,
         **spec,
     )
     try:
@@ -130,9 +132,12 @@ def simulate(live: LiveRun, details: Mapping[str, rm_pb.JobDetail], **settings: 
                 durations=measured_durations(detail, spec),
             )
         )
-    # The job master's start-up as measured: submission to registration, less the half
-    # heartbeat its node waits on average before launching it; the quickest job's (one that
-    # waited for room measured that wait too, which the simulation reproduces by itself).
+    # The job master's start-up as measured: submission to registration, the quickest job's
+    # (one that waited for room measured that wait too, which the simulation reproduces by
+    # itself), less a whole heartbeat (the most its node waits before launching it).  So the
+    # simulated job masters are, if anything, quicker than the live ones: where a scenario
+    # waits for a job's task to run before it submits the next job, the replay has it running
+    # by then too.
     startups = [d.summary.start_time - d.summary.submit_time for d in details.values()]
     simulation = Simulation(
         jobs,
@@ -140,7 +145,8 @@ def simulate(live: LiveRun, details: Mapping[str, rm_pb.JobDetail], **settings: 
             nodes=NODES,
             node_cpu=CPUS,
             node_memory_mb=MEMORY_MB,
-            master_startup=max(0.0, min(startups) - 0.25),
+            heartbeat_interval=HEARTBEAT_S,
+            master_startup=max(0.0, min(startups) - HEARTBEAT_S),
             master_startup_jitter=0.01,
             **settings,
         ),
