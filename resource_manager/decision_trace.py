@@ -69,10 +69,12 @@ class DecisionTrace:
     it remembers the jobs, nodes and containers it has named."""
 
     def __init__(self) -> None:
-        self._jobs: set[str] = set()
+        self._last_seq = 0  # the last submission seen (jobs are numbered in submission order)
         self._nodes = 0
         self._containers: dict[str, tuple[str, str, str]] = {}  # allocation -> job, name, node
         self._counts: defaultdict[tuple[str, str], int] = defaultdict(int)  # (job, phase) -> n
+        # job -> its containers named (allocation, phase)
+        self._named: defaultdict[str, list[tuple[str, str]]] = defaultdict(list)
 
     def record(self, effects: Effects, core: ResourceManagerCore, at: float) -> list[Record]:
         """The decisions of one committed unit, in the order it made them (``at``: its time)."""
@@ -80,14 +82,16 @@ class DecisionTrace:
         if len(core.nodes) != self._nodes:
             self._nodes = len(core.nodes)
             records.append({"decision": "nodes", "ids": sorted(core.nodes)})
-        for job_id in sorted(effects.changed_jobs - self._jobs, key=lambda j: _job_seq(core, j)):
-            job = core.tables.find_job(job_id)
-            if job is not None:
-                self._jobs.add(job_id)
+        changed = [
+            job for job in map(core.tables.find_job, effects.changed_jobs) if job is not None
+        ]
+        for job in sorted(changed, key=lambda j: j.seq):
+            if job.seq > self._last_seq:
+                self._last_seq = job.seq
                 records.append(
                     {
                         "decision": "submit",
-                        "job": job_id,
+                        "job": job.job_id,
                         "name": job.spec.name,
                         "priority": job.spec.priority,
                     }
@@ -98,7 +102,18 @@ class DecisionTrace:
             records.extend(self._plan(plan, core))
         for record in records:
             record["t"] = round(at, 3)
+        for job in changed:
+            if job.state.is_final:
+                self._forget(job.job_id)
         return records
+
+    def _forget(self, job_id: str) -> None:
+        """Drop the names of an ended job's containers: a trace left on for weeks holds only
+        the live jobs'.  (A decision about one after its job ended, none today, would name it
+        afresh.)"""
+        for allocation_id, phase in self._named.pop(job_id, ()):
+            self._containers.pop(allocation_id, None)
+            self._counts.pop((job_id, phase), None)
 
     # ------------------------------------------------------------------ job masters
 
@@ -173,6 +188,7 @@ class DecisionTrace:
         name = f"{phase or 'master'}#{self._counts[key]}"
         self._counts[key] += 1
         self._containers[allocation_id] = (job_id, name, node_id)
+        self._named[job_id].append((allocation_id, phase))
         return name
 
     def _container(self, allocation_id: str, core: ResourceManagerCore) -> Record:
@@ -219,8 +235,3 @@ def plain(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, bool)):
         return value
     return str(value)
-
-
-def _job_seq(core: ResourceManagerCore, job_id: str) -> int:
-    job = core.tables.find_job(job_id)
-    return job.seq if job is not None else 0

@@ -20,6 +20,7 @@ from policies.scheduling.framework import (
     Preemption,
     PreemptionAction,
 )
+from policies.scheduling.lifecycle import JobState
 from policies.scheduling.progress import PhaseProgress
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.decision_trace import DecisionTrace, Record, decision_name, plain
@@ -262,3 +263,16 @@ def test_the_trace_file_stops_at_its_bound(tmp_path: Path) -> None:
     trace_file.write(outcome.effects, traced.shell.core, 1.0)
     assert not trace_file.open
     assert (tmp_path / "trace.jsonl").read_text() == ""
+
+
+def test_the_recorder_forgets_an_ended_jobs_containers_and_names_a_job_submitted_once() -> None:
+    traced = traced_with_nodes()
+    job_id = traced.running_job(1, 1.0)
+    traced.run(
+        lambda c, n: c.allocate(job_id, [PhaseAsk("p", 1, res(1, 256))], [], [], 0, now=n), 2.0
+    )
+    assert [r["decision"] for r in traced.records].count("submit") == 1
+    traced.run(lambda c, n: c.finish_job(job_id, JobState.SUCCEEDED, "", [], now=n), 3.0)
+    # A trace left on for weeks holds the names of live jobs' containers only.
+    assert traced.trace._containers == {} and not traced.trace._counts
+    assert [r["decision"] for r in traced.records].count("submit") == 1
