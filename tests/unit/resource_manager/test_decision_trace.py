@@ -185,7 +185,15 @@ def test_a_new_plan_field_and_a_new_decision_kind_flow_through_unchanged() -> No
         preemptions=(Preemption(allocation.allocation_id, PreemptionAction.SUSPEND, "for j"),),
         evictions=(Eviction(allocation.allocation_id, Verdict.OUT, "DiasEviction"),),
     )
-    effects = Effects(frozenset(), (), (plan,), (), (), PassDue.NO, 0)
+    effects = Effects(
+        changed_jobs=frozenset(),
+        placed=(),
+        plans=(plan,),
+        heard=(),
+        nodes_to_tell=(),
+        pass_due=PassDue.NO,
+        version=0,
+    )
     preemption, eviction = traced.trace.record(effects, traced.shell.core, 5.0)
     assert preemption["decision"] == "preemption" and preemption["action"] == "suspend"
     assert eviction == {
