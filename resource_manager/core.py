@@ -93,9 +93,11 @@ from resource_manager.records import (
     AllocationRecord,
     JobRecord,
     KeptSlot,
+    MasterReport,
     NodeRecord,
     NodeState,
     Now,
+    SpeculativeNote,
     TaskRecord,
 )
 from resource_manager.reservations import KeptLog
@@ -384,6 +386,11 @@ class ResourceManagerCore:
         order.  Those of a rolled-back unit are gone with it."""
         return self.state.drain_applied()
 
+    def drain_heard(self) -> list[MasterReport]:
+        """What job masters decided and said in ``Allocate`` since the last call (kept
+        containers, drops, speculative outcomes), in order, for a decision trace."""
+        return self.state.drain_heard()
+
     def drain_nodes_to_tell(self) -> list[str]:
         """The nodes whose containers got a new goal since the last call: their next heartbeat
         answer carries commands (a shell that does not heartbeat idle nodes, the simulator,
@@ -450,6 +457,7 @@ class ResourceManagerCore:
         now: Now,
         attempt: int = 1,
         kept: Sequence[KeptSlot] = (),
+        speculative: Sequence[SpeculativeNote] = (),
     ) -> AllocateResult:
         """One job master round (:func:`resource_manager.masters.allocate`)."""
         return masters.allocate(
@@ -462,6 +470,7 @@ class ResourceManagerCore:
             now=now,
             attempt=attempt,
             kept=kept,
+            speculative=speculative,
         )
 
     def finish_job(

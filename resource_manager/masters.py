@@ -23,7 +23,9 @@ from resource_manager.records import (
     AllocationRecord,
     JobRecord,
     KeptSlot,
+    MasterReport,
     Now,
+    SpeculativeNote,
     TaskRecord,
     evolve,
 )
@@ -75,11 +77,13 @@ def allocate(
     now: Now,
     attempt: int = 1,
     kept: Sequence[KeptSlot] = (),
+    speculative: Sequence[SpeculativeNote] = (),
 ) -> AllocateResult:
     """One job master round: give back ``releases``, record ``progress`` and the slot
     reservations that changed (``kept``), replace the job's asks, place what fits, and
     answer new grants and task events after ``events_after``.  Everything is checked
-    against the job's spec before anything changes."""
+    against the job's spec before anything changes.  What the job master decided (kept
+    containers, drops, ``speculative`` outcomes) is noted for a decision trace."""
     tables, allocations = state.tables, state.allocations
     job = state.job(job_id)
     if not job.state.is_final:
@@ -100,6 +104,9 @@ def allocate(
     except AskError as error:
         raise InvalidRequestError(error.field, error.problem) from None
 
+    dropped = _newly_dropped(job, progress) if progress else ()
+    if kept or dropped or speculative:  # (most rounds say none of these)
+        state.add_heard(MasterReport(job_id, tuple(kept), dropped, tuple(speculative)))
     _kept_ended(state, releases, kept, now)
     for allocation_id in releases:
         tables.remove_allocation(allocation_id)
@@ -138,6 +145,18 @@ def allocate(
     else:
         set_asks(state, job, now.monotonic, ())
     return _answer(state, job_id, events_after)
+
+
+def _newly_dropped(
+    job: JobRecord, progress: Sequence[PhaseProgress]
+) -> tuple[tuple[str, int], ...]:
+    """(phase, how many more tasks) the job master gave up on since its last report."""
+    before = {p.name: p.dropped for p in job.progress}
+    return tuple(
+        (p.name, p.dropped - before.get(p.name, 0))
+        for p in progress
+        if p.dropped > before.get(p.name, 0)
+    )
 
 
 def _answer(state: CoreState, job_id: str, events_after: int) -> AllocateResult:

@@ -266,3 +266,31 @@ class KeptSlot:
     phase: str
     until: float = 0.0
     ended: str = ""
+
+
+@dataclass(frozen=True)
+class SpeculativeNote:
+    """One speculative attempt's outcome as a job master reported it in ``Allocate`` (ROSE:
+    placed, queued, running, evicted, ...): an entry of the RM's speculative log."""
+
+    task_id: str
+    attempt: int
+    node_id: str
+    outcome: str
+
+
+@dataclass(frozen=True)
+class MasterReport:
+    """What a job master decided and said in one ``Allocate`` that a decision trace records
+    (:mod:`resource_manager.decision_trace`): its kept containers' changes, the tasks it gave
+    up on since its last call (``dropped``: phase, how many more; DiAS) and its speculative
+    attempts' outcomes.  The core notes one per call that says any of these."""
+
+    job_id: str
+    kept: tuple[KeptSlot, ...] = ()
+    dropped: tuple[tuple[str, int], ...] = ()
+    speculative: tuple[SpeculativeNote, ...] = ()
+
+    @property
+    def says(self) -> bool:
+        return bool(self.kept or self.dropped or self.speculative)

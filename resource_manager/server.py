@@ -52,6 +52,7 @@ from resource_manager.sqlite_store import (
     StoreError,
 )
 from resource_manager.tables import Tables
+from resource_manager.trace_file import TraceFile
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
 
@@ -225,6 +226,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "curve, the sprint budget; may take the drop ratios `sluice model dias --json` chose "
         "(docs/approximation.md).  Without it: no dropping, no sprinting",
     )
+    parser.add_argument(
+        "--decision-trace",
+        type=Path,
+        help="append every scheduling decision (placements, preemption steps, kept containers, "
+        "drops, speculative outcomes...) to this file as JSON lines, as the simulator records "
+        "them (docs/simulator.md, the differential tests); off by default",
+    )
     data_plane.add_arguments(parser)
 
 
@@ -374,6 +382,14 @@ def run(args: argparse.Namespace) -> int:
         store.close()
 
 
+def _trace_file(path: Path | None) -> TraceFile | None:
+    """The ``--decision-trace`` file, opened for appending (None: not asked for)."""
+    try:
+        return TraceFile(path) if path is not None else None
+    except OSError as error:
+        raise UserError(f"--decision-trace: {error}") from None
+
+
 async def _serve(
     args: argparse.Namespace,
     store: SqliteStore,
@@ -396,6 +412,7 @@ async def _serve(
         grant_secret=grants.grant_secret(tls.key_pem) if tls is not None else None,
         submissions_per_minute=args.submissions_per_minute,
         oversubscription=args.oversubscription,
+        decision_trace=_trace_file(args.decision_trace),
     )
     names = rm_pb.DESCRIPTOR.services_by_name
     listen = _listen_address(args.listen, store)

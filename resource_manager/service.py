@@ -51,9 +51,10 @@ from resource_manager.errors import (
 )
 from resource_manager.limits import SubmissionRate
 from resource_manager.pending_why import pending_reasons
-from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now
+from resource_manager.records import AllocationRecord, JobRecord, KeptSlot, Now, SpeculativeNote
 from resource_manager.shell import PassDue, RMShell
 from resource_manager.speculative_log import SpeculativeLog
+from resource_manager.trace_file import TraceFile
 from sluice_pb import common_pb2 as pb
 from sluice_pb import resource_manager_pb2 as rm_pb
 from sluice_pb import resource_manager_pb2_grpc as rm_grpc
@@ -131,16 +132,19 @@ class RMState:
         grant_secret: bytes | None = None,
         submissions_per_minute: int = 0,
         oversubscription: str = "up",
+        decision_trace: TraceFile | None = None,
     ) -> None:
         """``job_master_ca`` (with TLS): the RM's CA of job master certificates;
         ``grant_secret`` (with TLS): the secret its grant tokens are derived from
-        (:mod:`plumbing.grants`); ``submissions_per_minute``: each user's (0: no limit)."""
+        (:mod:`plumbing.grants`); ``submissions_per_minute``: each user's (0: no limit);
+        ``decision_trace``: where each committed unit's decisions are written (or None)."""
         self.core = core
         self.clock = clock
         self.advertise_address = advertise_address
         self.data_plane = data_plane or DataPlane()
         self.oversubscription = oversubscription  # ROSE's UP/RP switch, handed to every agent
         self.watchers = JobWatchers()
+        self.decision_trace = decision_trace
         # Each node's speculative queue as its last heartbeat showed it (for ListNodes).
         self.speculative_queues: dict[str, pb.SpeculativeQueueState] = {}
         self.speculative_log = SpeculativeLog()  # job masters' speculative attempts
@@ -234,8 +238,11 @@ class RMState:
         then carry out its effects: wake who watches what changed, and arm a scheduling pass if
         one is due.  Build a request's answer inside ``action``: if building it raises, the unit
         is rolled back, so a refused caller is never told less than was committed."""
-        outcome = self.shell.run(action, self.clock())
+        now = self.clock()
+        outcome = self.shell.run(action, now)
         effects = outcome.effects
+        if self.decision_trace is not None:
+            self.decision_trace.write(effects, self.core, now.wall)
         self.watchers.notify(effects.changed_jobs)
         if effects.placed:
             log.debug("placed %d containers", len(effects.placed))
@@ -893,6 +900,10 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
             progress = [wire.progress_from_pb(p) for p in request.progress]
             kept = [KeptSlot(k.allocation_id, k.phase, k.until, k.ended) for k in request.kept]
             SpeculativeLog.check(request.speculative)
+            speculative = [
+                SpeculativeNote(r.task_id, r.attempt, r.node_id, r.outcome)
+                for r in request.speculative
+            ]
             wanted = list(request.resolve_nodes)
 
             def unit(core: ResourceManagerCore, now: Now) -> rm_pb.AllocateResponse:
@@ -907,6 +918,7 @@ class MasterServicer(rm_grpc.MasterServiceServicer):
                     now=now,
                     attempt=request.master_attempt or 1,
                     kept=kept,
+                    speculative=speculative,
                 )
                 addresses = core.node_addresses(wanted) if wanted else {}
                 return rm_pb.AllocateResponse(

@@ -30,7 +30,7 @@ from typing import Generic, TypeVar
 from policies.scheduling.framework import AllocationKind, Placement, Plan
 from resource_manager.core import ResourceManagerCore
 from resource_manager.errors import StateUnavailableError
-from resource_manager.records import Now
+from resource_manager.records import MasterReport, Now
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,9 @@ class Effects:
     plans: tuple[Plan, ...]
     """Every plan the unit applied, in order: each decision a pass or a timer made (placements,
     preemptions, resumptions, resizes, ...), with its reasons; what a decision trace records."""
+    heard: tuple[MasterReport, ...]
+    """What job masters decided and said in the unit's ``Allocate`` (kept containers, drops,
+    speculative outcomes): the rest of what a decision trace records."""
     nodes_to_tell: tuple[str, ...]
     """Nodes whose containers got a new goal: their next heartbeat answer carries commands (a
     driver that does not heartbeat idle nodes, the simulator, heartbeats these)."""
@@ -129,6 +132,7 @@ class RMShell:
             changed_jobs=frozenset(changed),
             placed=tuple(core.drain_placements()),
             plans=tuple(core.drain_applied()),
+            heard=tuple(core.drain_heard()),
             nodes_to_tell=tuple(core.drain_nodes_to_tell()),
             pass_due=self.pass_due(),
             version=tables.version,

@@ -41,6 +41,7 @@ from resource_manager.queues import QueueView
 from resource_manager.records import (
     AllocationRecord,
     JobRecord,
+    MasterReport,
     NodeRecord,
     Now,
     TaskKey,
@@ -162,6 +163,7 @@ class CoreState:
         # -- undone with a rolled-back unit (changed only through the methods below)
         self.placed: list[Placement] = []  # applied, not yet drained by the shell
         self.applied: list[Plan] = []  # plans applied (every decision), not yet drained
+        self.heard: list[MasterReport] = []  # job masters' decisions heard, not yet drained
         self.to_tell: dict[str, None] = {}  # nodes with a container goal changed, not drained
         self.lost_allocations: dict[str, list[str]] = {}  # job -> lost since its last Allocate
         self.lost_since: dict[str, float] = {}  # lost node -> last seen (monotonic), oldest first
@@ -267,6 +269,16 @@ class CoreState:
     def drain_applied(self) -> list[Plan]:
         applied, self.applied = self.applied, []
         return applied
+
+    def add_heard(self, report: MasterReport) -> None:
+        """Note what a job master decided and said (a decision trace records it)."""
+        if report.says:
+            self.heard.append(report)
+            self.tables.journal(lambda: self.heard.remove(report))
+
+    def drain_heard(self) -> list[MasterReport]:
+        heard, self.heard = self.heard, []
+        return heard
 
     def tell(self, node_id: str) -> None:
         """The node's next heartbeat answer carries commands (a container's goal changed)."""

@@ -134,8 +134,15 @@ from policies.scheduling.jobspec import SpecError
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
 from resource_manager.core import AllocateResult, CoreSettings, ResourceManagerCore
+from resource_manager.decision_trace import DecisionTrace, Record
 from resource_manager.errors import ConflictError
-from resource_manager.records import AllocationRecord, KeptSlot, Now, TaskRecord
+from resource_manager.records import (
+    AllocationRecord,
+    KeptSlot,
+    Now,
+    SpeculativeNote,
+    TaskRecord,
+)
 from resource_manager.shell import PassDue, RMShell
 from resource_manager.store import MemoryStore
 from resource_manager.tables import Tables
@@ -294,8 +301,12 @@ class Simulation:
         settings: SimSettings,
         seed: int,
         profile: Profile | None = None,
+        *,
+        record_decisions: bool = False,
     ) -> None:
-        """``profile``: the core's scheduling plugins (default: the baseline)."""
+        """``profile``: the core's scheduling plugins (default: the baseline).
+        ``record_decisions``: keep the decision trace in :attr:`decisions` (the records the live
+        RM writes with ``--decision-trace``, by the same recorder)."""
         settings.check()
         self.settings = settings
         self._seed = seed
@@ -304,6 +315,8 @@ class Simulation:
             Tables(_SimulationStore()), settings.core, profile, queues=settings.queues
         )
         self.shell = RMShell(self.core)  # the live RM's own shell: every call is one unit
+        self._trace = DecisionTrace() if record_decisions else None
+        self.decisions: list[Record] = []  # the decision trace, if recorded
         self._now = Now(0.0, 0.0)
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
@@ -386,6 +399,8 @@ class Simulation:
             self._now = Now(self.now, self.now)
         outcome = self.shell.run(action, self._now)
         effects = outcome.effects
+        if self._trace is not None:
+            self.decisions.extend(self._trace.record(effects, self.core, self.now))
         if effects.version != self._sampled_version:
             self._sampled_version = effects.version
             self._usage_changed()
@@ -948,8 +963,8 @@ class Simulation:
             self._finish(master, plan.outcome, decisions)
             return
         # The simulated RM's wall clock is the plan's (wall_offset 0).  Of the call, only
-        # ``speculative`` (the live RM's speculative log, which the simulated one does not keep)
-        # and ``resolve_nodes`` (simulated candidates come with their addresses) have no reader.
+        # ``resolve_nodes`` (simulated candidates come with their addresses) has no reader;
+        # ``speculative`` reaches the core for the decision trace (the live RM also logs it).
         call = allocate_call(
             plan,
             decisions,
@@ -968,6 +983,10 @@ class Simulation:
                     now=now,
                     attempt=call.attempt,
                     kept=[KeptSlot(k.allocation_id, k.phase, k.until, k.ended) for k in call.kept],
+                    speculative=[
+                        SpeculativeNote(r.task_id, r.attempt, r.node_id, r.outcome)
+                        for r in call.speculative
+                    ],
                 )
             )
         except ConflictError:
