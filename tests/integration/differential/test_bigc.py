@@ -74,6 +74,7 @@ def test_a_suspension_for_a_short_job_is_decided_alike_live_and_simulated(
     for detail in details.values():
         assert JOB_STATE_FROM_PB[detail.summary.state] is JobState.SUCCEEDED
     assert any(r["decision"] == "preemption" for r in records), records
+    assert any(r["decision"] == "resumption" for r in records), records  # (a plan of its own)
     simulated = simulate(
         live,
         details,

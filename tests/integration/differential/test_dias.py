@@ -71,6 +71,7 @@ def test_drops_and_buffered_dispatch_are_decided_alike_live_and_simulated(
     for detail in details.values():
         assert JOB_STATE_FROM_PB[detail.summary.state] is JobState.SUCCEEDED, detail.summary
     assert any(r["decision"] == "drop" for r in records), records
+    assert any(r["decision"] == "sprint_change" for r in records), records  # (the high job's)
     core = CoreSettings(
         dispatch=DispatchMode.DIAS, max_running_jobs=1, dias=parse_dias_config(SETTINGS)
     )
