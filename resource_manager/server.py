@@ -36,15 +36,10 @@ from policies.scheduling.identifiers import cluster_id_problem
 from policies.scheduling.jobspec import ReservationSpec
 from resource_manager.access import ACCESS
 from resource_manager.core import CoreSettings, ResourceManagerCore
+from resource_manager.job_service import JobServicer
 from resource_manager.limits import NodeNames
-from resource_manager.service import (
-    JobServicer,
-    MasterServicer,
-    NodeServicer,
-    RMState,
-    housekeeping,
-    system_now,
-)
+from resource_manager.rm_state import RMState, housekeeping, system_now
+from resource_manager.service import MasterServicer, NodeServicer
 from resource_manager.sqlite_store import (
     Durability,
     SqliteStore,

@@ -1,7 +1,7 @@
 """The one shell around the resource manager's core: an action in, one unit of work, effects out.
 
 Everything that drives the RM core goes through :class:`RMShell`: the gRPC service
-(:mod:`resource_manager.service`, each request and each timer), the simulator
+(:mod:`resource_manager.rm_state`, each request and each timer), the simulator
 (:mod:`simulator.engine`, each simulated request and timer) and the tests' driver
 (``tests/unit/resource_manager/harness.py``).  None of them begins, commits or rolls back a unit,
 drains what the core placed, or decides whether a pass is due: they carry out the

@@ -1,6 +1,6 @@
 """The live RM's decision trace file (``sluice rm --decision-trace PATH``): JSON lines.
 
-The service's driver (:meth:`resource_manager.service.RMState.run`) hands each committed unit's
+The service's driver (:meth:`resource_manager.rm_state.RMState.run`) hands each committed unit's
 effects here; :class:`~resource_manager.decision_trace.DecisionTrace` turns them into records
 (the simulator's very recorder) and this writes them, one JSON object a line, flushed after
 each unit, so that a test or an operator reads a trace that is whole up to the last unit.

@@ -22,7 +22,8 @@ from node_agent.speculative import QueueState
 from plumbing.tls import Identity
 from policies.scheduling.resources import Resources
 from resource_manager.core import CoreSettings
-from resource_manager.service import NodeServicer, RMState
+from resource_manager.rm_state import RMState
+from resource_manager.service import NodeServicer
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.unit.resource_manager.test_service import SPEC, Served
 

@@ -8,7 +8,7 @@ from plumbing import grants
 from plumbing.tls import Identity, Role
 from policies.scheduling.jobspec import parse_job_spec
 from policies.scheduling.resources import Resources
-from resource_manager.service import RMState
+from resource_manager.rm_state import RMState
 from sluice_pb import resource_manager_pb2 as rm_pb
 from tests.builders import job_doc, phase_doc
 from tests.unit.resource_manager.harness import add_node, at, new_core, running_job, want

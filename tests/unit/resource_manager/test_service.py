@@ -15,7 +15,9 @@ import pytest
 
 from plumbing.rpc import channel, start_aio_server
 from resource_manager.core import CoreSettings, ResourceManagerCore
-from resource_manager.service import JobServicer, MasterServicer, NodeServicer, RMState
+from resource_manager.job_service import JobServicer
+from resource_manager.rm_state import RMState
+from resource_manager.service import MasterServicer, NodeServicer
 from resource_manager.sqlite_store import SqliteStore as Store
 from resource_manager.tables import Tables
 from sluice_pb import common_pb2 as pb

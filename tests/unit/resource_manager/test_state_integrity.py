@@ -18,7 +18,8 @@ import pytest
 from resource_manager.core import CoreSettings, ResourceManagerCore
 from resource_manager.errors import StateUnavailableError
 from resource_manager.records import JobRecord
-from resource_manager.service import MAX_RESOLVED_NODES, RMState
+from resource_manager.rm_state import RMState
+from resource_manager.service import MAX_RESOLVED_NODES
 from resource_manager.sqlite_store import SqliteStore
 from resource_manager.tables import Tables
 from sluice_pb import common_pb2 as pb
