@@ -37,16 +37,11 @@ from node_agent.core import (
     Purpose,
     RaiseClock,
     Refused,
-    Resize,
     RestoreClock,
-    Resume,
     SetLimits,
     Snapshot,
-    Sprint,
     Started,
     Stepped,
-    Stop,
-    Suspend,
     SwapPresence,
     TaskView,
     Thaw,
@@ -81,7 +76,14 @@ from node_agent.speculative import (
 )
 from node_agent.sprint import Mechanism
 from plumbing.intervals import FENCE_STOP_GRACE_S, MONITOR_INTERVAL_S
-from plumbing.node_protocol import TaskReport
+from plumbing.node_protocol import (
+    ResizeAllocation,
+    ResumeAllocation,
+    SprintAllocation,
+    StopAllocation,
+    SuspendAllocation,
+    TaskReport,
+)
 from plumbing.tls import write_tls_dir
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.scheduling.cpu_sets import Pinned, choose_cpuset
@@ -501,7 +503,7 @@ class NodeAgent:
     def stop_allocation(self, job_id: str, allocation_id: str, reason: str) -> int:
         """Stop every live task of the allocation (or of the job, if allocation_id is empty)."""
         with self._lock:
-            kills = self._decide(Stop(job_id, allocation_id, reason))
+            kills = self._decide(StopAllocation(job_id, allocation_id, reason))
         self._carry_out(kills)
         return len(kills)
 
@@ -557,7 +559,7 @@ class NodeAgent:
         Returns how many tasks."""
         with self._lock:
             keys = self.core.live_keys(job_id, allocation_id)
-            instructions = self._decide(Suspend(job_id, allocation_id, reason, limits))
+            instructions = self._decide(SuspendAllocation(job_id, allocation_id, reason, limits))
         self._carry_out(instructions)
         return len(keys)
 
@@ -568,7 +570,7 @@ class NodeAgent:
         at), then thaw them."""
         with self._lock:
             keys = self.core.live_keys(job_id, allocation_id)
-            instructions = self._decide(Resume(job_id, allocation_id, limits))
+            instructions = self._decide(ResumeAllocation(job_id, allocation_id, limits))
         self._carry_out(instructions)
         return len(keys)
 
@@ -587,7 +589,9 @@ class NodeAgent:
         with self._lock:
             keys = self.core.live_keys(job_id, allocation_id)
             before = self.core.graceful()
-            instructions = self._decide(Resize(job_id, allocation_id, limits, step, freeze_on_swap))
+            instructions = self._decide(
+                ResizeAllocation(job_id, allocation_id, limits, step, freeze_on_swap)
+            )
             begun = [k for k, g in self.core.graceful().items() if before.get(k) != g]
         for key in begun:
             log.info(
@@ -605,7 +609,7 @@ class NodeAgent:
         :mod:`node_agent.sprint`.  A repeated command changes nothing under way."""
         with self._lock:
             keys = self.core.live_keys(job_id, allocation_id)
-            instructions = self._decide(Sprint(job_id, allocation_id, factor))
+            instructions = self._decide(SprintAllocation(job_id, allocation_id, factor))
         self._carry_out(instructions)
         return len(keys)
 

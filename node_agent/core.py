@@ -7,9 +7,11 @@ thread, does no I/O and draws nothing at random.  Two shells carry its instructi
 agent (:mod:`node_agent.agent`) on the runtimes, and the simulator's nodes
 (:mod:`simulator.engine`) on simulated tasks, so a simulation takes the agent's decisions.
 
-Events: the RM's commands (:class:`Suspend`, :class:`Resume`, :class:`Resize`,
-:class:`Sprint`, :class:`Stop`), what the node sees (:class:`Observed`, :class:`Started`,
-:class:`Snapshot`, :class:`Gone`, :class:`SwapPresence`), a monitor round (:class:`Tick`) and
+Events: the RM's commands themselves, as the one node protocol types them
+(:mod:`plumbing.node_protocol`: ``SuspendAllocation``, ``ResumeAllocation``, ``ResizeAllocation``,
+``SprintAllocation``, ``StopAllocation``; an empty ``allocation_id`` means every task of the
+job), what the node sees (:class:`Observed`, :class:`Started`, :class:`Snapshot`, :class:`Gone`,
+:class:`SwapPresence`), a monitor round (:class:`Tick`) and
 the outcome of an instruction (:class:`Stepped`, :class:`Refused`).  Instructions:
 :class:`Freeze`, :class:`Thaw`, :class:`SetLimits`, :class:`Kill`, :class:`RaiseClock`,
 :class:`RestoreClock`.  The shells tell the core what changed (an ``Observed`` after a freeze
@@ -18,16 +20,17 @@ or a resize); the core does not assume its instructions succeeded, except a spri
 
 Container preemption (BIG-C Sec. 3.2-3.3, 4.2; node_agent/preemption.py has the host side):
 
-* **immediate** (``Suspend`` with a footprint): freeze, then cut the limits to the footprint
-  (:attr:`Purpose.CUT`: CPU first, then memory, whose pages go to swap).  A cut never raises a
-  limit, and without swap it leaves the memory no lower than the task has resident (or, where
-  the node cannot tell, where it is: lowering it would wake the OOM killer, not the swap).
-* **graceful** (``Resize`` with a step r_GP): each :class:`Tick` lowers the limits by at most
-  the step (:func:`~policies.preemption.steps.next_step`, CPU and memory) down to the target;
-  a task that swaps is frozen where it is when asked (``freeze_on_swap``, Alg. 2 line 8).
-  Where the node knows the task's resident memory (the simulator) a step below it is swapping
-  foreseen: the task is frozen and cut to that step.  Where it does not (the agent), it takes
-  the step and reports how much the task's swap grew (:class:`Stepped`); more than
+* **immediate** (``SuspendAllocation`` with limits, the footprint): freeze, then cut the limits
+  to the footprint (:attr:`Purpose.CUT`: CPU first, then memory, whose pages go to swap).  A
+  cut never raises a limit, and without swap it leaves the memory no lower than the task has
+  resident (or, where the node cannot tell, where it is: lowering it would wake the OOM
+  killer, not the swap).
+* **graceful** (``ResizeAllocation`` with a step r_GP): each :class:`Tick` lowers the limits by
+  at most the step (:func:`~policies.preemption.steps.next_step`, CPU and memory) down to the
+  target; a task that swaps is frozen where it is when asked (``freeze_on_swap``, Alg. 2 line
+  8).  Where the node knows the task's resident memory (the simulator) a step below it is
+  swapping foreseen: the task is frozen and cut to that step.  Where it does not (the agent),
+  it takes the step and reports how much the task's swap grew (:class:`Stepped`); more than
   :data:`SWAP_GROWTH_BYTES` is swapping.  A step the kernel refuses (:class:`Refused`) means
   its memory could not be reclaimed: the shrink ends there, frozen when asked.
 * **resume**: restore the limits the RM names, then thaw.
@@ -49,6 +52,13 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from node_agent.sprint import Mechanism, Sprinting, sprinted_cpu
+from plumbing.node_protocol import (
+    ResizeAllocation,
+    ResumeAllocation,
+    SprintAllocation,
+    StopAllocation,
+    SuspendAllocation,
+)
 from policies.preemption.steps import next_step
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
@@ -149,54 +159,6 @@ class SwapPresence:
 
 
 @dataclass(frozen=True)
-class Suspend:
-    """The RM's ``SuspendAllocation``: freeze; with ``footprint`` (immediate), cut to it."""
-
-    job_id: str
-    allocation_id: str
-    reason: str = ""
-    footprint: Resources | None = None
-
-
-@dataclass(frozen=True)
-class Resume:
-    """The RM's ``ResumeAllocation``: restore ``limits`` (None: leave them), then thaw."""
-
-    job_id: str
-    allocation_id: str
-    limits: Resources | None = None
-
-
-@dataclass(frozen=True)
-class Resize:
-    """The RM's ``ResizeAllocation``; with ``step``, a graceful preemption."""
-
-    job_id: str
-    allocation_id: str
-    limits: Resources
-    step: Resources | None = None
-    freeze_on_swap: bool = False
-
-
-@dataclass(frozen=True)
-class Sprint:
-    """The RM's ``SprintAllocation`` (``factor`` 1: end the sprint)."""
-
-    job_id: str
-    allocation_id: str
-    factor: float
-
-
-@dataclass(frozen=True)
-class Stop:
-    """The RM's ``StopAllocation`` (empty ``allocation_id``: every task of the job)."""
-
-    job_id: str
-    allocation_id: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class Tick:
     """A monitor round: one step of each graceful preemption under way (``only``: of one)."""
 
@@ -225,11 +187,11 @@ Event = (
     | Snapshot
     | Gone
     | SwapPresence
-    | Suspend
-    | Resume
-    | Resize
-    | Sprint
-    | Stop
+    | SuspendAllocation
+    | ResumeAllocation
+    | ResizeAllocation
+    | SprintAllocation
+    | StopAllocation
     | Tick
     | Stepped
     | Refused
@@ -365,15 +327,15 @@ class NodeCore:
         if isinstance(event, SwapPresence):
             self.has_swap = event.has_swap
             return []
-        if isinstance(event, Suspend):
+        if isinstance(event, SuspendAllocation):
             return self._suspend(event)
-        if isinstance(event, Resume):
+        if isinstance(event, ResumeAllocation):
             return self._resume(event)
-        if isinstance(event, Resize):
+        if isinstance(event, ResizeAllocation):
             return self._resize(event)
-        if isinstance(event, Sprint):
+        if isinstance(event, SprintAllocation):
             return self._sprint(event)
-        if isinstance(event, Stop):
+        if isinstance(event, StopAllocation):
             keys = self.live_keys(event.job_id, event.allocation_id)
             return [Kill(key, event.reason) for key in keys]
         if isinstance(event, Tick):
@@ -403,15 +365,15 @@ class NodeCore:
 
     # ------------------------------------------------------------------ preemption
 
-    def _suspend(self, event: Suspend) -> list[Instruction]:
+    def _suspend(self, event: SuspendAllocation) -> list[Instruction]:
         out: list[Instruction] = []
         for key in self.live_keys(event.job_id, event.allocation_id):
             self._end_shrink(key)
             task = self._tasks[key]
             if not task.frozen:
                 out.append(Freeze(key, event.reason))
-            if event.footprint is not None:
-                out.extend(self._cut(task, event.footprint))
+            if event.limits is not None:
+                out.extend(self._cut(task, event.limits))
         return out
 
     def _cut(self, task: TaskView, limits: Resources) -> list[Instruction]:
@@ -438,7 +400,7 @@ class NodeCore:
         """How low its memory limit may go without swap."""
         return task.limits.memory_mb if task.resident_mb is None else task.resident_mb
 
-    def _resume(self, event: Resume) -> list[Instruction]:
+    def _resume(self, event: ResumeAllocation) -> list[Instruction]:
         out: list[Instruction] = []
         for key in self.live_keys(event.job_id, event.allocation_id):
             self._end_shrink(key)
@@ -448,7 +410,7 @@ class NodeCore:
             out.append(Thaw(key))
         return out
 
-    def _resize(self, event: Resize) -> list[Instruction]:
+    def _resize(self, event: ResizeAllocation) -> list[Instruction]:
         """A repeated graceful command changes nothing under way; a frozen task (frozen on
         swapping) stays where it is until resumed; a graceful command that lowers nothing is a
         plain resize."""
@@ -536,7 +498,7 @@ class NodeCore:
 
     # ------------------------------------------------------------------ sprints
 
-    def _sprint(self, event: Sprint) -> list[Instruction]:
+    def _sprint(self, event: SprintAllocation) -> list[Instruction]:
         out: list[Instruction] = []
         for key in self.live_keys(event.job_id, event.allocation_id):
             base = self.base_of(key) or self._tasks[key].limits

@@ -101,12 +101,8 @@ from node_agent.core import (
     NodeCore,
     Observed,
     Purpose,
-    Resize,
-    Resume,
     SetLimits,
-    Sprint,
     Stepped,
-    Suspend,
     TaskView,
     Thaw,
     Tick,
@@ -669,7 +665,9 @@ class Simulation:
         if task.state is TaskState.RUNNING and task.allocation_id not in self._suspended:
             self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
             self._suspended.add(task.allocation_id)
-        decided = self._decide(node, task, Suspend(task.job_id, allocation_id, "", footprint))
+        decided = self._decide(
+            node, task, SuspendAllocation(task.job_id, allocation_id, "", footprint)
+        )
         self._carry_out(node, task, decided or [])
 
     def _limits_of(self, task: _Task) -> Resources:
@@ -707,7 +705,9 @@ class Simulation:
         task = node.tasks.get(allocation_id)
         if task is None or task.state is not TaskState.SUSPENDED or task.busy:
             return
-        decided = self._decide(node, task, Resume(task.job_id, allocation_id, limits)) or []
+        decided = (
+            self._decide(node, task, ResumeAllocation(task.job_id, allocation_id, limits)) or []
+        )
         if not any(isinstance(i, Thaw) for i in decided):
             return
         restored = next((i.limits for i in decided if isinstance(i, SetLimits)), None)
@@ -742,7 +742,9 @@ class Simulation:
             return  # asked again while it is carried out
         if task.allocation_id not in self._suspended and task.limits is None:
             self._preemptions[task.job_id] = self._preemptions.get(task.job_id, 0) + 1
-        resize = Resize(task.job_id, key, command.limits, command.step, command.freeze_on_swap)
+        resize = ResizeAllocation(
+            task.job_id, key, command.limits, command.step, command.freeze_on_swap
+        )
         self._carry_out(node, task, self._decide(node, task, resize) or [])
         if before is None and node.core.shrinking(key):
             self._graceful_round(node, task)
@@ -776,7 +778,7 @@ class Simulation:
         task = node.tasks.get(allocation_id)
         if task is None or task.state.is_final:
             return
-        decided = self._decide(node, task, Resize(task.job_id, allocation_id, limits))
+        decided = self._decide(node, task, ResizeAllocation(task.job_id, allocation_id, limits))
         if decided is None:
             return  # not started: the RM asks again at the next heartbeat
         if task.limits is None and limits.cpu < task.granted.cpu:
@@ -789,7 +791,7 @@ class Simulation:
         task = node.tasks.get(allocation_id)
         if task is None or task.state.is_final:
             return
-        if self._decide(node, task, Sprint(task.job_id, allocation_id, factor)) is None:
+        if self._decide(node, task, SprintAllocation(task.job_id, allocation_id, factor)) is None:
             return  # not started: the RM asks again at the next heartbeat
         task.sprint_factor = node.core.factor_of(allocation_id)
         if task.state is TaskState.RUNNING:

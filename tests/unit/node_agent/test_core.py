@@ -22,16 +22,11 @@ from node_agent.core import (
     Purpose,
     RaiseClock,
     Refused,
-    Resize,
     RestoreClock,
-    Resume,
     SetLimits,
     Snapshot,
-    Sprint,
     Started,
     Stepped,
-    Stop,
-    Suspend,
     SwapPresence,
     TaskView,
     Thaw,
@@ -39,6 +34,13 @@ from node_agent.core import (
     reported_state,
 )
 from node_agent.sprint import Mechanism
+from plumbing.node_protocol import (
+    ResizeAllocation,
+    ResumeAllocation,
+    SprintAllocation,
+    StopAllocation,
+    SuspendAllocation,
+)
 from policies.scheduling.lifecycle import TaskState
 from tests.builders import res
 
@@ -109,21 +111,23 @@ def test_an_immediate_preemption_freezes_then_cuts_to_the_footprint(
     seen: TaskView, has_swap: bool, expected: list[Instruction]
 ) -> None:
     core = core_with(seen, has_swap=has_swap)
-    (answer,) = run(core, [Suspend("j", "a1", "preempted", res(0.1, 256))])
+    (answer,) = run(core, [SuspendAllocation("j", "a1", "preempted", res(0.1, 256))])
     assert answer == expected
 
 
 def test_a_suspend_without_a_footprint_only_freezes_and_ends_a_graceful_shrink() -> None:
     core = core_with(task())
-    run(core, [Resize("j", "a1", res(1.0, 1024), res(1.0, 1024))])
+    run(core, [ResizeAllocation("j", "a1", res(1.0, 1024), res(1.0, 1024))])
     assert core.shrinking("t")
-    assert run(core, [Suspend("j", "a1", "why")]) == [[Freeze("t", "why")]]
+    assert run(core, [SuspendAllocation("j", "a1", "why")]) == [[Freeze("t", "why")]]
     assert not core.shrinking("t")
 
 
 def test_a_command_for_another_allocation_or_a_gone_task_does_nothing() -> None:
     core = core_with(task())
-    assert run(core, [Suspend("j", "other", "x"), Gone("t"), Suspend("j", "a1", "x")]) == [
+    assert run(
+        core, [SuspendAllocation("j", "other", "x"), Gone("t"), SuspendAllocation("j", "a1", "x")]
+    ) == [
         [],
         [],
         [],
@@ -173,7 +177,7 @@ def test_a_graceful_preemption_steps_down_to_its_target_once_per_round(
     seen: TaskView, has_swap: bool, growth: int, expected: list[list[Instruction]]
 ) -> None:
     core = core_with(seen, has_swap=has_swap)
-    assert run(core, [Resize("j", "a1", res(1.0, 1024), res(1.0, 1024), True)]) == [[]]
+    assert run(core, [ResizeAllocation("j", "a1", res(1.0, 1024), res(1.0, 1024), True)]) == [[]]
     answers: list[list[Instruction]] = []
     while core.shrinking("t") and len(answers) < 20:
         (instructions,) = run(core, [Tick()])
@@ -198,7 +202,7 @@ def _loose(instruction: Instruction) -> Instruction:
 
 def test_a_graceful_step_the_kernel_refuses_freezes_the_task_when_asked() -> None:
     core = core_with(task())
-    run(core, [Resize("j", "a1", res(1.0, 1024), res(1.0, 1024), True)])
+    run(core, [ResizeAllocation("j", "a1", res(1.0, 1024), res(1.0, 1024), True)])
     (instructions,) = run(core, [Tick()])
     (frozen,) = run(core, [Refused(instructions[0], "EBUSY")])
     assert [_loose(i) for i in frozen] == [Freeze("t", "its")] and not core.shrinking("t")
@@ -216,13 +220,13 @@ def test_a_resize_with_a_step_that_lowers_something_is_graceful_else_plain(
     limits, step, expected, shrinking
 ) -> None:
     core = core_with(task())
-    assert run(core, [Resize("j", "a1", limits, step)]) == [expected]
+    assert run(core, [ResizeAllocation("j", "a1", limits, step)]) == [expected]
     assert core.shrinking("t") is shrinking
 
 
 def test_a_repeated_graceful_command_changes_nothing_and_a_frozen_task_stays_frozen() -> None:
     core = core_with(task())
-    command = Resize("j", "a1", res(1.0, 1024), res(1.0, 1024), True)
+    command = ResizeAllocation("j", "a1", res(1.0, 1024), res(1.0, 1024), True)
     run(core, [command, Tick()])
     assert run(core, [command]) == [[]] and core.shrinking("t")
     frozen = core_with(task(frozen=True))
@@ -231,13 +235,13 @@ def test_a_repeated_graceful_command_changes_nothing_and_a_frozen_task_stays_fro
 
 def test_swap_turned_off_keeps_the_memory_of_the_next_steps() -> None:
     core = core_with(task())
-    run(core, [Resize("j", "a1", res(1.0, 1024), res(1.0, 1024)), SwapPresence(False)])
+    run(core, [ResizeAllocation("j", "a1", res(1.0, 1024), res(1.0, 1024)), SwapPresence(False)])
     assert run(core, [Tick()]) == [[step(3.0, 4096)]]
 
 
 def test_a_task_gone_in_a_monitor_pass_ends_its_shrink() -> None:
     core = core_with(task())
-    run(core, [Resize("j", "a1", res(1.0, 1024), res(1.0, 1024)), Snapshot(())])
+    run(core, [ResizeAllocation("j", "a1", res(1.0, 1024), res(1.0, 1024)), Snapshot(())])
     assert not core.shrinking("t") and run(core, [Tick()]) == [[]]
 
 
@@ -254,12 +258,12 @@ def test_a_task_gone_in_a_monitor_pass_ends_its_shrink() -> None:
 )
 def test_a_resume_restores_the_limits_then_thaws(limits, expected) -> None:
     core = core_with(task(0.1, 256, frozen=True))
-    assert run(core, [Resume("j", "a1", limits)]) == [expected]
+    assert run(core, [ResumeAllocation("j", "a1", limits)]) == [expected]
 
 
 def test_a_stop_kills_the_allocations_tasks_or_the_jobs() -> None:
     core = core_with(task(key="a"), task(key="b", allocation_id="a2"))
-    assert run(core, [Stop("j", "a2", "done"), Stop("j", "", "gone")]) == [
+    assert run(core, [StopAllocation("j", "a2", "done"), StopAllocation("j", "", "gone")]) == [
         [Kill("b", "done")],
         [Kill("a", "gone"), Kill("b", "gone")],
     ]
@@ -273,7 +277,12 @@ def test_a_quota_sprint_takes_idle_cpu_and_is_undone() -> None:
         task(1.0, 64, key="t"), task(2.5, 64, key="other", allocation_id="a2"), capacity=4.0
     )
     sprint, again, end = run(
-        core, [Sprint("j", "a1", 2.0), Sprint("j", "a1", 2.0), Sprint("j", "a1", 1.0)]
+        core,
+        [
+            SprintAllocation("j", "a1", 2.0),
+            SprintAllocation("j", "a1", 2.0),
+            SprintAllocation("j", "a1", 1.0),
+        ],
     )
     assert sprint == [SetLimits("t", res(1.5, 64), Purpose.SPRINT)]  # 0.5 idle
     assert again == []
@@ -283,7 +292,7 @@ def test_a_quota_sprint_takes_idle_cpu_and_is_undone() -> None:
 
 def test_a_sprinting_task_reports_its_factor_and_its_unsprinted_limits() -> None:
     core = core_with(task(1.0, 64, key="t"), capacity=4.0)
-    run(core, [Sprint("j", "a1", 2.0)])
+    run(core, [SprintAllocation("j", "a1", 2.0)])
     core.handle(Observed(task(2.0, 64, key="t")), 0)  # the shell resized it
     assert (core.factor_of("t"), core.base_of("t")) == (2.0, res(1.0, 64))
 
@@ -292,7 +301,9 @@ def test_a_task_started_beside_a_sprint_gets_its_grant_back() -> None:
     core = core_with(
         task(1.0, 64, key="t"), task(1.0, 64, key="other", allocation_id="a2"), capacity=4.0
     )
-    assert run(core, [Sprint("j", "a1", 2.0)]) == [[SetLimits("t", res(2.0, 64), Purpose.SPRINT)]]
+    assert run(core, [SprintAllocation("j", "a1", 2.0)]) == [
+        [SetLimits("t", res(2.0, 64), Purpose.SPRINT)]
+    ]
     core.handle(Observed(task(2.0, 64, key="t")), 0)
     new = task(1.5, 64, key="new", allocation_id="a3")
     assert run(core, [Started(new)]) == [[SetLimits("t", res(1.5, 64), Purpose.REFIT)]]
@@ -303,16 +314,22 @@ def test_a_task_started_beside_a_sprint_gets_its_grant_back() -> None:
 
 def test_a_refused_sprint_is_not_reported_and_is_carried_out_when_asked_again() -> None:
     core = core_with(task(1.0, 64, key="t"), capacity=4.0)
-    (sprint,) = run(core, [Sprint("j", "a1", 2.0)])
+    (sprint,) = run(core, [SprintAllocation("j", "a1", 2.0)])
     run(core, [Refused(sprint[0], "busy")])
     assert core.factor_of("t") == 1.0
-    assert run(core, [Sprint("j", "a1", 2.0)]) == [sprint]
+    assert run(core, [SprintAllocation("j", "a1", 2.0)]) == [sprint]
 
 
 def test_dvfs_runs_the_clock_fast_while_any_task_sprints() -> None:
     core = core_with(task(key="a"), task(key="b", allocation_id="a2"), mechanism=Mechanism.DVFS)
     answers = run(
-        core, [Sprint("j", "a1", 2.0), Sprint("j", "a2", 2.0), Sprint("j", "a1", 1.0), Gone("b")]
+        core,
+        [
+            SprintAllocation("j", "a1", 2.0),
+            SprintAllocation("j", "a2", 2.0),
+            SprintAllocation("j", "a1", 1.0),
+            Gone("b"),
+        ],
     )
     assert answers == [[RaiseClock()], [RaiseClock()], [], [RestoreClock()]]
     assert core.factor_of("a") == core.factor_of("b") == 1.0
