@@ -45,8 +45,11 @@ def apply_plan(state: CoreState, plan: Plan, now: Now) -> None:
 
 
 def update_sprints(state: CoreState, now: Now) -> None:
-    """Bring DiAS's sprint budget to ``now`` and apply the sprint changes it decides."""
-    apply_plan(state, sprint_changes(state, now), now)
+    """Bring DiAS's sprint budget to ``now`` and apply the sprint changes it decides (every
+    heartbeat asks: most have none, and cost one call)."""
+    plan = sprint_changes(state, now)
+    if plan.sprints:
+        apply_plan(state, plan, now)
 
 
 def offer_resumptions(state: CoreState, node_id: str, now: Now) -> None:

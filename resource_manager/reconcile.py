@@ -13,7 +13,6 @@ lost by silence (:mod:`resource_manager.liveness`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from types import MappingProxyType
 
 from plumbing.node_protocol import StopAllocation, TaskReport
@@ -231,7 +230,7 @@ def heartbeat(
     if swap != node.has_swap:
         log.info("node %s: swap %s", node_id, "enabled" if swap else "gone")
     state.tables.put_node(
-        replace(
+        evolve(
             node,
             last_heartbeat=now.wall,
             last_seen=now.monotonic,
@@ -455,36 +454,37 @@ def stop_command(state: CoreState, report: TaskReport, now: Now) -> StopAllocati
     """What stops this live task or job master on its node, and why; None if it may run.  A
     speculative task has no allocation to check: it runs while its job does.  The one place a
     stop is decided to be a preemption kill (``preempted``: its container's goal is STOP, the
-    rule :func:`observe_task` records the kill by), for the agent and the simulator alike."""
-
-    def stop(reason: str, *, preempted: bool = False) -> StopAllocation:
-        return StopAllocation(report.job_id, report.allocation_id, reason, preempted)
-
+    rule :func:`observe_task` records the kill by), for the agent and the simulator alike.
+    Called for every live task of every heartbeat: most answer None, at no allocation."""
     job = state.jobs.get(report.job_id)
     if job is None:  # a finished job has left memory; say how it ended
         stored = state.tables.find_job(report.job_id)
-        return stop("no such job" if stored is None else f"job {stored.state.value}")
+        return _stop(report, "no such job" if stored is None else f"job {stored.state.value}")
     if report.speculative:
-        return stop(f"job {job.state.value}") if job.state.is_final else None
+        return _stop(report, f"job {job.state.value}") if job.state.is_final else None
     allocation = state.allocations.get(report.allocation_id)
     if allocation is None or allocation.job_id != report.job_id:
-        return stop(f"allocation {report.allocation_id} is not {report.job_id}'s")
+        return _stop(report, f"allocation {report.allocation_id} is not {report.job_id}'s")
     if allocation.is_master != report.job_master:
-        return stop(f"allocation {report.allocation_id} is not for this process")
+        return _stop(report, f"allocation {report.allocation_id} is not for this process")
     if allocation.goal is Goal.STOP:
-        return stop(f"preempted: {allocation.goal_reason}", preempted=True)
+        return _stop(report, f"preempted: {allocation.goal_reason}", preempted=True)
     if report.job_master and job.master_allocation != allocation.allocation_id:
         if job.state is JobState.SUBMITTED and job.execution.evictions:
-            return stop(f"job {job.message}")
-        return stop("a newer job master attempt replaced it")
+            return _stop(report, f"job {job.message}")
+        return _stop(report, "a newer job master attempt replaced it")
     if not job.state.is_final:
         return None
     if report.job_master and job.state is JobState.SUCCEEDED:
         # It exits by itself once its outcomes are flushed; stop it only if it lingers.
         grace = state.settings.master_exit_grace
         lingering = now.wall - job.finish_time > grace
-        return stop(f"job succeeded {grace:g} s ago") if lingering else None
-    return stop(f"job {job.state.value}")
+        return _stop(report, f"job succeeded {grace:g} s ago") if lingering else None
+    return _stop(report, f"job {job.state.value}")
+
+
+def _stop(report: TaskReport, reason: str, *, preempted: bool = False) -> StopAllocation:
+    return StopAllocation(report.job_id, report.allocation_id, reason, preempted)
 
 
 def _count_speculative(state: CoreState, node_id: str, live: Sequence[TaskReport]) -> None:
