@@ -241,6 +241,7 @@ class _Task:
     swapped_mb: int = 0  # of its memory, in swap
     busy: bool = False  # swapping memory out or in: a command waits until it is done
     phase: str = ""  # of its job (empty for a job master)
+    shown: TaskState = TaskState.LAUNCHING  # as the node's monitor last reported it
     sprint_factor: float = 1.0  # DiAS: it sprints, running this many times faster
 
 
@@ -496,10 +497,10 @@ class Simulation:
         node.heartbeat_armed = False
         # Ended tasks were reported when they ended (_observe): they leave the node's map, so
         # a heartbeat costs what runs there, not everything that ever ran there.
-        for allocation_id in [a for a, t in node.tasks.items() if t.state.is_final]:
+        for allocation_id in [a for a, t in node.tasks.items() if t.shown.is_final]:
             del node.tasks[allocation_id]
             node.core.handle(Gone(allocation_id), self.now)
-        live = [self._report(t) for t in node.tasks.values()]
+        live = [self._report(t, as_shown=True) for t in node.tasks.values()]
         used = Resources()
         for task in node.tasks.values():
             used = used + task.granted
@@ -533,6 +534,10 @@ class Simulation:
         reports, node.unreported = node.unreported, []
         if not reports:
             return
+        for report in reports:
+            task = node.tasks.get(report.allocation_id)
+            if task is not None and task.attempt == report.attempt:
+                task.shown = report.state
         self._unit(lambda core, now: core.report_events(node.node_id, reports, now=now))
         # Only an ending changes what a job master decides: hearing that an attempt runs moves
         # it from LAUNCHING to RUNNING, which no decision and no progress count tells apart.
@@ -548,13 +553,13 @@ class Simulation:
             when = self._next_aligned(node.phase * interval, interval, strictly=True)
             self.at(when, lambda: self._monitor(node))
 
-    def _report(self, task: _Task) -> TaskReport:
+    def _report(self, task: _Task, as_shown: bool = False) -> TaskReport:
         return TaskReport(
             task.job_id,
             task.task_id,
             task.attempt,
             task.allocation_id,
-            task.state,
+            task.shown if as_shown else task.state,
             start_time=task.start_time,
             timestamp=self.now,
             job_master=task.job_master,
