@@ -495,8 +495,9 @@ class Simulation:
 
     def _heartbeat(self, node: _Node, *, every: bool) -> None:
         node.heartbeat_armed = False
-        # Ended tasks were reported when they ended (_observe): they leave the node's map, so
-        # a heartbeat costs what runs there, not everything that ever ran there.
+        # A heartbeat carries what the monitor last reported (as the agent's does): a task
+        # whose end the monitor reported leaves the node's map, so a heartbeat costs what runs
+        # there; one that ended since is still carried as running until the monitor says so.
         for allocation_id in [a for a, t in node.tasks.items() if t.shown.is_final]:
             del node.tasks[allocation_id]
             node.core.handle(Gone(allocation_id), self.now)

@@ -114,6 +114,42 @@ def test_skipping_idle_heartbeats_and_rounds_changes_no_result(nodes: int):
     assert lean.events < full.events / 3  # and it is what makes large runs affordable
 
 
+@pytest.mark.parametrize("heartbeats", ["needed", "all"])
+def test_the_rm_hears_an_end_from_the_monitor_pass_never_first_from_a_heartbeat(
+    heartbeats: str, monkeypatch: pytest.MonkeyPatch
+):
+    """As on a live node: a heartbeat carries each task as the agent's monitor last reported
+    it, so a heartbeat falling between a task's end and the next monitor pass neither reports
+    that end nor leaves the task out (until issue 29 it left it out, which told the RM of the
+    end up to a monitor interval early)."""
+    from resource_manager.core import ResourceManagerCore
+
+    heard_end: set[tuple[str, int]] = set()
+    carried: dict[str, set[tuple[str, int]]] = {}  # node -> what its last heartbeat carried
+    early: list[tuple[str, int]] = []
+    heartbeat, report_events = ResourceManagerCore.heartbeat, ResourceManagerCore.report_events
+
+    def recording_report_events(self, node_id, events, *, now, session=""):  # type: ignore[no-untyped-def]
+        events = list(events)
+        heard_end.update((e.allocation_id, e.attempt) for e in events if e.state.is_final)
+        return report_events(self, node_id, events, now=now, session=session)
+
+    def recording_heartbeat(self, node_id, used, live_tasks, **kwargs):  # type: ignore[no-untyped-def]
+        now_carried = {(t.allocation_id, t.attempt) for t in live_tasks}
+        for task in live_tasks:
+            if task.state.is_final and (task.allocation_id, task.attempt) not in heard_end:
+                early.append((task.allocation_id, task.attempt))
+        early.extend(carried.get(node_id, set()) - now_carried - heard_end)
+        carried[node_id] = now_carried
+        return heartbeat(self, node_id, used, live_tasks, **kwargs)
+
+    monkeypatch.setattr(ResourceManagerCore, "report_events", recording_report_events)
+    monkeypatch.setattr(ResourceManagerCore, "heartbeat", recording_heartbeat)
+    simulate(jobs_of(MIXED), nodes=5, node_cpu=4, node_memory_mb=8192, heartbeats=heartbeats)
+    assert heard_end  # tasks did end
+    assert early == []
+
+
 def test_the_same_seed_gives_byte_identical_results(tmp_path: Path):
     def run_into(directory: Path, seed: int) -> dict[str, bytes]:
         result = simulate(jobs_of(MIXED, seed), seed, nodes=4, node_cpu=4).result  # type: ignore[attr-defined]
