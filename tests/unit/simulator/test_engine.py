@@ -129,12 +129,12 @@ def test_the_rm_hears_an_end_from_the_monitor_pass_never_first_from_a_heartbeat(
     early: list[tuple[str, int]] = []
     heartbeat, report_events = ResourceManagerCore.heartbeat, ResourceManagerCore.report_events
 
-    def recording_report_events(self, node_id, events, *, now, session=""):  # type: ignore[no-untyped-def]
+    def recording_report_events(self, node_id, events, *, now, session=""):
         events = list(events)
         heard_end.update((e.allocation_id, e.attempt) for e in events if e.state.is_final)
         return report_events(self, node_id, events, now=now, session=session)
 
-    def recording_heartbeat(self, node_id, used, live_tasks, **kwargs):  # type: ignore[no-untyped-def]
+    def recording_heartbeat(self, node_id, used, live_tasks, **kwargs):
         now_carried = {(t.allocation_id, t.attempt) for t in live_tasks}
         for task in live_tasks:
             if task.state.is_final and (task.allocation_id, task.attempt) not in heard_end:
