@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-
-import numpy as np
+from dataclasses import replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from job_master.plan import Container, Decisions, JobPlan, SpeculativeRecord, node_run_time
 from job_master.speculation import Candidate
@@ -36,12 +36,16 @@ from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.progress import PhaseProgress
 from policies.scheduling.resources import Resources
 
+if TYPE_CHECKING:  # (numpy only types the random generator: not on the master's start path)
+    import numpy as np
+
 SPECULATIVE_MESSAGE_MAX = 200
 """Characters of a speculative attempt's message the RM's log is sent (the rest is cut)."""
 
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
-@dataclass(frozen=True)
-class KeptChange:
+
+class KeptChange(NamedTuple):
     """One change of a container's slot reservation, as the RM records it: kept for ``phase``
     until ``until`` (the RM's wall time; 0: no deadline yet), or no longer kept (empty
     ``phase``), or one end of its keeping (``ended``: a ``KeptEnd`` reason)."""
@@ -52,8 +56,7 @@ class KeptChange:
     ended: str = ""
 
 
-@dataclass(frozen=True)
-class AllocateCall:
+class AllocateCall(NamedTuple):
     """Everything a job master says in one ``Allocate``."""
 
     job_id: str
@@ -67,8 +70,7 @@ class AllocateCall:
     resolve_nodes: tuple[str, ...] = ()  # candidate nodes whose agent address is wanted
 
 
-@dataclass(frozen=True)
-class Grant:
+class Grant(NamedTuple):
     """A container the RM granted (or re-announced)."""
 
     allocation_id: str
@@ -90,8 +92,7 @@ class Grant:
         )
 
 
-@dataclass(frozen=True)
-class SequencedTaskEvent:
+class SequencedTaskEvent(NamedTuple):
     """The latest state of one task attempt, in the RM's sequence.  ``state`` None: a state
     this job master does not know (a newer RM); the event is skipped but its ``seq`` counts.
     ``start_time`` and ``end_time`` are the node's (its start, and when this state was seen:
@@ -109,20 +110,18 @@ class SequencedTaskEvent:
     node_id: str = ""
 
 
-@dataclass(frozen=True)
-class AllocateAnswer:
+class AllocateAnswer(NamedTuple):
     """Everything the RM answers to one ``Allocate``."""
 
     granted: tuple[Grant, ...] = ()
     events: tuple[SequencedTaskEvent, ...] = ()  # in sequence order
     lost_allocations: tuple[str, ...] = ()
     kill_requested: bool = False
-    node_addresses: Mapping[str, str] = field(default_factory=dict)  # for resolve_nodes
-    speculative_passes: Mapping[str, bytes] = field(default_factory=dict)  # by node id
+    node_addresses: Mapping[str, str] = _EMPTY  # for resolve_nodes
+    speculative_passes: Mapping[str, bytes] = _EMPTY  # by node id
 
 
-@dataclass(frozen=True)
-class TaskEnd:
+class TaskEnd(NamedTuple):
     """A final task event the answer brought (stale or not), for the aggregator's ratings."""
 
     task_id: str
@@ -132,8 +131,7 @@ class TaskEnd:
     preempted: bool
 
 
-@dataclass(frozen=True)
-class Heard:
+class Heard(NamedTuple):
     """What absorbing an answer brought."""
 
     events_after: int  # the next call's: the highest sequence number absorbed so far

@@ -104,7 +104,7 @@ def allocate(
     except AskError as error:
         raise InvalidRequestError(error.field, error.problem) from None
 
-    dropped = _newly_dropped(job, progress) if progress else ()
+    dropped = _newly_dropped(job, progress) if progressed else ()  # (unchanged: none new)
     if kept or dropped or speculative:  # (most rounds say none of these)
         state.add_heard(MasterReport(job_id, tuple(kept), dropped, tuple(speculative)))
     _kept_ended(state, releases, kept, now)

@@ -30,7 +30,7 @@ from policies.scheduling.framework import AllocationKind, Placement, Plan
 from resource_manager.core import ResourceManagerCore
 from resource_manager.errors import StateUnavailableError
 from resource_manager.records import MasterReport, Now
-from resource_manager.scheduling import needs_pass
+from resource_manager.scheduling import needs_pass, next_locality_end
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,8 @@ class RMShell:
 
     def __init__(self, core: ResourceManagerCore) -> None:
         self.core = core
+        self._state = core.state  # (the core's for its lifetime; read after every unit)
+        self._sprints = core.state.sprints
         self._state_refusals = 0  # units refused since the state directory failed (0: fine)
 
     def run(self, action: Action[T], now: Now) -> Outcome[T]:
@@ -108,9 +110,8 @@ class RMShell:
         raised (nothing is answered or done after a commit that failed).  The next unit tries
         again: the RM recovers by itself once there is room.  The log says so once when it
         begins and once when it ends."""
-        core = self.core
-        tables = core.tables
-        state = core.state
+        core, state = self.core, self._state
+        tables = state.tables
         tables.begin()
         try:
             result = action(core, now)
@@ -145,7 +146,7 @@ class RMShell:
 
     def pass_due(self) -> PassDue:
         """Whether a scheduling pass could place something now, and how soon to run it."""
-        state = self.core.state
+        state = self._state
         if not needs_pass(state):
             return PassDue.NO
         return PassDue.AT_ONCE if state.cut_short else PassDue.SOON
@@ -172,8 +173,8 @@ class RMShell:
 
     def next_sprint_change(self) -> float | None:
         """When (wall) a sprint starts or the sprint budget runs dry (DiAS)."""
-        return self.core.sprints.next_change()
+        return self._sprints.next_change()
 
     def next_locality_end(self) -> float | None:
         """When (monotonic) the earliest held-back ask's locality wait ends."""
-        return self.core.next_locality_end()
+        return next_locality_end(self._state)

@@ -990,11 +990,15 @@ class Simulation:
                     call.events_after,
                     now=now,
                     attempt=call.attempt,
-                    kept=[KeptSlot(k.allocation_id, k.phase, k.until, k.ended) for k in call.kept],
+                    kept=[KeptSlot(k.allocation_id, k.phase, k.until, k.ended) for k in call.kept]
+                    if call.kept
+                    else (),
                     speculative=[
                         SpeculativeNote(r.task_id, r.attempt, r.node_id, r.outcome)
                         for r in call.speculative
-                    ],
+                    ]
+                    if call.speculative
+                    else (),
                 )
             )
         except ConflictError:
@@ -1016,26 +1020,29 @@ class Simulation:
             self.at(deadline, lambda: self._deadline_reached(master))
 
     def _answer(self, result: AllocateResult) -> AllocateAnswer:
-        """The core's answer as the job master hears it over the wire (``AllocateResponse``)."""
+        """The core's answer as the job master hears it over the wire (``AllocateResponse``).
+        (Built positionally, in the fields' order: once per simulated round.)"""
         return AllocateAnswer(
-            granted=tuple(self._grant(a.allocation_id) for a in result.granted),
-            events=tuple(
+            tuple(self._grant_of(a) for a in result.granted) if result.granted else (),
+            tuple(
                 SequencedTaskEvent(
-                    seq=task.seq,
-                    task_id=task.task_id,
-                    attempt=task.attempt,
-                    state=task.state,
-                    exit_code=task.exit_code,
-                    message=task.message,
-                    preempted=task.preempted,
-                    start_time=task.start_time,
-                    end_time=task.finish_time or task.start_time,  # (as the wire's timestamp)
-                    node_id=task.node_id,
+                    task.seq,
+                    task.task_id,
+                    task.attempt,
+                    task.state,
+                    task.exit_code,
+                    task.message,
+                    task.preempted,
+                    task.start_time,
+                    task.finish_time or task.start_time,  # end_time (as the wire's timestamp)
+                    task.node_id,
                 )
                 for task in result.events
-            ),
-            lost_allocations=tuple(result.lost_allocations),
-            kill_requested=result.kill_requested,
+            )
+            if result.events
+            else (),
+            tuple(result.lost_allocations),
+            result.kill_requested,
         )
 
     # ---------------------------------------------------- extension points (oversubscription)
@@ -1126,9 +1133,12 @@ class Simulation:
         return self._grant(allocation_id).container()
 
     def _grant(self, allocation_id: str) -> Grant:
-        allocation = self.core.allocations[allocation_id]
+        return self._grant_of(self.core.allocations[allocation_id])
+
+    @staticmethod
+    def _grant_of(allocation: AllocationRecord) -> Grant:
         return Grant(
-            allocation_id,
+            allocation.allocation_id,
             allocation.phase,
             allocation.node_id,
             f"{allocation.node_id}:0",
