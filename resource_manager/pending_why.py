@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections import Counter
 
 from policies.scheduling.diagnosis import PendingWhy, why_pending
-from policies.scheduling.framework import PassContext, PendingAsk
+from policies.scheduling.framework import PendingAsk
 from resource_manager.core import ResourceManagerCore
 from resource_manager.records import NodeState, Now
+from resource_manager.scheduling import pass_setup
 
 MAX_ASKS_JUDGED = 20
 """At most this many of a job's pending asks are judged per call (its phases that wait)."""
@@ -23,22 +24,12 @@ def pending_reasons(core: ResourceManagerCore, job_id: str, now: Now) -> list[Pe
     asks: list[PendingAsk] = [a for a in core.pending.of_job(job_id) if a.count > 0]
     if not asks:
         return []
-    tables = core.tables
-    context = PassContext(
-        now=now.monotonic,
-        cluster=tables.capacity,
-        held=tables.held_by_kind(),
-        jobs_in_execution=len(tables.in_execution),
-    )
-    profile = core.profile
-    if core.queues.active:
-        total = tables.capacity.total_capacity
-        profile, _, _ = core.queues.profile(profile, total, now.wall, due=False)
+    setup = pass_setup(core.state, now, due=False)  # (the next pass's plugins: no decision)
     # Nodes out of scheduling: the capacity index holds only ready nodes.
     unschedulable = Counter(
         node.state.value for node in core.nodes.values() if node.state is not NodeState.READY
     )
     return [
-        why_pending(ask, context, profile, unschedulable=unschedulable)
+        why_pending(ask, setup.context, setup.profile, unschedulable=unschedulable)
         for ask in asks[:MAX_ASKS_JUDGED]
     ]

@@ -16,13 +16,16 @@ import heapq
 import math
 from collections import Counter
 from dataclasses import replace
+from typing import NamedTuple
 
 from policies.approximation.dispatch import DispatchMode
+from policies.preemption.cluster import ContainerPreemption
 from policies.scheduling.framework import (
     AllocationKind,
     PassContext,
     Placement,
     Plan,
+    Profile,
     schedule_pass,
 )
 from policies.scheduling.lifecycle import JobState
@@ -49,28 +52,11 @@ def schedule(state: CoreState, now: Now) -> Plan:
     pending, tables = state.pending, state.tables
     if not pending:
         return Plan()
-    context = PassContext(
-        now=now.monotonic,
-        cluster=tables.capacity,
-        held=tables.held_by_kind(),
-        jobs_in_execution=len(tables.in_execution),
-    )
-    profile, asks, preemption = state.profile, iter(pending), None
     if state.queues.active:
         state.book.expire(now.monotonic, set(pending.queues()))
-        profile, order, preemption = state.queues.profile(
-            state.profile,
-            tables.capacity.total_capacity,
-            now.wall,
-            due=state.decision_due(now),
-        )
-        asks = pending.in_queues(order)
-        if state.settings.dispatch is DispatchMode.DIAS:
-            # DiAS never evicts (Sec. 3.2): the queues' preemption stays off.
-            profile, preemption = replace(profile, post_filters=state.profile.post_filters), None
-    override = override_plugin(tables, now.wall)
-    if override is not None:  # (slot reservation: kept containers yield to a higher priority)
-        profile = replace(profile, post_filters=(*profile.post_filters, override))
+    setup = pass_setup(state, now, due=state.decision_due(now))
+    context, profile, preemption = setup.context, setup.profile, setup.preemption
+    asks = pending.in_queues(setup.order) if setup.order is not None else iter(pending)
     granted: Counter[tuple[str, str]] = Counter()
     # The pass places tentatively in the capacity index; applying its plan makes the records
     # say the same, so the index keeps the pass's changes instead of undoing and redoing them.
@@ -109,6 +95,43 @@ def schedule(state: CoreState, now: Now) -> Plan:
         apply_plan(state, evictions_for_waiting(state, plan), now)
     update_sprints(state, now)
     return plan
+
+
+class PassSetup(NamedTuple):
+    """What a pass runs with: its context, its plugins, the queues' serving order (None: no
+    queues, the asks' own order) and the queues' preemption post-filter (None: none)."""
+
+    context: PassContext
+    profile: Profile
+    order: list[str] | None
+    preemption: ContainerPreemption | None
+
+
+def pass_setup(state: CoreState, now: Now, *, due: bool) -> PassSetup:
+    """The context and plugins of a pass now: the core's profile, with the queues' shares and
+    preemption when queues are active (``due``: may the preemption decide now), DiAS's rule
+    that the queues never evict, and the slot reservation override.  A read: the pass
+    (:func:`schedule`) and the pending diagnosis (:mod:`resource_manager.pending_why`) both
+    build theirs here, so a reason given is the next pass's."""
+    tables = state.tables
+    context = PassContext(
+        now=now.monotonic,
+        cluster=tables.capacity,
+        held=tables.held_by_kind(),
+        jobs_in_execution=len(tables.in_execution),
+    )
+    profile, order, preemption = state.profile, None, None
+    if state.queues.active:
+        profile, order, preemption = state.queues.profile(
+            state.profile, tables.capacity.total_capacity, now.wall, due=due
+        )
+        if state.settings.dispatch is DispatchMode.DIAS:
+            # DiAS never evicts (Sec. 3.2): the queues' preemption stays off.
+            profile, preemption = replace(profile, post_filters=state.profile.post_filters), None
+    override = override_plugin(tables, now.wall)
+    if override is not None:  # (slot reservation: kept containers yield to a higher priority)
+        profile = replace(profile, post_filters=(*profile.post_filters, override))
+    return PassSetup(context, profile, order, preemption)
 
 
 def grant(state: CoreState, placement: Placement, now: Now) -> bool:
