@@ -13,7 +13,8 @@ made them:
 
 * ``submit``: a job the trace had not seen (``name``, ``priority``): it fixes the job's rank
   for comparison (jobs are compared by submission order, not by id);
-* ``nodes``: the sorted node ids, whenever their number changes (nodes are compared by rank);
+* ``nodes``: the node ids ``added`` and ``removed`` (each sorted) since the last such record,
+  whenever their number changes (nodes are compared by rank among all ids seen);
 * what job masters decided and said in ``Allocate`` (:class:`~resource_manager.records.
   MasterReport`): ``kept`` (a container kept for ``for`` or, with ``ended``, no longer kept:
   slot reservation), ``drop`` (``tasks`` of ``phase`` given up on: DiAS), ``speculative``
@@ -70,7 +71,7 @@ class DecisionTrace:
 
     def __init__(self) -> None:
         self._last_seq = 0  # the last submission seen (jobs are numbered in submission order)
-        self._nodes = 0
+        self._nodes: set[str] = set()
         self._containers: dict[str, tuple[str, str, str]] = {}  # allocation -> job, name, node
         self._counts: defaultdict[tuple[str, str], int] = defaultdict(int)  # (job, phase) -> n
         # job -> its containers named (allocation, phase)
@@ -79,9 +80,16 @@ class DecisionTrace:
     def record(self, effects: Effects, core: ResourceManagerCore, at: float) -> list[Record]:
         """The decisions of one committed unit, in the order it made them (``at``: its time)."""
         records: list[Record] = []
-        if len(core.nodes) != self._nodes:
-            self._nodes = len(core.nodes)
-            records.append({"decision": "nodes", "ids": sorted(core.nodes)})
+        if len(core.nodes) != len(self._nodes):
+            # Only what changed is sorted: a cluster of n nodes registering costs O(n) per
+            # registration here, not a sort of all of them each time.
+            ids = core.nodes.keys()
+            added, removed = ids - self._nodes, self._nodes - ids
+            self._nodes.update(added)
+            self._nodes.difference_update(removed)
+            records.append(
+                {"decision": "nodes", "added": sorted(added), "removed": sorted(removed)}
+            )
         changed = [
             job for job in map(core.tables.find_job, effects.changed_jobs) if job is not None
         ]

@@ -4,9 +4,9 @@ Both are lists of records from :class:`resource_manager.decision_trace.DecisionT
 ids and clocks differ, so each is first normalised (:func:`normalise`):
 
 * jobs are named by submission order (``j0``, ``j1``, ... in the order of the ``submit``
-  records), nodes by their rank among the sorted node ids (``n0``, ``n1``; the last ``nodes``
-  record), wherever they occur (a field, or inside a reason's text); containers already are
-  ``<phase>#<n>`` within their job;
+  records), nodes by their rank among the sorted ids of every node the ``nodes`` records
+  added (``n0``, ``n1``), wherever they occur (a field, or inside a reason's text);
+  containers already are ``<phase>#<n>`` within their job;
 * times are seconds after the first submission;
 * fields a comparison is told to ignore (a reason's wording, a live footprint) are left out.
 
@@ -68,14 +68,15 @@ def normalise(
     """A trace as comparable steps (see the module's docstring), in its order."""
     records = list(records)
     jobs: dict[str, str] = {}
-    nodes: dict[str, str] = {}
+    node_ids: set[str] = set()
     start: float | None = None
     for record in records:
         if record["decision"] == "submit" and record["job"] not in jobs:
             jobs[record["job"]] = f"j{len(jobs)}"
             start = record["t"] if start is None else start
         elif record["decision"] == "nodes":
-            nodes = {node: f"n{rank}" for rank, node in enumerate(record["ids"])}
+            node_ids.update(record["added"])
+    nodes = {node: f"n{rank}" for rank, node in enumerate(sorted(node_ids))}
     names = {**jobs, **nodes}
     # Longest first: a job id never replaces a part of a longer one.
     pattern = (

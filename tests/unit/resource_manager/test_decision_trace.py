@@ -96,8 +96,9 @@ def test_the_first_records_name_the_nodes_and_the_submission() -> None:
     traced = traced_with_nodes()
     traced.run(lambda c, n: c.submit(spec_of(1), client_mode=False, now=n), 1.0)
     (nodes_1, nodes_2, submit, master) = traced.records
-    assert nodes_2 == {"decision": "nodes", "ids": ["n1", "n2"], "t": 0.0}
-    assert nodes_1["ids"] == ["n2"]
+    # Each registration records only the node it added (not a sort of all of them).
+    assert nodes_1 == {"decision": "nodes", "added": ["n2"], "removed": [], "t": 0.0}
+    assert nodes_2 == {"decision": "nodes", "added": ["n1"], "removed": [], "t": 0.0}
     assert submit["decision"] == "submit" and submit["priority"] == 0
     assert (master["decision"], master["container"], master["kind"]) == (
         "placement",

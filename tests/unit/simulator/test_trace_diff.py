@@ -26,7 +26,8 @@ def trace(jobs: tuple[str, str], nodes: tuple[str, str], shift: float = 0.0) -> 
         return 1000.0 + shift + t
 
     return [
-        {"decision": "nodes", "ids": sorted(nodes), "t": at(0)},
+        {"decision": "nodes", "added": [b], "removed": [], "t": at(0)},
+        {"decision": "nodes", "added": [a], "removed": [], "t": at(0)},
         {"decision": "submit", "job": low, "name": "low", "priority": 1, "t": at(0)},
         {"decision": "placement", "job": low, "container": "master#0", "node": a, "t": at(0.1)},
         {"decision": "placement", "job": low, "container": "p#0", "node": b, "t": at(1.5)},
