@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from policies.scheduling.asks import AskError, PhaseAsk, check_asks
 from policies.scheduling.lifecycle import JobState
@@ -33,8 +34,10 @@ from resource_manager.scheduling import schedule
 from resource_manager.state import CoreState, log
 
 
-@dataclass(frozen=True)
-class AllocateResult:
+class AllocateResult(NamedTuple):
+    """What one ``Allocate`` answers: new grants, task events after the caller's, containers
+    lost since its last call, and whether the job is to end.  (A named tuple: once a round.)"""
+
     granted: tuple[AllocationRecord, ...]
     events: tuple[TaskRecord, ...]
     lost_allocations: tuple[str, ...]
@@ -167,10 +170,7 @@ def _answer(state: CoreState, job_id: str, events_after: int) -> AllocateResult:
     lost = state.take_lost(job_id)
     job = state.job(job_id)
     return AllocateResult(
-        granted=tuple(granted),
-        events=tuple(events),
-        lost_allocations=tuple(lost),
-        kill_requested=job.kill_requested or job.state.is_final,
+        tuple(granted), tuple(events), tuple(lost), job.kill_requested or job.state.is_final
     )
 
 

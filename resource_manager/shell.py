@@ -139,7 +139,10 @@ class RMShell:
             tuple(state.drain_applied()) if state.applied else (),
             tuple(state.drain_heard()) if state.heard else (),
             tuple(state.drain_to_tell()) if state.to_tell else (),
-            self.pass_due(),
+            # (pass_due, inline: once per unit)
+            (PassDue.AT_ONCE if state.cut_short else PassDue.SOON)
+            if needs_pass(state)
+            else PassDue.NO,
             tables.version,
         )
         return Outcome(result, effects)
