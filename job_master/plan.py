@@ -496,6 +496,10 @@ class JobPlan(SpeculativeAttempts):
             if phase.counts[Step.READY]:
                 visit.update(dict.fromkeys(self._idle.of_phase(name)))
         if self._slots is not None:
+            slots = self._slots
+            if any(self.now >= slots.expiry(origin) for origin in self._idle.origins()):
+                # A deadline has come: it is the one every task time known now gives.
+                slots.refit_before_expiry()
             for origin in self._idle.origins():
                 final = not self._phases[origin].downstream
                 if self.now >= self._slots.expiry(origin) or (final and self._phases[origin].done):

@@ -26,7 +26,9 @@ take it (Algorithm 1, :func:`policies.reservation.slot_decisions.handle_task_com
   late-started tasks still ran, and the downstream phase lost them.  The task
   times are the job's own, fitted by maximum likelihood once :data:`MIN_FIT_SAMPLES` of its
   tasks (of any phase) have finished, and refitted each time their number doubles (so the
-  deadlines, and what the RM is told of them, move O(log n) times); before that, the spec's
+  deadlines, and what the RM is told of them, move O(log n) times) and when a deadline comes
+  with task times the fit has not seen (:meth:`SlotReservations.refit_before_expiry`: tasks
+  finish shortest first, so a fit of the first finishers sets D too early); before that, the spec's
   ``prior``.  With neither there is no deadline yet: the containers are kept until the barrier
   passes, which is Alg. 1 without Sec. IV-B (the paper fits the task times of a recurring job's
   earlier runs; a job seen for the first time has none, and Sluice then errs towards isolation);
@@ -106,6 +108,7 @@ class SlotReservations:
     _open: set[str] = field(default_factory=set)
     _fit: tuple[float, float] | None = None  # (alpha, t_min) of the last fit
     _next_fit: int = MIN_FIT_SAMPLES  # task times at which to fit again
+    _fitted_on: int = 0  # task times the last fit saw
     refits: int = 0  # bumps whenever the deadlines may have moved
 
     def __post_init__(self) -> None:
@@ -135,14 +138,34 @@ class SlotReservations:
                 # and each refit moves every kept container's deadline (told to the RM), so a
                 # refit per task would cost O(kept) per task.
                 self._next_fit = 2 * len(self._durations)
-                try:
-                    fit = fit_pareto(self._durations)
-                except ValueError:  # all equal: no shape to fit; the prior stands
-                    return
-                self._fit = (fit.alpha, fit.t_min)
-                for origin in self._origins.values():  # the fit moves: so do the deadlines
-                    origin.deadline = None
-                self.refits += 1
+                self._refit()
+
+    def refit_before_expiry(self) -> bool:
+        """A kept container's deadline has come: fit the task times again if some finished
+        since the last fit, so the deadline that releases it is the one every task time known
+        now gives (Eq. 4), not the fit of the first 5, 10, 20, ... finishers; True if the
+        deadlines may have moved.  Tasks finish shortest first, so the fit in force between
+        two doublings is of the job's fastest tasks: its t_m and alpha put D before the slower
+        tasks already seen (a SQL-like join's tasks without local input run five times as
+        long), and kept containers lapsed just before their barrier."""
+        known = len(self._durations)
+        if known < MIN_FIT_SAMPLES or known == self._fitted_on:
+            return False
+        return self._refit()
+
+    def _refit(self) -> bool:
+        """Fit every task time known (the deadlines move; :attr:`refits` bumps); False if they
+        have no shape to fit (all equal: the fit in force, or the prior, stands)."""
+        self._fitted_on = len(self._durations)
+        try:
+            fit = fit_pareto(self._durations)
+        except ValueError:
+            return False
+        self._fit = (fit.alpha, fit.t_min)
+        for origin in self._origins.values():  # the fit moves: so do the deadlines
+            origin.deadline = None
+        self.refits += 1
+        return True
 
     def released(self, kept: Kept) -> None:
         """A kept container went back, or went to a task of its phase."""
