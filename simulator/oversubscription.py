@@ -3,9 +3,10 @@ of :mod:`simulator.engine` with node agents' speculative queues, an aggregator's
 lists, interference and latency-sensitive services.
 
 What runs is the product's own code: the job masters' :class:`job_master.plan.JobPlan` with
-its ``speculative`` block (Alg. 5, rescheduling), the node queue's decisions
-(:func:`policies.oversubscription.admission.admit_to_queue`,
-:func:`policies.oversubscription.node_queue.launches` and ``look_at_interference``), and for ROSE's
+its ``speculative`` block (Alg. 5, rescheduling), the node agent's own speculative-queue
+decisions (:func:`policies.oversubscription.admission.admit_to_queue` on an enqueue, and each
+pass :func:`policies.oversubscription.node_pass.decide_pass`, which the agent's queue runs too:
+throttle, memory reclamation, reclaim hold, core classes, admission), and for ROSE's
 placement the aggregator's own Alg. 1-4 (:func:`policies.oversubscription.candidates.
 compute_candidates`) over windows of the simulated nodes' metrics, with Alg. 3 ratings from the
 evictions.  What is modelled around them:
@@ -36,6 +37,19 @@ evictions.  What is modelled around them:
   ``throttle_hold_s`` after the last anomaly.  UP never throttles.  A service's machine
   carries no unplaced load (the ``hot_fraction`` machines are others): its latency alone is
   what the batch work leaves it.
+* **A node's pass** runs when what runs there changes (a task or job master starts or ends,
+  a speculative task is admitted, ends or is dropped), after each enqueue, and when a
+  throttle's or reclaim hold's time is over (the agent's runs every monitor pass as well;
+  between those events nothing it reads changes here).  Memory: each live task's limit is
+  its grant (a job master's included), a speculative task's what it asks, against the node's
+  ``node_memory_mb``; the measured memory and disk utilisation are 0 (only CPU is modelled),
+  so memory binds through the quota, the fit of a launch and reclamation.  Cores: the node's
+  CPUs are ``range(node_cpu)``; a service is pinned to its first ``ceil(service_cpu)`` cores,
+  regular tasks are not pinned (the agent pins them; here that would only change which cores
+  are first-class, not the decisions: every running speculative task on a node is re-pinned
+  to the same cores, so they are all on one class and evicted latest-started first), and
+  speculative tasks take the cores the pass gives them.  The CPU model does not confine any
+  task to its cores.
 * **The aggregator** ranks every ``aggregator_period`` seconds; job masters place speculative
   tasks on its latest list, of ``config.candidate_limit`` machines (L_max; the study takes a
   quarter of the cluster: a list much shorter than that makes every job master herd onto the
