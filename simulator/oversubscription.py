@@ -127,6 +127,9 @@ class OversubscriptionSettings:
     service_usage: float = 0.5
     interference: str = "weighted"
     max_speculative: int | None = None  # per job master, Alg. 5's "several"; None: no bound
+    # Jobs keep their own specs' speculative blocks (a replay of live jobs), instead of every
+    # job getting the study's (after_s, queue_timeout_s, max_speculative).
+    specs_as_given: bool = False
     config: OversubscriptionConfig = field(default_factory=OversubscriptionConfig)
 
     def check(self) -> None:
@@ -239,7 +242,10 @@ class OversubscribedSimulation(Simulation):
         settings: SimSettings,
         seed: int,
         oversubscription: OversubscriptionSettings,
+        *,
+        record_decisions: bool = False,
     ) -> None:
+        """``record_decisions``: keep the RM's decision trace (:class:`Simulation`'s)."""
         oversubscription.check()
         self.rose = oversubscription
         self.config = replace(oversubscription.config, mode=oversubscription.mode)
@@ -248,9 +254,9 @@ class OversubscribedSimulation(Simulation):
             queue_timeout_s=oversubscription.queue_timeout_s,
             max_tasks=oversubscription.max_speculative,
         )
-        if oversubscription.placement != "none":
+        if oversubscription.placement != "none" and not oversubscription.specs_as_given:
             jobs = [replace(j, spec=replace(j.spec, speculative=block)) for j in jobs]
-        super().__init__(jobs, settings, seed)
+        super().__init__(jobs, settings, seed, record_decisions=record_decisions)
         draws = random.Random(f"{seed}:oversubscription")
         self._usage_of_job = {
             job.name: draws.uniform(oversubscription.usage_low, oversubscription.usage_high)
