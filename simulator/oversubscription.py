@@ -287,6 +287,11 @@ class OversubscribedSimulation(Simulation):
         self._evicted_on: dict[str, list[int]] = {}  # job -> node indexes of its evictions
         self.counts = OversubscriptionCounts()
         self.latencies: list[float] = []  # the services' sampled latencies
+        # (time, node, task key, what: admitted, evicted, succeeded), with record_decisions:
+        # what the nodes' speculative queues did, for a differential test against live agents
+        self.speculative_log: list[tuple[float, str, str, str]] | None = (
+            [] if record_decisions else None
+        )
         self.used_samples: list[tuple[float, float]] = []  # (time, cores used cluster-wide)
         self.at(0.0, self._aggregate)
 
@@ -351,6 +356,7 @@ class OversubscribedSimulation(Simulation):
             speculative.rate = -1.0  # no rate yet: the rates below give it one
             state.running[key] = speculative
             self.counts.launched += 1
+            self._log(node, key, "admitted")
             speculative.master.plan.on_speculative_status(
                 speculative.task_id, speculative.attempt, TaskState.RUNNING
             )
@@ -438,6 +444,10 @@ class OversubscribedSimulation(Simulation):
         master.plan.on_speculative_answer(placement.task_id, placement.attempt, True)
         self._changed(node, state)  # (the agent runs a pass at once after an enqueue)
 
+    def _log(self, node: _Node, key: str, what: str) -> None:
+        if self.speculative_log is not None:
+            self.speculative_log.append((self.now, node.node_id, key, what))
+
     def _set_speculative_rate(self, node: _Node, speculative: _Speculative, rate: float) -> None:
         if speculative.rate > 0:
             speculative.work = max(
@@ -458,6 +468,7 @@ class OversubscribedSimulation(Simulation):
             return
         del state.running[speculative.key]
         self.counts.succeeded += 1
+        self._log(node, speculative.key, "succeeded")
         speculative.master.plan.on_speculative_status(
             speculative.task_id, speculative.attempt, TaskState.SUCCEEDED
         )
@@ -469,6 +480,7 @@ class OversubscribedSimulation(Simulation):
         for eviction in evictions:
             speculative = state.running.pop(eviction.key)
             self.counts.evicted += 1
+            self._log(node, eviction.key, "evicted")
             self._evicted_on.setdefault(speculative.master.job_id, []).append(state.index)
             speculative.master.plan.on_speculative_status(
                 speculative.task_id, speculative.attempt, TaskState.KILLED, evicted=True
