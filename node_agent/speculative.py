@@ -1,11 +1,13 @@
 """The node agent's speculative queue: the shell around ROSE's node-side decisions.
 
 Job masters put speculative tasks straight into this queue (ROSE Sec. 3.2, the agent's
-``EnqueueSpeculative``); nothing of it goes through the RM.  The pure decisions are in
-:mod:`policies.oversubscription.node_queue` and :mod:`policies.oversubscription.admission`;
-this module keeps the queue, reads the machine's load, and calls them; it never calls the
-agent back: a pass is given the node's facts (:class:`NodeFacts`) and answers what to evict,
-re-pin and start (:class:`PassResult`), and the agent carries that out:
+``EnqueueSpeculative``); nothing of it goes through the RM.  A pass's decision is one pure
+function, :func:`policies.oversubscription.node_pass.decide_pass` (the simulator's nodes
+decide with it too), and enqueueing's is :func:`policies.oversubscription.admission.
+admit_to_queue`; this module keeps the queue and the pass's state, reads the machine's load,
+records and logs what was decided; it never calls the agent back: a pass is given the node's
+facts (:class:`NodeFacts`) and answers what to evict, re-pin and start (:class:`PassResult`),
+and the agent carries that out:
 
 * **Enqueue** (Sec. 3.2 step 4): accepted while the queue is shorter than the maximum length,
   refused with the reason otherwise (the job master tries another machine).  Idempotent: a
@@ -57,21 +59,16 @@ from node_agent.runtime.base import RunObservation, RunState
 from node_agent.runtime.task_state import atomic_write
 from policies.oversubscription.admission import admit_to_queue
 from policies.oversubscription.config import OversubscriptionConfig
-from policies.oversubscription.node_queue import (
-    CoreClasses,
-    NodeLoad,
-    QueuedTask,
-    ReclaimHold,
-    RunningSpeculative,
-    Throttle,
-    core_classes,
-    evictions,
-    launches,
-    look_at_interference,
-    memory_evictions,
-    reclaim_hold,
-    speculative_cpuset,
+from policies.oversubscription.node_pass import (
+    Evict,
+    LiveTask,
+    NodePassDecision,
+    NodePassInput,
+    NodeState,
+    RunningTask,
+    decide_pass,
 )
+from policies.oversubscription.node_queue import QueuedTask
 from policies.scheduling.lifecycle import TaskState
 from policies.scheduling.resources import Resources
 
@@ -241,11 +238,8 @@ class SpeculativeQueue:
         self._starting: dict[str, QueuedLaunch] = {}  # admitted, their start under way
         self._held = _load(self._file)
         self._machine = MachineLoad(config.admission_resources)
-        self._classes: CoreClasses | None = None
-        self.throttled = False
+        self._node_state = NodeState()  # the pass's throttle, reclaim hold and core classes
         self.blocked = ""
-        self._throttle = Throttle()
-        self._reclaim = ReclaimHold()
         if self._held.queue:
             log.info("speculative queue: %d task(s) still queued", len(self._held.queue))
 
@@ -388,59 +382,86 @@ class SpeculativeQueue:
     def run_pass(
         self, observed: Mapping[str, RunObservation], now: float, node: NodeFacts
     ) -> PassResult:
-        """Throttle, re-pin, admit: one pass over what the runtimes observe now (the agent's
-        monitor pass calls it, under its monitor lock).  ``now`` is wall-clock seconds.
-        Returns what to evict and re-pin (the agent does it at once) and what it admitted,
-        for :meth:`start` after the lock is released."""
+        """Throttle, reclaim, re-pin, admit: one pass over what the runtimes observe now (the
+        agent's monitor pass calls it, under its monitor lock).  ``now`` is wall-clock
+        seconds.  The decision is :func:`policies.oversubscription.node_pass.decide_pass`'s;
+        this records it (evictions, the queue's state, the tasks starting) and logs its
+        transitions.  Returns what to evict and re-pin (the agent does it at once) and what
+        it admitted, for :meth:`start` after the lock is released."""
         live = [o for o in observed.values() if o.state is not RunState.EXITED]
         speculative = [o for o in live if o.speculative]
         with self._lock:
             for key in [k for k in self._held.queue if k in observed]:
                 del self._held.queue[key]  # started just before a crash: never twice
             self._prune(now)
-        anomaly = self._throttle_reason(node)
-        was_throttled = self._throttle.active
-        look = look_at_interference(
-            self._throttle, anomaly, self._running(speculative), now, self.config
+            starting = dict(self._starting)
+            queue = [q for q in self._held.queue.values() if q.key not in starting]
+            evicting = set(self._held.evicted)
+        own = None if node.own_used is None else (node.own_used, node.capacity)
+        facts = NodePassInput(
+            queue=tuple(QueuedTask(q.key, q.resources, q.enqueued_at) for q in queue),
+            running=tuple(
+                RunningTask(
+                    o.task_key,
+                    Resources(o.limits.cpu, o.limits.memory_mb),
+                    tuple(o.limits.cpuset),
+                    o.started_at,
+                    o.task_key in evicting,
+                )
+                for o in speculative
+            ),
+            regular=tuple(
+                LiveTask(
+                    o.task_key, o.limits.memory_mb, tuple(o.limits.cpuset), o.task_id == "master"
+                )
+                for o in live
+                if not o.speculative
+            ),
+            capacity=node.capacity,
+            cpu_ids=node.cpu_ids,
+            state=self._node_state,
+            services=frozenset(node.services),
+            anomaly=self._throttle_reason(node),
+            utilisation=self._machine.read(time.monotonic(), own) if queue else None,
+            starting=tuple(
+                QueuedTask(q.key, q.resources, q.enqueued_at) for q in starting.values()
+            ),
         )
-        self._throttle = look.throttle
-        reason = self._throttle.reason or None
-        self.throttled = reason is not None
-        if reason is not None:  # (said first: the heartbeat may read it while evicting)
-            self.blocked = f"throttled: {reason}"
-        elif was_throttled:
+        decision = decide_pass(facts, now, self.config)
+        self._record(decision, self._node_state)
+        by_key = {q.key: q for q in queue}
+        admitted = tuple(by_key[key] for key in decision.admitted)
+        with self._lock:
+            for launch in admitted:
+                self._starting[launch.key] = launch
+        limits = {o.task_key: o.limits for o in speculative}
+        return PassResult(
+            self._evict(decision.evictions),
+            tuple(
+                Repin(r.key, Resources(limits[r.key].cpu, limits[r.key].memory_mb), r.cpuset)
+                for r in decision.repins
+            ),
+            Starts(admitted, decision.cpuset) if admitted else Starts(),
+        )
+
+    @property
+    def throttled(self) -> bool:
+        """Sec. 6.2: the queue is throttled (a service was anomalous lately)."""
+        return self._node_state.throttle.active
+
+    def _record(self, decision: NodePassDecision, before: NodeState) -> None:
+        """Keep the pass's state and log its transitions."""
+        after = decision.state
+        self._node_state = after
+        self.blocked = decision.blocked
+        if before.throttle.active and not after.throttle.active:
             log.info("speculative queue: throttle lifted (the services are normal again)")
-        if anomaly is not None and speculative:
-            return PassResult(self._evict(speculative, look.evict, anomaly))
-        squeezed = self._memory_squeeze(live, speculative, node) if speculative else []
-        evicted: tuple[Eviction, ...] = ()
-        if squeezed:
-            evicted = self._evict(speculative, squeezed, "memory reclaimed for regular tasks")
-            speculative = [o for o in speculative if o.task_key not in squeezed]
-            live = [o for o in live if o.task_key not in squeezed]
-        committed = sum(o.limits.memory_mb for o in live)
-        was_held = self._reclaim.active
-        self._reclaim = reclaim_hold(
-            self._reclaim,
-            bool(squeezed),
-            committed,
-            node.capacity.memory_mb,
-            now,
-            self.config,
-        )
-        if self._reclaim.active and not was_held:
+        if after.hold.active and not before.hold.active:
             log.info("speculative queue: held while memory is reclaimed for regular tasks")
-        elif was_held and not self._reclaim.active:
-            log.info("speculative queue: memory hold lifted (%d MiB committed)", committed)
-        classes = self._core_classes(live, node)
-        repins: tuple[Repin, ...] = ()
-        if classes != self._classes:
-            self._classes = classes
-            repins = self._repins(speculative, classes)
-        if reason is not None:
-            self.blocked = f"throttled: {reason}"
-            return PassResult(evicted, repins)
-        return PassResult(evicted, repins, self._admit(speculative, classes, committed, node))
+        elif before.hold.active and not after.hold.active:
+            log.info(
+                "speculative queue: memory hold lifted (%d MiB committed)", decision.committed_mb
+            )
 
     def _throttle_reason(self, node: NodeFacts) -> str | None:
         """Sec. 6.2: why speculative work must give way now (RP mode only), or None."""
@@ -453,106 +474,19 @@ class SpeculativeQueue:
             )
         return None
 
-    def _memory_squeeze(
-        self, live: Sequence[RunObservation], speculative: Sequence[RunObservation], node: NodeFacts
-    ) -> list[str]:
-        """The speculative tasks to evict so that the live tasks' memory limits fit the node
-        (a regular task reclaims what speculative ones borrowed), in eviction order."""
-        return list(
-            memory_evictions(
-                self._running(speculative),
-                {o.task_key: o.limits.memory_mb for o in speculative},
-                sum(o.limits.memory_mb for o in live),
-                node.capacity.memory_mb,
-            )
-        )
-
-    def _running(self, speculative: Sequence[RunObservation]) -> list[RunningSpeculative]:
-        first = set(self._classes.first) if self._classes is not None else set()
-        return [
-            RunningSpeculative(
-                o.task_key, o.started_at, bool(first) and bool(first & set(o.limits.cpuset))
-            )
-            for o in speculative
-        ]
-
-    def _evict(
-        self, speculative: Sequence[RunObservation], keys: Sequence[str], why: str
-    ) -> tuple[Eviction, ...]:
-        """Record ``keys`` evicted (in eviction order, those not evicted before): the agent
-        stops them (grace :data:`EVICTION_GRACE_S`)."""
-        wanted = set(keys)
-        order = [k for k in evictions(self._running(speculative)) if k in wanted]
-        chosen: list[Eviction] = []
-        for key in order:
+    def _evict(self, chosen: Sequence[Evict]) -> tuple[Eviction, ...]:
+        """Record the pass's evictions (in eviction order): the agent stops them (grace
+        :data:`EVICTION_GRACE_S`)."""
+        recorded: list[Eviction] = []
+        for eviction in chosen:
             with self._lock:
-                if key in self._held.evicted:
+                if eviction.key in self._held.evicted:
                     continue
-                self._held.evicted[key] = why
+                self._held.evicted[eviction.key] = eviction.why
                 self._held.counters.evicted += 1
                 self._save()
-            chosen.append(Eviction(key, why))
-        return tuple(chosen)
-
-    def _core_classes(self, live: Sequence[RunObservation], node: NodeFacts) -> CoreClasses:
-        services = node.services
-        regular = [
-            o.limits.cpuset
-            for o in live
-            if not o.speculative and o.task_id != "master" and o.task_key not in services
-        ]
-        watched = [o.limits.cpuset for o in live if o.task_key in services]
-        return core_classes(node.cpu_ids, regular, watched, self.config)
-
-    def _repins(
-        self, speculative: Sequence[RunObservation], classes: CoreClasses
-    ) -> tuple[Repin, ...]:
-        cpuset, _ = speculative_cpuset(classes)
-        return tuple(
-            Repin(o.task_key, Resources(o.limits.cpu, o.limits.memory_mb), cpuset)
-            for o in speculative
-            if tuple(o.limits.cpuset) != cpuset
-        )
-
-    def _admit(
-        self,
-        speculative: Sequence[RunObservation],
-        classes: CoreClasses,
-        committed_mb: int,
-        node: NodeFacts,
-    ) -> Starts:
-        """Pop what the queue may start now; ``committed_mb``: the live tasks' memory limits."""
-        with self._lock:
-            starting = dict(self._starting)
-            queue = [q for q in self._held.queue.values() if q.key not in starting]
-        if not queue:
-            self.blocked = ""
-            return Starts()
-        held = Resources()
-        for observation in speculative:
-            held = held + Resources(observation.limits.cpu, observation.limits.memory_mb)
-        seen = {o.task_key for o in speculative}
-        for launch in starting.values():  # admitted by a pass before, not running yet
-            if launch.key not in seen:
-                held = held + launch.resources
-                committed_mb += launch.resources.memory_mb
-        own = None if node.own_used is None else (node.own_used, node.capacity)
-        load = NodeLoad(self._machine.read(time.monotonic(), own), held, node.capacity)
-        decision = launches(
-            [QueuedTask(q.key, q.resources, q.enqueued_at) for q in queue],
-            load,
-            self.config,
-            committed_mb=committed_mb,
-            hold=self._reclaim,
-        )
-        self.blocked = decision.blocked
-        cpuset, _ = speculative_cpuset(classes)
-        by_key = {q.key: q for q in queue}
-        admitted = tuple(by_key[key] for key in decision.keys)
-        with self._lock:
-            for launch in admitted:
-                self._starting[launch.key] = launch
-        return Starts(admitted, cpuset)
+            recorded.append(Eviction(eviction.key, eviction.why))
+        return tuple(recorded)
 
     def start(self, starts: Starts, start_task: StartTask) -> None:
         """Start what a pass admitted with the agent's ``start_task``, side by side (a

@@ -3,9 +3,10 @@ of :mod:`simulator.engine` with node agents' speculative queues, an aggregator's
 lists, interference and latency-sensitive services.
 
 What runs is the product's own code: the job masters' :class:`job_master.plan.JobPlan` with
-its ``speculative`` block (Alg. 5, rescheduling), the node queue's decisions
-(:func:`policies.oversubscription.admission.admit_to_queue`,
-:func:`policies.oversubscription.node_queue.launches` and ``look_at_interference``), and for ROSE's
+its ``speculative`` block (Alg. 5, rescheduling), the node agent's own speculative-queue
+decisions (:func:`policies.oversubscription.admission.admit_to_queue` on an enqueue, and each
+pass :func:`policies.oversubscription.node_pass.decide_pass`, which the agent's queue runs too:
+throttle, memory reclamation, reclaim hold, core classes, admission), and for ROSE's
 placement the aggregator's own Alg. 1-4 (:func:`policies.oversubscription.candidates.
 compute_candidates`) over windows of the simulated nodes' metrics, with Alg. 3 ratings from the
 evictions.  What is modelled around them:
@@ -36,6 +37,19 @@ evictions.  What is modelled around them:
   ``throttle_hold_s`` after the last anomaly.  UP never throttles.  A service's machine
   carries no unplaced load (the ``hot_fraction`` machines are others): its latency alone is
   what the batch work leaves it.
+* **A node's pass** runs when what runs there changes (a task or job master starts or ends,
+  a speculative task is admitted, ends or is dropped), after each enqueue, and when a
+  throttle's or reclaim hold's time is over (the agent's runs every monitor pass as well;
+  between those events nothing it reads changes here).  Memory: each live task's limit is
+  its grant (a job master's included), a speculative task's what it asks, against the node's
+  ``node_memory_mb``; the measured memory and disk utilisation are 0 (only CPU is modelled),
+  so memory binds through the quota, the fit of a launch and reclamation.  Cores: the node's
+  CPUs are ``range(node_cpu)``; a service is pinned to its first ``ceil(service_cpu)`` cores,
+  regular tasks are not pinned (the agent pins them; here that would only change which cores
+  are first-class, not the decisions: every running speculative task on a node is re-pinned
+  to the same cores, so they are all on one class and evicted latest-started first), and
+  speculative tasks take the cores the pass gives them.  The CPU model does not confine any
+  task to its cores.
 * **The aggregator** ranks every ``aggregator_period`` seconds; job masters place speculative
   tasks on its latest list, of ``config.candidate_limit`` machines (L_max; the study takes a
   quarter of the cluster: a list much shorter than that makes every job master herd onto the
@@ -66,14 +80,15 @@ from policies.oversubscription.candidates import compute_candidates
 from policies.oversubscription.config import OversubscriptionConfig, OversubscriptionMode
 from policies.oversubscription.least_loaded import least_loaded_candidates
 from policies.oversubscription.machine_rating import JobReport, MachineRatings, TaskOutcome
-from policies.oversubscription.node_queue import (
-    NodeLoad,
-    QueuedTask,
-    RunningSpeculative,
-    Throttle,
-    launches,
-    look_at_interference,
+from policies.oversubscription.node_pass import (
+    Evict,
+    LiveTask,
+    NodePassInput,
+    NodeState,
+    RunningTask,
+    decide_pass,
 )
+from policies.oversubscription.node_queue import QueuedTask
 from policies.oversubscription.snapshot import MachineWindows
 from policies.scheduling.lifecycle import JobState, TaskState
 from policies.scheduling.resources import Resources
@@ -86,6 +101,8 @@ PLACEMENTS = ("none", "random", "least-loaded", "shortest-queue", "rose")
 INTERFERENCE = ("weighted", "shared")
 SPECULATIVE_WEIGHT = 0.1
 """A speculative task's CPU weight relative to a regular task's (cpu.shares 102 of 1024)."""
+SERVICE_KEY = "service"
+"""The key a node's latency-sensitive service runs under (a watched service of the pass)."""
 PSI_FLOOR = 3.0
 """Points of CPU pressure over a service's history that make an anomaly: the detector's
 floor, 3 sigma of 1 point (a history's own spread is smaller in this model)."""
@@ -110,6 +127,9 @@ class OversubscriptionSettings:
     service_usage: float = 0.5
     interference: str = "weighted"
     max_speculative: int | None = None  # per job master, Alg. 5's "several"; None: no bound
+    # Jobs keep their own specs' speculative blocks (a replay of live jobs), instead of every
+    # job getting the study's (after_s, queue_timeout_s, max_speculative).
+    specs_as_given: bool = False
     config: OversubscriptionConfig = field(default_factory=OversubscriptionConfig)
 
     def check(self) -> None:
@@ -142,6 +162,7 @@ class _Speculative:
     enqueued_at: float
     running: bool = False
     started_at: float = 0.0
+    cpuset: tuple[int, ...] = ()  # the cores its node's pass pinned it to
     rate: float = 1.0
     progress_at: float = 0.0
     version: int = 0
@@ -159,11 +180,11 @@ class _NodeState:
     regular_usage: float = 0.0  # cores its regular tasks (and service) use
     queue: dict[str, _Speculative] = field(default_factory=dict)
     running: dict[str, _Speculative] = field(default_factory=dict)
-    throttle: Throttle = field(default_factory=Throttle)
+    queue_state: NodeState = field(default_factory=NodeState)  # throttle, hold, core classes
 
     @property
     def throttled(self) -> bool:
-        return self.throttle.active
+        return self.queue_state.throttle.active
 
     @property
     def demand(self) -> float:
@@ -221,7 +242,10 @@ class OversubscribedSimulation(Simulation):
         settings: SimSettings,
         seed: int,
         oversubscription: OversubscriptionSettings,
+        *,
+        record_decisions: bool = False,
     ) -> None:
+        """``record_decisions``: keep the RM's decision trace (:class:`Simulation`'s)."""
         oversubscription.check()
         self.rose = oversubscription
         self.config = replace(oversubscription.config, mode=oversubscription.mode)
@@ -230,9 +254,9 @@ class OversubscribedSimulation(Simulation):
             queue_timeout_s=oversubscription.queue_timeout_s,
             max_tasks=oversubscription.max_speculative,
         )
-        if oversubscription.placement != "none":
+        if oversubscription.placement != "none" and not oversubscription.specs_as_given:
             jobs = [replace(j, spec=replace(j.spec, speculative=block)) for j in jobs]
-        super().__init__(jobs, settings, seed)
+        super().__init__(jobs, settings, seed, record_decisions=record_decisions)
         draws = random.Random(f"{seed}:oversubscription")
         self._usage_of_job = {
             job.name: draws.uniform(oversubscription.usage_low, oversubscription.usage_high)
@@ -250,6 +274,10 @@ class OversubscribedSimulation(Simulation):
                 state.regular_usage += settings.node_cpu * draws.uniform(*oversubscription.hot_load)
             self._state[name] = state
         self._usage: dict[str, float] = {}  # allocation -> cores its task uses
+        self._cpu_ids = tuple(range(int(settings.node_cpu)))
+        self._service_cpuset = tuple(
+            range(min(len(self._cpu_ids), math.ceil(oversubscription.service_cpu)))
+        )
         self._rng = np.random.default_rng(seed)
         self._candidates: tuple[Candidate, ...] = ()
         count = len(names)
@@ -259,6 +287,11 @@ class OversubscribedSimulation(Simulation):
         self._evicted_on: dict[str, list[int]] = {}  # job -> node indexes of its evictions
         self.counts = OversubscriptionCounts()
         self.latencies: list[float] = []  # the services' sampled latencies
+        # (time, node, task key, what: admitted, evicted, succeeded), with record_decisions:
+        # what the nodes' speculative queues did, for a differential test against live agents
+        self.speculative_log: list[tuple[float, str, str, str]] | None = (
+            [] if record_decisions else None
+        )
         self.used_samples: list[tuple[float, float]] = []  # (time, cores used cluster-wide)
         self.at(0.0, self._aggregate)
 
@@ -272,9 +305,10 @@ class OversubscribedSimulation(Simulation):
         return offered
 
     def _task_running(self, node: _Node, task: _Task) -> None:
-        if task.job_master:
-            return
         state = self._state[node.node_id]
+        if task.job_master:  # (no CPU use modelled, but its memory limit counts)
+            self._changed(node, state)
+            return
         usage = self._usage.get(task.allocation_id)
         if usage is None:
             job = self._sim_jobs[task.job_id]
@@ -285,31 +319,47 @@ class OversubscribedSimulation(Simulation):
         self._changed(node, state)
 
     def _task_over(self, node: _Node, task: _Task) -> None:
+        state = self._state[node.node_id]
         usage = self._usage.pop(task.allocation_id, None)
         if usage is None:
+            if task.job_master:
+                self._changed(node, state)
             return
-        state = self._state[node.node_id]
         state.regular_usage = max(0.0, state.regular_usage - usage)
         self._changed(node, state)
 
     def _changed(self, node: _Node, state: _NodeState) -> None:
-        """What runs on the node changed: the throttle, its tasks' speed, its queue."""
-        if self.config.is_responsiveness_prioritized and state.service:
-            anomalous = state.pressure_over_history() > PSI_FLOOR
-            # The agent's own decision: evict every running speculative task, and hold the
-            # queue for a while after the last anomaly.
-            look = look_at_interference(
-                state.throttle,
-                "psi_cpu" if anomalous else None,
-                self._running_speculative(state),
-                self.now,
-                self.config,
+        """What runs on the node changed: one pass of its speculative queue, decided by the
+        agent's own :func:`policies.oversubscription.node_pass.decide_pass` (throttle, memory
+        reclamation, reclaim hold, core classes, admission), carried out; then its tasks'
+        speed.  An admission makes another pass (the new demand may make an anomaly)."""
+        anomaly = None
+        watched = self.config.is_responsiveness_prioritized and state.service
+        if watched and state.pressure_over_history() > PSI_FLOOR:
+            anomaly = f"psi_cpu of service {SERVICE_KEY}"
+        decision = decide_pass(self._pass_input(node, state, anomaly), self.now, self.config)
+        state.queue_state = decision.state
+        if decision.evictions:
+            self._evict(node, state, decision.evictions)
+        for repin in decision.repins:
+            state.running[repin.key].cpuset = repin.cpuset
+        if anomaly is not None:  # the agent looks again once the throttle's hold is over
+            self.at(state.queue_state.throttle.until, lambda: self._changed(node, state))
+        if decision.reclaimed:  # ... and once the reclaim hold's least time is over
+            since = state.queue_state.hold.since
+            self.at(since + self.config.reclaim_hold_s, lambda: self._changed(node, state))
+        for key in decision.admitted:
+            speculative = state.queue.pop(key)
+            speculative.running = True
+            speculative.started_at = speculative.progress_at = self.now
+            speculative.cpuset = decision.cpuset
+            speculative.rate = -1.0  # no rate yet: the rates below give it one
+            state.running[key] = speculative
+            self.counts.launched += 1
+            self._log(node, key, "admitted")
+            speculative.master.plan.on_speculative_status(
+                speculative.task_id, speculative.attempt, TaskState.RUNNING
             )
-            if look.evict:
-                self._evict(node, state, look.evict)
-            state.throttle = look.throttle
-            if anomalous:
-                self.at(state.throttle.until, lambda: self._changed(node, state))
         factor, speculative_factor = state.factors(self.rose.interference)
         for task in node.tasks.values():
             if task.state is TaskState.RUNNING and not task.job_master:
@@ -319,8 +369,40 @@ class OversubscribedSimulation(Simulation):
         for speculative in state.running.values():
             if abs(speculative.rate - speculative_factor) > 1e-12:
                 self._set_speculative_rate(node, speculative, speculative_factor)
-        if state.queue and not state.throttled:
-            self._admit(node, state)
+        if decision.admitted:
+            self._changed(node, state)
+
+    def _pass_input(self, node: _Node, state: _NodeState, anomaly: str | None) -> NodePassInput:
+        """The node as its agent's pass would see it: its live tasks' memory limits (the
+        grants; a job master's too), its service pinned to its first cores, regular tasks
+        unpinned (see the module docstring), its CPU utilisation as the admission reading."""
+        regular = tuple(
+            LiveTask(
+                t.allocation_id, (t.limits or t.granted).memory_mb, (), job_master=t.job_master
+            )
+            for t in node.tasks.values()
+            if not t.state.is_final and t.state is not TaskState.LAUNCHING
+        )
+        if state.service:
+            regular += (LiveTask(SERVICE_KEY, 0, self._service_cpuset),)
+        queue = tuple(QueuedTask(s.key, s.demand, s.enqueued_at) for s in state.queue.values())
+        utilisation = None
+        if queue:
+            measured = {"cpu": min(1.0, state.demand / state.capacity)}
+            utilisation = tuple(measured.get(n, 0.0) for n in self.config.admission_resources)
+        return NodePassInput(
+            queue=queue,
+            running=tuple(
+                RunningTask(s.key, s.demand, s.cpuset, s.started_at) for s in state.running.values()
+            ),
+            regular=regular,
+            capacity=Resources(state.capacity, self.settings.node_memory_mb),
+            cpu_ids=self._cpu_ids,
+            state=state.queue_state,
+            services=frozenset({SERVICE_KEY}) if state.service else frozenset(),
+            anomaly=anomaly,
+            utilisation=utilisation,
+        )
 
     # ------------------------------------------------------------------ speculative tasks
 
@@ -360,30 +442,11 @@ class OversubscribedSimulation(Simulation):
         )
         state.queue[speculative.key] = speculative
         master.plan.on_speculative_answer(placement.task_id, placement.attempt, True)
-        if not state.throttled:
-            self._admit(node, state)
+        self._changed(node, state)  # (the agent runs a pass at once after an enqueue)
 
-    def _admit(self, node: _Node, state: _NodeState) -> None:
-        """Sec. 6.1 on the node's queue: what the live agent's pass does."""
-        held = Resources()
-        for running in state.running.values():
-            held = held + running.demand
-        capacity = Resources(state.capacity, self.settings.node_memory_mb)
-        load = NodeLoad((min(1.0, state.demand / state.capacity), 0.0, 0.0), held, capacity)
-        queue = [QueuedTask(s.key, s.demand, s.enqueued_at) for s in state.queue.values()]
-        decision = launches(queue, load, self.config, throttled=state.throttled)
-        for key in decision.keys:
-            speculative = state.queue.pop(key)
-            speculative.running = True
-            speculative.started_at = speculative.progress_at = self.now
-            speculative.rate = -1.0  # no rate yet: the node's pass below gives it one
-            state.running[key] = speculative
-            self.counts.launched += 1
-            speculative.master.plan.on_speculative_status(
-                speculative.task_id, speculative.attempt, TaskState.RUNNING
-            )
-        if decision.keys:
-            self._changed(node, state)
+    def _log(self, node: _Node, key: str, what: str) -> None:
+        if self.speculative_log is not None:
+            self.speculative_log.append((self.now, node.node_id, key, what))
 
     def _set_speculative_rate(self, node: _Node, speculative: _Speculative, rate: float) -> None:
         if speculative.rate > 0:
@@ -405,23 +468,19 @@ class OversubscribedSimulation(Simulation):
             return
         del state.running[speculative.key]
         self.counts.succeeded += 1
+        self._log(node, speculative.key, "succeeded")
         speculative.master.plan.on_speculative_status(
             speculative.task_id, speculative.attempt, TaskState.SUCCEEDED
         )
         self._wake_master(speculative.master.job_id)
         self._changed(node, state)
 
-    @staticmethod
-    def _running_speculative(state: _NodeState) -> list[RunningSpeculative]:
-        """Its running speculative tasks as the eviction order sees them (all on first-class
-        cores: the simulated nodes have no core classes)."""
-        return [RunningSpeculative(s.key, s.started_at, True) for s in state.running.values()]
-
-    def _evict(self, node: _Node, state: _NodeState, keys: Sequence[str]) -> None:
-        """Evict ``keys`` (in :func:`evictions` order)."""
-        for key in keys:
-            speculative = state.running.pop(key)
+    def _evict(self, node: _Node, state: _NodeState, evictions: Sequence[Evict]) -> None:
+        """Carry out the pass's evictions (in its order): each ends at once."""
+        for eviction in evictions:
+            speculative = state.running.pop(eviction.key)
             self.counts.evicted += 1
+            self._log(node, eviction.key, "evicted")
             self._evicted_on.setdefault(speculative.master.job_id, []).append(state.index)
             speculative.master.plan.on_speculative_status(
                 speculative.task_id, speculative.attempt, TaskState.KILLED, evicted=True

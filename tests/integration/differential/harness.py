@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,9 +116,16 @@ def measured_durations(detail: rm_pb.JobDetail, spec: JobSpec) -> dict[str, tupl
     return durations
 
 
-def simulate(live: LiveRun, details: Mapping[str, rm_pb.JobDetail], **settings: Any) -> Simulation:
+def simulate(
+    live: LiveRun,
+    details: Mapping[str, rm_pb.JobDetail],
+    simulation_class: Callable[..., Simulation] = Simulation,
+    **settings: Any,
+) -> Simulation:
     """The live run's jobs replayed in the simulator (``settings``: SimSettings fields beyond
-    the cluster's shape and the measured job master start-up)."""
+    the cluster's shape and the measured job master start-up; ``simulation_class``: called as
+    ``Simulation`` is, e.g. an :class:`simulator.oversubscription.OversubscribedSimulation`
+    with its settings bound)."""
     first = min(d.summary.submit_time for d in details.values())
     jobs = []
     for job_id, detail in details.items():
@@ -139,7 +146,7 @@ def simulate(live: LiveRun, details: Mapping[str, rm_pb.JobDetail], **settings: 
     # waits for a job's task to run before it submits the next job, the replay has it running
     # by then too.
     startups = [d.summary.start_time - d.summary.submit_time for d in details.values()]
-    simulation = Simulation(
+    simulation = simulation_class(
         jobs,
         SimSettings(
             nodes=NODES,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from policies.oversubscription.config import OversubscriptionConfig
 from simulator.engine import SimSettings
 from simulator.oversubscription import OversubscribedSimulation, OversubscriptionSettings
 from simulator.rose_study import format_rows, run_colocation, run_placement
@@ -239,3 +240,36 @@ def test_each_run_reports_its_progress_under_its_name() -> None:
 def test_a_colocation_run_may_be_one_configuration() -> None:
     rows = run_colocation(jobs(), SETTINGS, 1, BASE, names=("rose-RP",))
     assert [r.name for r in rows] == ["rose-RP"]
+
+
+# Jobs whose tasks' memory, not their CPU, fills the nodes, then larger tasks of another class.
+MEMORY_BOUND = """\
+seed: 3
+classes:
+  - name: batch
+    priority: 0
+    arrival: {process: fixed, times: [0, 0, 1, 1, 2, 2, 3, 3, 20, 25, 30, 35]}
+    phases:
+      - {name: map, tasks: 8, cpu: 0.5, memory_mb: 1800, duration: 20}
+  - name: big
+    priority: 1
+    arrival: {process: fixed, times: [25, 25]}
+    phases:
+      - {name: map, tasks: 4, cpu: 0.5, memory_mb: 4000, duration: 10}
+"""
+
+
+def test_regular_tasks_memory_reclaims_what_speculative_ones_borrowed_as_on_the_agent() -> None:
+    """The agent's own pass decides (node_pass): a launch must fit the node's memory with the
+    live limits, and a regular task granted later evicts speculative tasks until they fit,
+    without any throttle (UP)."""
+    memory_jobs = parse_workload(yaml.safe_load(MEMORY_BOUND)).generate(3)
+    quota = OversubscriptionConfig(oversubscription_quota=(0.4, 0.5, 0.4))
+    simulation = OversubscribedSimulation(memory_jobs, SETTINGS, 1, replace(BASE, config=quota))
+    simulation.run()
+    assert simulation.counts.launched > 0
+    assert simulation.counts.evicted > 0  # (the old simulated nodes never reclaimed memory)
+    # The default memory quota (0.1 of 8 GiB) admits no 1,800 MiB task at all.
+    strict = OversubscribedSimulation(memory_jobs, SETTINGS, 1, BASE)
+    strict.run()
+    assert strict.counts.placed > 0 and strict.counts.launched == 0
