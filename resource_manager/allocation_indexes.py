@@ -259,7 +259,9 @@ class AllocationIndexes:
         return self._held_by_job.get(job_id, Resources())
 
     def _count_delivered(self, allocation: AllocationRecord, sign: int) -> None:
-        counts = self._delivered_of_job.setdefault(allocation.job_id, Counter())
+        counts = self._delivered_of_job.get(allocation.job_id)
+        if counts is None:  # (not setdefault: a Counter is built in Python, once a grant here)
+            counts = self._delivered_of_job[allocation.job_id] = Counter()
         counts[allocation.phase] += sign
         if counts[allocation.phase] == 0:
             del counts[allocation.phase]

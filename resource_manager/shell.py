@@ -35,6 +35,7 @@ from resource_manager.scheduling import needs_pass, next_locality_end
 log = logging.getLogger(__name__)
 
 _NO_JOBS: frozenset[str] = frozenset()
+_tuple_new = tuple.__new__
 
 T = TypeVar("T")
 Action = Callable[[ResourceManagerCore, Now], T]
@@ -133,19 +134,24 @@ class RMShell:
             self._state_refusals = 0
         # (Most units, heartbeats that change nothing, have nothing to drain: each is looked at
         # before a drain allocates anything.)
-        effects = Effects(  # (positional: the fields' order, as declared)
-            frozenset(changed) if changed else _NO_JOBS,
-            tuple(state.drain_placed()) if state.placed else (),
-            tuple(state.drain_applied()) if state.applied else (),
-            tuple(state.drain_heard()) if state.heard else (),
-            tuple(state.drain_to_tell()) if state.to_tell else (),
-            # (pass_due, inline: once per unit)
-            (PassDue.AT_ONCE if state.cut_short else PassDue.SOON)
-            if needs_pass(state)
-            else PassDue.NO,
-            tables.version,
+        # Built by tuple.__new__ itself, in the fields' order: a named tuple's own constructor
+        # is a Python function, a measurable share of a unit that changes nothing.
+        effects = _tuple_new(
+            Effects,
+            (
+                frozenset(changed) if changed else _NO_JOBS,
+                tuple(state.drain_placed()) if state.placed else (),
+                tuple(state.drain_applied()) if state.applied else (),
+                tuple(state.drain_heard()) if state.heard else (),
+                tuple(state.drain_to_tell()) if state.to_tell else (),
+                # (pass_due, inline: once per unit)
+                (PassDue.AT_ONCE if state.cut_short else PassDue.SOON)
+                if needs_pass(state)
+                else PassDue.NO,
+                tables.version,
+            ),
         )
-        return Outcome(result, effects)
+        return _tuple_new(Outcome, (result, effects))
 
     def pass_due(self) -> PassDue:
         """Whether a scheduling pass could place something now, and how soon to run it."""

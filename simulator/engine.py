@@ -69,9 +69,10 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -146,6 +147,9 @@ from simulator.results import JobOutcome, UtilisationSample
 from simulator.workload import SimJob, alone_time
 
 T = TypeVar("T")
+
+_tuple_new = tuple.__new__  # (see Simulation._answer)
+_NO_MAP: Mapping[str, Any] = MappingProxyType({})
 
 MIN_ALONE_TIME = 1e-3
 """A job whose tasks all take no time has an alone time of 0: its slowdown is taken against
@@ -1021,28 +1025,37 @@ class Simulation:
 
     def _answer(self, result: AllocateResult) -> AllocateAnswer:
         """The core's answer as the job master hears it over the wire (``AllocateResponse``).
-        (Built positionally, in the fields' order: once per simulated round.)"""
-        return AllocateAnswer(
-            tuple(self._grant_of(a) for a in result.granted) if result.granted else (),
-            tuple(
-                SequencedTaskEvent(
-                    task.seq,
-                    task.task_id,
-                    task.attempt,
-                    task.state,
-                    task.exit_code,
-                    task.message,
-                    task.preempted,
-                    task.start_time,
-                    task.finish_time or task.start_time,  # end_time (as the wire's timestamp)
-                    task.node_id,
+        (Built by ``tuple.__new__`` in the fields' order: a named tuple's own constructor is a
+        Python call, and this runs once per simulated round and task event.)"""
+        return _tuple_new(
+            AllocateAnswer,
+            (
+                tuple(self._grant_of(a) for a in result.granted) if result.granted else (),
+                tuple(
+                    _tuple_new(
+                        SequencedTaskEvent,
+                        (
+                            task.seq,
+                            task.task_id,
+                            task.attempt,
+                            task.state,
+                            task.exit_code,
+                            task.message,
+                            task.preempted,
+                            task.start_time,
+                            task.finish_time or task.start_time,  # end_time (the wire's stamp)
+                            task.node_id,
+                        ),
+                    )
+                    for task in result.events
                 )
-                for task in result.events
-            )
-            if result.events
-            else (),
-            tuple(result.lost_allocations),
-            result.kill_requested,
+                if result.events
+                else (),
+                tuple(result.lost_allocations),
+                result.kill_requested,
+                _NO_MAP,  # node_addresses: simulated candidates come with their addresses
+                _NO_MAP,  # speculative_passes: a simulated node asks for none
+            ),
         )
 
     # ---------------------------------------------------- extension points (oversubscription)
@@ -1137,12 +1150,16 @@ class Simulation:
 
     @staticmethod
     def _grant_of(allocation: AllocationRecord) -> Grant:
-        return Grant(
-            allocation.allocation_id,
-            allocation.phase,
-            allocation.node_id,
-            f"{allocation.node_id}:0",
-            allocation.resources,
+        return _tuple_new(
+            Grant,
+            (
+                allocation.allocation_id,
+                allocation.phase,
+                allocation.node_id,
+                f"{allocation.node_id}:0",
+                allocation.resources,
+                b"",  # grant_token: a simulated node checks none
+            ),
         )
 
     # ------------------------------------------------------------------ measurements
