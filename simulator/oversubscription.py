@@ -419,6 +419,12 @@ class OversubscribedSimulation(Simulation):
             self._place(master, placement)
         for upgrade in decisions.upgrades:
             self._upgrade(master, upgrade)
+        if decisions.speculative:
+            # Its agents' answers can change what it decides next (Alg. 5 places one task per
+            # candidate per round: an accepted placement lets the next round place the next
+            # one, a refused one sends the task elsewhere), so this round is not idle: the
+            # live master's next round comes at its interval, and so does this one's.
+            self._wake_master(master.job_id)
 
     def _place(self, master: _Master, placement: SpeculativeLaunch) -> None:
         node = self._nodes[placement.node_id]

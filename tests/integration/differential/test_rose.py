@@ -24,14 +24,10 @@ Speculative decisions are the agents', not the RM's, and are compared twice:
   it went to is left out (the job master draws it from the candidates with its own random
   generator).
 
-What this does not yet test: the simulated nodes' queueing.  A job master places one task per
-usable candidate per round (Alg. 5 lines 1-3); the live one runs a round every 0.2 s, so it
-places the second pair 0.2 s after the first and the agents queue them behind the quota, but
-the simulated one runs a round only when woken (a task's end, an eviction, a deadline), so it
-places the second pair when the first ends and they are admitted at once.  Both sides agree
-on every time and on the waves, but a simulated quota of a whole node passes too.  Waking the
-simulated job master after its placements are answered would close that gap (and change the
-ROSE studies' results).
+The simulated nodes queue as the agents do: a job master places one task per usable candidate
+per round (Alg. 5 lines 1-3), and its next round comes at its interval after it placed some
+(the simulator used to skip it until a task ended, so its nodes never queued anything and a
+simulated quota of a whole node passed; it now fails here).
 
 No task is evicted in this scenario: a regular task reclaiming memory on a live node comes when
 the RM's heartbeat decides, which the test cannot hold to the simulated time closely enough yet."""
