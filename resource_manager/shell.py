@@ -31,6 +31,7 @@ from resource_manager.core import ResourceManagerCore
 from resource_manager.errors import StateUnavailableError
 from resource_manager.records import MasterReport, Now
 from resource_manager.scheduling import needs_pass, next_locality_end
+from resource_manager.state import CoreState
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +145,7 @@ class RMShell:
                 tuple(state.drain_applied()) if state.applied else (),
                 tuple(state.drain_heard()) if state.heard else (),
                 tuple(state.drain_to_tell()) if state.to_tell else (),
-                # (pass_due, inline: once per unit)
-                (PassDue.AT_ONCE if state.cut_short else PassDue.SOON)
-                if needs_pass(state)
-                else PassDue.NO,
+                _pass_due(state),
                 tables.version,
             ),
         )
@@ -155,10 +153,7 @@ class RMShell:
 
     def pass_due(self) -> PassDue:
         """Whether a scheduling pass could place something now, and how soon to run it."""
-        state = self._state
-        if not needs_pass(state):
-            return PassDue.NO
-        return PassDue.AT_ONCE if state.cut_short else PassDue.SOON
+        return _pass_due(self._state)
 
     def schedule(self, now: Now) -> Outcome[Plan]:
         """One scheduling pass, as a unit of work of its own (group commit: the requests of a
@@ -187,3 +182,11 @@ class RMShell:
     def next_locality_end(self) -> float | None:
         """When (monotonic) the earliest held-back ask's locality wait ends."""
         return next_locality_end(self._state)
+
+
+def _pass_due(state: CoreState) -> PassDue:
+    """:meth:`RMShell.pass_due` of ``state``: NO when no pass could place anything, AT_ONCE
+    when the last pass stopped at its placement limit, SOON otherwise."""
+    if not needs_pass(state):
+        return PassDue.NO
+    return PassDue.AT_ONCE if state.cut_short else PassDue.SOON
