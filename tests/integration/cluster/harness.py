@@ -114,8 +114,7 @@ class Gate:
                 (container,) = client.containers.list(
                     filters={"label": [f"{k}={v}" for k, v in labels.items()]}
                 )
-                result = container.exec_run(["touch", self.path])
-                assert result.exit_code == 0, result.output
+                _exec_in(client, container.id, ["touch", self.path])
         finally:
             client.close()
 
@@ -126,6 +125,23 @@ class Gate:
                 if detail.summary.state not in FINAL:
                     cluster.client.jobs.KillJob(rm_pb.GetJobRequest(job_id=job_id), timeout=10)
         Path(self.path).unlink(missing_ok=True)
+
+
+def _exec_in(client: Any, container_id: str, command: list[str]) -> None:
+    """Run ``command`` in the container and require that it exited 0.
+
+    Not ``Container.exec_run``: it reads the exec's exit code right after the output stream
+    closes, and the engine may not have recorded the exit yet, so it answers ``None`` now and
+    then on a busy host (docker-py #1381 and #2450; it failed a CI run here).  The exec is
+    inspected until the engine says it is no longer running."""
+    api = client.api
+    exec_id = api.exec_create(container_id, command)["Id"]
+    output = api.exec_start(exec_id)
+    wait_until(lambda: not api.exec_inspect(exec_id)["Running"], 30, f"{command} ended")
+    exit_code = api.exec_inspect(exec_id)["ExitCode"]
+    assert exit_code == 0, (
+        f"{command} in container {container_id[:12]}: exit {exit_code}, {output!r}"
+    )
 
 
 @dataclass
