@@ -2,9 +2,11 @@
 
 # Debian packages: Docker Engine and a static busybox for the task image (the runtimes),
 # Mosquitto and InfluxDB 1.x (the data plane's real servers, which the tests run), and Docker
-# Compose (bookworm's is v1.29; tests/unit/deploy/test_compose.py has it check deploy/).
+# Compose (bookworm's is v1.29; tests/unit/deploy/test_compose.py has it check deploy/), stunnel4
+# (the TLS front of the brokers that have no TLS of their own, in the tests and in deploy/) and
+# mmdebstrap (deploy/images.sh --from-debian makes the images' base from the Debian mirror).
 # Installed only when running as root on a machine that lacks them.
-SYSTEM_PACKAGES=(docker.io busybox-static mosquitto influxdb docker-compose)
+SYSTEM_PACKAGES=(docker.io busybox-static mosquitto influxdb docker-compose stunnel4 mmdebstrap)
 
 # install_system_packages [PACKAGE...]: the given Debian packages (default: SYSTEM_PACKAGES, what
 # the tests need) that are missing, with apt-get when run as root, saying which first; without
