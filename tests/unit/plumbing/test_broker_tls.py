@@ -167,7 +167,7 @@ def test_tls_failures_are_told_apart(error: BaseException, expected: str | None)
     assert tls_problem(error) == expected
 
 
-class _Wrapper(Exception):
+class _WrapperError(Exception):
     """Holds the error as an argument, as urllib3's ``SSLError(ssl_error)`` does."""
 
 
@@ -179,16 +179,18 @@ class _Wrapper(Exception):
             # ssl error only inside urllib3's, as an argument
             _chained(
                 RuntimeError("Max retries exceeded (Caused by SSLError(SSLEOFError(8, ...)))"),
-                _Wrapper(ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2427)")),
+                _WrapperError(
+                    ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2427)")
+                ),
             ),
             "TLS: the server closed the connection during the handshake (it does not accept "
             "this client's certificate?) (EOF occurred in violation of protocol)",
         ),
         (
-            _Wrapper(ssl.SSLError(1, "[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca")),
+            _WrapperError(ssl.SSLError(1, "[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca")),
             "TLS: the server refused this client's certificate (tlsv1 alert unknown ca)",
         ),
-        (_Wrapper(ConnectionRefusedError(111, "Connection refused")), None),
+        (_WrapperError(ConnectionRefusedError(111, "Connection refused")), None),
     ],
 )
 def test_wrapped_tls_failures_name_the_peer(error: BaseException, expected: str | None) -> None:
