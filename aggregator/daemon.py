@@ -20,7 +20,7 @@ from pathlib import Path
 from aggregator import flags
 from aggregator.access import ACCESS
 from aggregator.flags import load_thresholds_of
-from aggregator.influx_store import InfluxSampleStore, parse_influx_url
+from aggregator.influx_store import InfluxSampleStore, InfluxTarget, parse_influx_url
 from aggregator.kafka_reader import TopicReader
 from aggregator.mqtt_publisher import CandidatePublisher
 from aggregator.service import AggregatorServicer, excluded_by, exclusion_summary
@@ -66,7 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--influx-url",
         default="",
-        help="InfluxDB http://[user:pass@]host:port[/database] (default: windows in memory only)",
+        help="InfluxDB http(s)://[user:pass@]host:port[/database] (default: windows in memory "
+        "only); https: the server's certificate must chain to the cluster CA and name the host, "
+        "and this daemon presents its own (--tls-dir; refused with --insecure); http with "
+        "--tls-dir works but is logged as plaintext",
     )
     parser.add_argument("--period", type=float, default=10.0, help="seconds between rankings")
     parser.add_argument(
@@ -111,12 +114,16 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, data_plane.DataPlane]
 
 def run(args: argparse.Namespace) -> int:
     settings, plane = _settings(args)
+    influx = parse_influx_url(args.influx_url) if args.influx_url else None
     try:
         tls = transport.from_arguments(args, Role.AGGREGATOR)
         data_plane.require_tls_dir(plane, tls is not None)
-        # The brokers' links (--kafka-tls, mqtts://) take the daemon's own certificate.
+        _check_influx_tls(influx, tls is not None)
+        # The brokers' links (--kafka-tls, mqtts://) and InfluxDB's (https://) take the
+        # daemon's own certificate.
         broker_tls = BrokerTls.of(tls) if tls is not None else None
-        if broker_tls is not None and (plane.kafka_tls or plane.mqtt_tls):
+        influx_tls = influx is not None and influx.ssl
+        if broker_tls is not None and (plane.kafka_tls or plane.mqtt_tls or influx_tls):
             broker_tls.ssl_context()  # a file that cannot be used fails now, in one line
     except ValueError as error:  # (TlsError is one)
         raise UserError(str(error)) from None
@@ -125,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
 
     store: InfluxSampleStore | None = None
     replay_from = started - args.replay
-    if args.influx_url:
-        store = InfluxSampleStore(parse_influx_url(args.influx_url))
+    if influx is not None:
+        store = InfluxSampleStore(influx, tls=broker_tls if influx.ssl else None)
         store.start()
         replay_from = _refill(state, store, settings.window, default=replay_from)
     else:
@@ -200,6 +207,26 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     log.info("aggregator stopped")
     return 0
+
+
+def _check_influx_tls(influx: InfluxTarget | None, has_tls_dir: bool) -> None:
+    """Refuse (``ValueError``, one line naming the flag) an https URL without a TLS directory:
+    the link would have no client certificate, and ``--insecure`` means no TLS.  Warn, once,
+    of an http URL with one: every other link of the daemon is TLS, this one is plaintext."""
+    if influx is None:
+        return
+    if influx.ssl and not has_tls_dir:
+        raise ValueError(
+            f"--influx-url: {influx.url} is InfluxDB over TLS and needs this daemon's "
+            "certificate; give --tls-dir (it runs without TLS)"
+        )
+    if not influx.ssl and has_tls_dir:
+        log.warning(
+            "--influx-url: %s is plaintext: samples reach InfluxDB unencrypted and "
+            "unauthenticated; give https:// with a TLS front requiring client certificates "
+            "(docs/security.md)",
+            influx.url,
+        )
 
 
 def _refill(

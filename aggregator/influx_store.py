@@ -20,6 +20,14 @@ Writing never blocks the caller: ``write`` appends to a bounded in-memory queue 
 thread sends batches. While the server is unreachable the writer keeps the samples (dropping the
 oldest past ``max_pending``, counted in ``dropped``), retries with exponential backoff up to
 ``max_backoff`` (10 s by default), and logs once when the outage starts and once when it ends.
+
+Over ``https://`` with a :class:`~plumbing.broker_tls.BrokerTls` (the aggregator's TLS
+directory), the client trusts only the cluster CA, checks that the server's certificate names
+the host of the URL, and presents the aggregator's certificate, as the Kafka and MQTT clients
+do; InfluxDB 1.x cannot require it, so a TLS front that does sits before it (docs/security.md).
+Without one (``--insecure`` is refused an https URL by the daemon) it trusts the system's CAs.
+A TLS failure is logged as one, once per outage (``InfluxDB at URL (TLS): TLS: the server's
+certificate is not trusted here ...``), and the writer retries as for a server that is down.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from influxdb.exceptions import InfluxDBClientError, InfluxDBServerError
 from influxdb.line_protocol import quote_ident
 
 from aggregator.samples import MachineSample
+from plumbing.broker_tls import BrokerTls, tls_problem
 from policies.oversubscription.config import LOAD_METRICS, QUEUE_METRICS
 
 DEFAULT_DATABASE = "sluice"
@@ -180,6 +189,7 @@ class InfluxSampleStore:
         flush_interval: float = 1.0,
         max_pending: int = 200_000,
         max_backoff: float = MAX_BACKOFF_S,
+        tls: BrokerTls | None = None,
         log: logging.Logger = logging.getLogger("sluice.aggregator.influx"),  # noqa: B008
     ) -> None:
         if not measurement:
@@ -192,7 +202,10 @@ class InfluxSampleStore:
             raise ValueError("max_pending: must be at least batch_size")
         if not (math.isfinite(max_backoff) and max_backoff >= FIRST_BACKOFF_S):
             raise ValueError(f"max_backoff: must be at least {FIRST_BACKOFF_S} seconds")
+        if tls is not None and not target.ssl:
+            raise ValueError(f"tls: {target.url} is plaintext http; TLS needs https://")
         self.target = target
+        self._tls = tls
         self._measurement = measurement
         self._batch_size = batch_size
         self._flush_interval = flush_interval
@@ -312,9 +325,7 @@ class InfluxSampleStore:
                 f"InfluxDB at {self.target.url} refused the query: {error}"
             ) from error
         except _UNREACHABLE as error:
-            raise InfluxUnavailableError(
-                f"InfluxDB at {self.target.url} is unreachable: {error}"
-            ) from error
+            raise InfluxUnavailableError(_unreachable(self.target.url, error)) from error
         finally:
             client.close()
         samples: list[MachineSample] = []
@@ -327,6 +338,15 @@ class InfluxSampleStore:
 
     def _client(self) -> InfluxDBClient:
         target = self.target
+        tls = self._tls
+        # requests' ``verify``: a CA file is then the only one trusted (hostname checked);
+        # True: the system's CAs.  Its ``cert`` takes file paths only.
+        verify: bool | str = str(tls.ca_file) if tls is not None else target.ssl
+        cert = (
+            (str(tls.cert_file), str(tls.key_file))
+            if tls is not None and tls.cert_file is not None
+            else None
+        )
         return InfluxDBClient(
             host=target.host,
             port=target.port,
@@ -334,7 +354,8 @@ class InfluxSampleStore:
             password=target.password,
             database=target.database,
             ssl=target.ssl,
-            verify_ssl=target.ssl,
+            verify_ssl=verify,
+            cert=cert,
             timeout=REQUEST_TIMEOUT_S,
             # One attempt per call: the writer's backoff does the retrying (0 means forever).
             retries=1,
@@ -445,9 +466,8 @@ class InfluxSampleStore:
                 return
             self._outage_since = time.monotonic()
         self._log.warning(
-            "InfluxDB at %s is unreachable (%s); keeping up to %d samples and retrying",
-            self.target.url,
-            error,
+            "%s; keeping up to %d samples and retrying",
+            _unreachable(self.target.url, error),
             self._max_pending,
         )
 
@@ -464,3 +484,12 @@ class InfluxSampleStore:
             lasted,
             dropped,
         )
+
+
+def _unreachable(url: str, error: BaseException) -> str:
+    """Why the server at ``url`` did not answer, in one line: a TLS failure as such (which
+    side's certificate is the trouble), else the client's error."""
+    problem = tls_problem(error, peer="server")
+    if problem is not None:
+        return f"InfluxDB at {url} (TLS): {problem}"
+    return f"InfluxDB at {url} is unreachable ({error})"

@@ -94,28 +94,37 @@ class BrokerTls:
         return options
 
 
-def tls_problem(error: BaseException) -> str | None:
-    """``"TLS: <reason>"`` if ``error`` (or what caused it) is a TLS failure, else None.
+def tls_problem(error: BaseException, *, peer: str = "broker") -> str | None:
+    """``"TLS: <reason>"`` if ``error`` (or what caused it) is a TLS failure, else None;
+    ``peer`` names the server in the reason (``the broker's certificate is not trusted``).
 
     Clients wrap the ``ssl`` error, some keeping only its text (aiomqtt raises
-    ``MqttError(str(ssl_error))``), so the text is recognised too: the ``ssl`` module's messages
-    start with ``[SSL: REASON]``, and one explained already with ``TLS: ``."""
+    ``MqttError(str(ssl_error))``), some as an argument (urllib3's ``SSLError(ssl_error)``,
+    under requests'), so those are followed and the text is recognised too: the ``ssl``
+    module's messages start with ``[SSL: REASON]``, and one explained already with ``TLS: ``."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, ssl.SSLError | ssl.CertificateError):
-            return _explain(_reason(current))
+            return _explain(_reason(current), peer)
         text = str(current)
         if text.startswith("TLS: "):
             return text  # explained already
         if "[SSL" in text:
-            return _explain(_without_location(text[text.index("[SSL") :]))
-        current = current.__cause__ or current.__context__
+            return _explain(_without_location(text[text.index("[SSL") :]), peer)
+        wrapped = (arg for arg in current.args if isinstance(arg, BaseException))
+        current = current.__cause__ or current.__context__ or next(wrapped, None)
     return None
 
 
-def probe(address: str, context: ssl.SSLContext, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+def probe(
+    address: str,
+    context: ssl.SSLContext,
+    timeout: float = PROBE_TIMEOUT_S,
+    *,
+    peer: str = "broker",
+) -> str | None:
     """Why a TLS session with the broker at ``host:port`` fails (``"TLS: <reason>"``), or None
     when it does not, or when the broker cannot be reached at all (then it is not TLS).
 
@@ -135,16 +144,16 @@ def probe(address: str, context: ssl.SSLContext, timeout: float = PROBE_TIMEOUT_
                     # A broker does not end a session it has not heard a word on; one that ends
                     # it at once turned down what the handshake showed it.
                     return (
-                        "TLS: the broker closed the session right after the handshake "
+                        f"TLS: the {peer} closed the session right after the handshake "
                         "(it does not accept this client's certificate?)"
                     )
     except (ssl.SSLError, ssl.CertificateError) as error:
-        return _explain(_reason(error))
+        return _explain(_reason(error), peer)
     except OSError as error:
         if error.errno == errno.ECONNRESET:
             # Reset during or right after the handshake: a broker that refuses our
             # certificate may close without an alert.
-            return "TLS: the broker closed the connection during the handshake"
+            return f"TLS: the {peer} closed the connection during the handshake"
         return None
     except ValueError:
         return None  # not host:port; the caller's own validation says so
@@ -155,12 +164,19 @@ def probe(address: str, context: ssl.SSLContext, timeout: float = PROBE_TIMEOUT_
 _REFUSED_ALERTS = ("certificate required", "unknown ca", "bad certificate", "certificate unknown")
 
 
-def _explain(reason: str) -> str:
+def _explain(reason: str, peer: str = "broker") -> str:
     """One line for a TLS failure, saying which side's certificate is the trouble."""
     if reason.startswith("certificate verify failed"):
-        return f"TLS: the broker's certificate is not trusted here ({reason})"
+        return f"TLS: the {peer}'s certificate is not trusted here ({reason})"
     if any(alert in reason for alert in _REFUSED_ALERTS):
-        return f"TLS: the broker refused this client's certificate ({reason})"
+        return f"TLS: the {peer} refused this client's certificate ({reason})"
+    if reason.startswith("EOF occurred in violation of protocol"):
+        # A server that turns a client's certificate (or its lack) down may hang up without
+        # an alert, as stunnel does.
+        return (
+            f"TLS: the {peer} closed the connection during the handshake (it does not "
+            f"accept this client's certificate?) ({reason})"
+        )
     return f"TLS: {reason}"
 
 

@@ -181,6 +181,42 @@ def start_influxdb(
     return _start("influxdb", argv, host, port, log_path, lambda: _influx_ping(host, port))
 
 
+def start_tls_front(
+    port: int,
+    backend: str,
+    tls_dir: Path,
+    workdir: Path,
+    log_path: Path,
+    host: str = "127.0.0.1",
+) -> ServiceProcess:
+    """Debian's ``stunnel4`` as a TLS front for a plaintext server at ``backend`` (``host:port``).
+
+    It accepts TLS 1.2 or newer on ``host:port`` with ``tls_dir``'s certificate (a ``broker``
+    one naming the host clients dial; ca.crt, tls.crt, tls.key), admits only clients whose
+    certificate the same CA signed (``verify = 2``: no certificate, or another CA's, no
+    session) and pipes each session to the backend.  InfluxDB 1.x needs one: it serves HTTPS
+    but cannot require client certificates (docs/security.md).  stunnel reads the key as the
+    user it starts as (no ``setuid`` here)."""
+    binary = _require_binary("stunnel4", "apt-get install stunnel4")
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "stunnel.conf"
+    config.write_text(
+        "foreground = yes\n"
+        "pid =\n"
+        "debug = notice\n"
+        "[front]\n"
+        f"accept = {host}:{port}\n"
+        f"connect = {backend}\n"
+        f"cert = {tls_dir / 'tls.crt'}\n"
+        f"key = {tls_dir / 'tls.key'}\n"
+        f"CAfile = {tls_dir / 'ca.crt'}\n"
+        "verify = 2\n"
+        "sslVersionMin = TLSv1.2\n"
+    )
+    argv = [binary, str(config)]
+    return _start("tls-front", argv, host, port, log_path, lambda: port_open(host, port))
+
+
 def _influx_ping(host: str, port: int) -> bool:
     with (
         contextlib.suppress(OSError),

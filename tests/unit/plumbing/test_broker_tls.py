@@ -167,6 +167,36 @@ def test_tls_failures_are_told_apart(error: BaseException, expected: str | None)
     assert tls_problem(error) == expected
 
 
+class _WrapperError(Exception):
+    """Holds the error as an argument, as urllib3's ``SSLError(ssl_error)`` does."""
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (
+            # stunnel hangs up on a client without a certificate; requests' error names the
+            # ssl error only inside urllib3's, as an argument
+            _chained(
+                RuntimeError("Max retries exceeded (Caused by SSLError(SSLEOFError(8, ...)))"),
+                _WrapperError(
+                    ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2427)")
+                ),
+            ),
+            "TLS: the server closed the connection during the handshake (it does not accept "
+            "this client's certificate?) (EOF occurred in violation of protocol)",
+        ),
+        (
+            _WrapperError(ssl.SSLError(1, "[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca")),
+            "TLS: the server refused this client's certificate (tlsv1 alert unknown ca)",
+        ),
+        (_WrapperError(ConnectionRefusedError(111, "Connection refused")), None),
+    ],
+)
+def test_wrapped_tls_failures_name_the_peer(error: BaseException, expected: str | None) -> None:
+    assert tls_problem(error, peer="server") == expected
+
+
 @pytest.fixture
 def plaintext_server() -> Iterator[str]:
     """A server that speaks no TLS: like Tansu, it reads a TLS ClientHello as a request it
