@@ -186,7 +186,9 @@ revision=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 say "image $image from $base"
 docker build --quiet --file "$here/Dockerfile" --build-arg "BASE=$base" \
     --label "org.opencontainers.image.revision=$revision" \
-    --tag "$image" "$build" >/dev/null || die "docker build failed (above)"
+    --tag "$image" "$build" \
+    2> >(grep -v -e 'legacy builder is deprecated' -e 'Install the buildx' -e 'docs.docker.com/go/buildx' -e '^$' >&2) \
+    >/dev/null || die "docker build failed (above)"
 docker run --rm "$image" sluice --version >/dev/null 2>&1 \
     || docker run --rm "$image" sluice --help >/dev/null \
     || die "$image: sluice does not run in it"
