@@ -2,8 +2,7 @@
 (``sluice nodes``) and the aggregator's candidate list with its versions (``sluice candidates``).
 
 The aggregator is found through ``--aggregator``, else ``$SLUICE_AGGREGATOR``, else the data
-plane the resource manager
-names (``GetClusterInfo``).
+plane the resource manager names (``GetClusterInfo``).
 """
 
 from __future__ import annotations
