@@ -16,6 +16,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"
+# shellcheck source=deploy/lib.sh
+source "$here/lib.sh"
 die() {
     echo "add-worker: $*" >&2
     exit 1

@@ -10,10 +10,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 
-# .env: made from .env.example on first use, so that every command sees the same settings.
-[ -f .env ] || cp .env.example .env
-project=$(sed -n 's/^COMPOSE_PROJECT_NAME=//p' .env | tail -n 1)
-export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-${project:-sluice}}
+# shellcheck source=deploy/lib.sh
+source "$here/lib.sh"
 
 files=(-f docker-compose.yml)
 shopt -s nullglob

@@ -21,9 +21,9 @@ case "${1:-}" in
 *) die "$1: unknown option (--volumes)" ;;
 esac
 
-[ -f "$here/.env" ] || cp "$here/.env.example" "$here/.env"
-project=$(sed -n 's/^COMPOSE_PROJECT_NAME=//p' "$here/.env" | tail -n 1)
-project=${COMPOSE_PROJECT_NAME:-${project:-sluice}}
+# shellcheck source=deploy/lib.sh
+source "$here/lib.sh"
+project=$COMPOSE_PROJECT_NAME
 
 # The workers' agents still up, drained in one call (the others are gone or stopped already).
 shopt -s nullglob

@@ -27,14 +27,26 @@
 # (SOURCE_DATE_EPOCH), so Docker's layer cache keeps every layer when nothing changed.  A
 # second run with no change takes seconds.
 #
-# Environment: SLUICE_IMAGE (default sluice:latest) names the image; SLUICE_DEBIAN_SUITE
-# (bookworm) the Debian release of the base.  Needs root for mmdebstrap (or a user it can run
+# Settings (.env or the environment): SLUICE_IMAGE (default sluice:latest) names the image;
+# SLUICE_DEBIAN_SUITE (bookworm) the Debian release of the base; SLUICE_SOURCE the Sluice source
+# tree (default: this directory's parent).  Needs root for mmdebstrap (or a user it can run
 # as: see mmdebstrap(1) --mode) and access to the Docker Engine.
 set -euo pipefail
 
+say() { printf '== images: %s\n' "$*" >&2; }
+die() {
+    printf 'images: %s\n' "$*" >&2
+    exit 1
+}
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-build="$here/.build"
+# shellcheck source=deploy/lib.sh
+source "$here/lib.sh"
+# The Sluice source to build from: the checkout this directory is in, unless SLUICE_SOURCE
+# names another (a copy of deploy/ elsewhere).
+root=$(cd "${SLUICE_SOURCE:-$here/..}" && pwd)
+[ -f "$root/pyproject.toml" ] || die "$root: not a Sluice source tree (no pyproject.toml); set SLUICE_SOURCE"
+# Where the wheels and the build context are kept between runs (default deploy/.build).
+build=${SLUICE_BUILD_DIR:-$here/.build}
 image=${SLUICE_IMAGE:-sluice:latest}
 suite=${SLUICE_DEBIAN_SUITE:-bookworm}
 registry_base=python:3.11-slim-bookworm
@@ -44,11 +56,6 @@ registry_base=python:3.11-slim-bookworm
 # writable.
 packages=(python3 python3-venv ca-certificates busybox-static stunnel4 mosquitto influxdb mount)
 
-say() { printf '== images: %s\n' "$*" >&2; }
-die() {
-    printf 'images: %s\n' "$*" >&2
-    exit 1
-}
 elapsed() { echo "$((SECONDS - ${1}))s"; }
 
 usage() {
@@ -147,9 +154,23 @@ started=$SECONDS
 rm -f "$build"/sluice/*.whl
 # Reproducible: the same sources give the same wheel, so Docker keeps its layer.
 epoch=$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 315532800)
-SOURCE_DATE_EPOCH=$epoch python3 -m pip wheel --quiet --no-deps --wheel-dir "$build/sluice" "$root" \
+# From a clean copy of the sources (the files git knows, or the tree without its build
+# leftovers): setuptools builds in the tree and would carry a stale build/ into the wheel.
+source_copy=$(mktemp -d --tmpdir sluice-source.XXXXXX)
+# shellcheck disable=SC2064 # (expanded now, on purpose)
+trap "rm -rf '$source_copy'" EXIT
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+    (cd "$root" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) \
+        | tar -C "$source_copy" -xf -
+else
+    tar -C "$root" --exclude=./.venv --exclude=./.git --exclude=./build --exclude='*.egg-info' \
+        --exclude=./deploy -cf - . | tar -C "$source_copy" -xf -
+fi
+SOURCE_DATE_EPOCH=$epoch python3 -m pip wheel --quiet --no-deps --wheel-dir "$build/sluice" "$source_copy" \
     2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2) \
     || die "building the sluice wheel failed (above)"
+rm -rf "$source_copy"
+trap - EXIT
 wheel=$(ls "$build"/sluice/sluice-*.whl)
 requirements=$(python3 -c '
 import sys, zipfile

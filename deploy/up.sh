@@ -8,6 +8,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"
+# shellcheck source=deploy/lib.sh
+source "$here/lib.sh"
 die() {
     echo "up: $*" >&2
     exit 1
@@ -47,14 +49,11 @@ person=$(echo "$person" | tr -c 'a-z0-9\n-' '-')
 if [ ! -e "$here/tls/people/$person/tls.crt" ]; then
     "$compose" run --rm -T certs client "$person" >/dev/null
 fi
-project=$(sed -n 's/^COMPOSE_PROJECT_NAME=//p' "$here/.env" | tail -n 1)
-rm_port=$(sed -n 's/^SLUICE_RM_PORT=//p' "$here/.env" | tail -n 1)
-host=$(sed -n 's/^SLUICE_HOST=//p' "$here/.env" | tail -n 1)
-agg_port=$(sed -n 's/^SLUICE_AGGREGATOR_PORT=//p' "$here/.env" | tail -n 1)
-say "${project:-sluice} is up in $((SECONDS - started))s; your CLI:"
+host=${SLUICE_HOST:-127.0.0.1}
+say "$COMPOSE_PROJECT_NAME is up in $((SECONDS - started))s; your CLI:"
 cat >&2 <<TEXT
-    export SLUICE_RM=${host:-127.0.0.1}:${rm_port:-7070} SLUICE_TLS_DIR=$here/tls/people/$person
-    sluice nodes --aggregator ${host:-127.0.0.1}:${agg_port:-7071}
+    export SLUICE_RM=$host:${SLUICE_RM_PORT:-7070} SLUICE_AGGREGATOR=$host:${SLUICE_AGGREGATOR_PORT:-7071}
+    export SLUICE_TLS_DIR=$here/tls/people/$person
+    sluice nodes
     sluice submit examples/analytics.yaml --wait
-  (or, with nothing installed here: deploy/sluice.sh nodes)
 TEXT
