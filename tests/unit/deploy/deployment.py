@@ -146,7 +146,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     kept = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("COMPOSE_", "SLUICE_", "DOCKER_"))
+        if not key.startswith(("COMPOSE_", "SLUICE_"))
     }
     return kept | extra
 

@@ -436,8 +436,9 @@ def test_mosquitto_reads_what_its_service_mounts_and_demands_a_certificate():
 
 
 def compose_config(copy: DeployCopy) -> dict[str, Any]:
-    """``compose.sh config``: the files as Compose reads them (the worker files included)."""
-    result = copy.compose("config")
+    """``compose.sh config``: the files as Compose reads them (the worker files included, and
+    the ``cli`` service of the ``tools`` profile, which v2 leaves out otherwise)."""
+    result = copy.compose("--profile", "tools", "config")
     if "neither `docker compose` (v2) nor docker-compose (v1)" in result.stderr:
         reason = "Docker Compose is not installed (`docker compose` or `docker-compose`)"
         if os.environ.get("CI") == "true":
