@@ -70,6 +70,12 @@ services:
     stop_grace_period: 15s
     labels:
       sluice.worker: $name
+    # Its gRPC server over mutual TLS with its own certificate, which names $name (its hostname).
+    healthcheck:
+      test: ["CMD", "sluice-health", "grpc", "127.0.0.1:7072"]
+      interval: 5s
+      timeout: 5s
+      retries: 12
     logging:
       driver: json-file
       options:
