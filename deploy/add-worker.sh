@@ -85,6 +85,8 @@ services:
       default:
         aliases: [$name]
     entrypoint: ["sluice-agent-entrypoint"]
+    environment:
+      SLUICE_AGENT_OPTIONS: \${SLUICE_AGENT_OPTIONS:-}
     command:
       - --log-level
       - \${SLUICE_LOG_LEVEL:-info}

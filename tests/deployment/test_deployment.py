@@ -45,6 +45,13 @@ QUEUES = {
 }
 
 
+# DiAS's settings for the last scenario (docs/approximation.md).
+DIAS = {
+    "priorities": [{"priority": 0, "drop_ratio": 0.2}, {"priority": 5, "sprint_timeout_s": 2}],
+    "sprint": {"budget_s": 3, "replenish_s_per_hour": 1800, "factor": 2.0},
+}
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     deployment = Deployment.prepare(tmp_path_factory.mktemp("deployment"))
@@ -63,14 +70,18 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 # ---------------------------------------------------------------------------- helpers
 
 
-def spec(name: str, tasks: int, command: str, cpu: float, **fields: Any) -> str:
-    phase = {
-        "name": "work",
+def phase(name: str, tasks: int, command: str, cpu: float = 0.5) -> dict[str, Any]:
+    return {
+        "name": name,
         "tasks": tasks,
         "command": ["sh", "-c", command],
         "resources": {"cpu": cpu, "memory_mb": 32},
     }
-    return yaml.safe_dump({"name": name, "phases": [phase], **fields})
+
+
+def spec(name: str, tasks: int, command: str, cpu: float, **fields: Any) -> str:
+    """A job of one phase, ``work``."""
+    return yaml.safe_dump({"name": name, "phases": [phase("work", tasks, command, cpu)], **fields})
 
 
 def tasks_of(deployment: Deployment, job_id: str) -> list[dict[str, Any]]:
@@ -163,7 +174,7 @@ def test_candidate_lists_reach_a_client_over_mqtt_with_tls(deployment: Deploymen
     both = threading.Event()
 
     def on_message(_client: Any, _data: Any, message: mqtt.MQTTMessage) -> None:
-        received.setdefault(message.topic.rsplit("/", 1)[-1], message.payload)
+        received.setdefault(message.topic.rsplit("/", 1)[-1], bytes(message.payload))
         if {"machines", "candidates"} <= received.keys():
             both.set()
 
@@ -220,6 +231,71 @@ def test_a_short_job_preempts_a_long_one_gracefully(deployment: Deployment) -> N
     assert any(t["preemptions"] for t in tasks), "no long task was preempted"
     assert all(t["attempt"] == 1 for t in tasks), "a long task was killed and run again"
     kill(deployment, long_id)
+
+
+def test_a_reservation_keeps_the_containers_across_the_barrier(deployment: Deployment) -> None:
+    """Speculative slot reservation: the downstream phase runs in the upstream's containers."""
+    document = {
+        "name": "kept",
+        "priority": 5,
+        "max_retries": 0,
+        "reservation": {"isolation": 0.9},
+        "phases": [
+            {**phase("up", 3, "sleep $(( ${SLUICE_TASK_ID#up-} + 1 ))"), "after": []},
+            {**phase("down", 3, "true"), "after": ["up"]},
+        ],
+    }
+    job_id = deployment.submit(yaml.safe_dump(document))
+    assert wait_until(lambda: final_state(deployment, job_id), 180, "the kept job") == "succeeded"
+    tasks = tasks_of(deployment, job_id)
+    up = {t["allocation_id"] for t in tasks if t["phase"] == "up"}
+    down = {t["allocation_id"] for t in tasks if t["phase"] == "down"}
+    assert len(up) == 3 and down == up
+
+
+def test_a_speculative_job_runs_without_containers_beside_a_service(
+    deployment: Deployment,
+) -> None:
+    """ROSE: with every container held, a speculative job's tasks run in the agents' queues,
+    on machines that also run a latency-sensitive service, which keeps running."""
+    service = deployment.submit(
+        yaml.safe_dump(
+            {
+                "name": "svc",
+                "kind": "service",
+                "priority": 5,
+                "service": {"latency_sensitive": True},
+                "phases": [phase("server", 1, "sleep 600")],
+            }
+        )
+    )
+    wait_until(lambda: running(deployment, service, 1), 120, "the service running")
+    blocker = deployment.submit(spec("blocker", 12, "sleep 600", 0.5, priority=1))
+    wait_until(
+        lambda: all(n["capacity"]["cpu"] - n["allocated"]["cpu"] < 0.5 for n in deployment.nodes()),
+        120,
+        "the blocker holding every container",
+    )
+    job_id = deployment.submit(
+        yaml.safe_dump(
+            {
+                "name": "spec",
+                "priority": 10,
+                "speculative": {"after_s": 0.5},
+                "phases": [phase("map", 6, "sleep 2")],
+            }
+        )
+    )
+    assert wait_until(lambda: final_state(deployment, job_id), 240, "the speculative job") == (
+        "succeeded"
+    )
+    detail = deployment.job(job_id)
+    assert not detail["tasks"], "a task of the speculative job got a container"
+    succeeded = [a for a in detail["speculative"] if a["outcome"] == "succeeded"]
+    assert len(succeeded) == 6
+    assert deployment.job(service)["summary"]["state"] == "running"
+    kill(deployment, blocker)
+    kill(deployment, service)
 
 
 # ---------------------------------------------------------------------------- breaking it
@@ -289,6 +365,36 @@ def test_a_rolling_restart_of_every_worker_restarts_no_task(deployment: Deployme
     kill(deployment, job_id)
 
 
+def test_dias_drops_a_bounded_share_of_a_low_priority_job(deployment: Deployment) -> None:
+    """DiAS, after the operator switches the RM's dispatch (SLUICE_RM_OPTIONS, then `up -d rm`:
+    jobs are kept): priority 0 drops 20 % of its droppable phase."""
+    (deployment.directory / "config" / "dias.yaml").write_text(yaml.safe_dump(DIAS))
+    deployment.change_settings(
+        SLUICE_RM_OPTIONS="--dispatch dias --max-running-jobs 1"
+        " --dias-config /etc/sluice/config/dias.yaml"
+    )
+    old = deployment.container("rm")
+    deployment.compose("up", "-d", "rm")
+    assert deployment.container("rm") != old
+    wait_until(lambda: deployment.ready_nodes() == set(WORKERS), 120, "the RM back")
+    document = {
+        "name": "approximate",
+        "priority": 0,
+        "max_retries": 0,
+        "phases": [
+            {**phase("map", 10, "true", cpu=0.2), "droppable": True},
+            {**phase("sum", 1, "true"), "after": ["map"]},
+        ],
+    }
+    job_id = deployment.submit(yaml.safe_dump(document))
+    assert wait_until(lambda: final_state(deployment, job_id), 180, "the DiAS job") == "succeeded"
+    detail = deployment.job(job_id)
+    assert (
+        len({t["task_id"] for t in detail["tasks"] if t["phase"] == "map"}) == 8
+    )  # ceil(10 x 0.8)
+    assert detail["summary"]["dias"]["dropped_tasks"] == 2
+
+
 # ---------------------------------------------------------------------------- tear-down
 
 
@@ -307,9 +413,7 @@ def test_teardown_leaves_nothing_behind(deployment: Deployment) -> None:
     networks = deployment.docker("network", "ls", "--format", "{{.Name}}").split()
     assert f"{project}_default" not in networks
     leftovers = [
-        path
-        for agent in agents
-        for path in Path("/sys/fs/cgroup").glob(f"*/docker/{agent}")
+        path for agent in agents for path in Path("/sys/fs/cgroup").glob(f"*/docker/{agent}")
     ]
     assert not leftovers, leftovers
     done = subprocess.run(["docker", "image", "rm", deployment.settings["SLUICE_IMAGE"]],
