@@ -1,24 +1,20 @@
-#!/bin/sh
-# The compose deployment's certificates (deploy/README.md, "Certificates").  The one-shot `certs`
+#!/bin/bash
+# The deployment's certificates (deploy/README.md, "Certificates").  The one-shot `certs`
 # service runs this in the Sluice image, in /tls, where deploy/tls is mounted:
 #
-#   (no arguments)            the cluster CA and the control plane's certificates, each only if
-#                             it is missing; `docker compose up` runs it before any service
-#   agent NODE HOST [HOST...] a worker's agent certificate, into agents/NODE; HOST is the
-#                             worker's SLUICE_NODE_HOST (job masters dial it)
-#   client|admin NAME         a person's certificate, into people/NAME
+#   (no arguments)     the cluster CA and the control plane's certificates, each only if it is
+#                      missing; `compose.sh up` runs it before any service starts
+#   agent NODE [HOST]  a worker's agent certificate, into agents/NODE, naming NODE (its address
+#                      on the compose network) and HOST if given (deploy/add-worker.sh)
+#   client|admin NAME  a person's certificate, into people/NAME
 #
 # Layout: ca/ (ca.crt, ca.key: mounted by this service only), rm/ (with the job master CA),
-# aggregator/, kafka/, mosquitto/, admin/ (the `cli` service's), agents/NODE/, people/NAME/.
-# Keys are written 0600 in directories 0700 (umask 077).  The brokers read their keys as the
-# user their image runs as, not root (Mosquitto 2 drops root before loading its certificates;
-# apache/kafka runs as appuser), so their directories are handed to that user.
-set -eu
+# aggregator/, kafka/, mosquitto/, influxdb/, admin/ (the `cli` service's), agents/NODE/,
+# people/NAME/.  Keys are written
+# 0600 in directories 0700 (umask 077).  Mosquitto reads its key as the user it drops to
+# (mosquitto, of this same image), so its directory is handed to that user.
+set -euo pipefail
 umask 077
-
-MOSQUITTO_UID=1883 # eclipse-mosquitto:2, user mosquitto
-KAFKA_UID=1000     # apache/kafka, user appuser
-SERVERS="rm aggregator kafka mosquitto"
 
 die() {
     echo "certs: $*" >&2
@@ -27,21 +23,19 @@ die() {
 
 # issue DIR ROLE NAME [HOST...]: a certificate into DIR, unless DIR has one already.
 issue() {
-    dir=$1 role=$2 name=$3
+    local dir=$1 role=$2 name=$3
     shift 3
     [ ! -e "$dir/tls.crt" ] || return 0
     [ -f ca/ca.key ] || die "ca/ca.key: missing, and $dir needs a certificate (put the CA's key back in deploy/tls/ca)"
-    for address in "$@"; do
-        shift
-        set -- "$@" --host "$address"
-    done
-    sluice ca issue --ca-dir ca --role "$role" --name "$name" --out "$dir" "$@"
+    local hosts=()
+    for address in "$@"; do hosts+=(--host "$address"); done
+    sluice ca issue --ca-dir ca --role "$role" --name "$name" --out "$dir" "${hosts[@]}" >/dev/null
 }
 
 # inspect HOST DIR...: says whose each DIR's certificate is and until when; with a HOST, first
 # fails unless each names it (clients check that the certificate names the address they dial).
 inspect() {
-    python - "$@" <<'EOF'
+    python - "$@" <<'PY'
 import ipaddress
 import sys
 from pathlib import Path
@@ -69,32 +63,37 @@ for directory in directories:
         identity = " ".join(names.get_values_for_type(x509.UniformResourceIdentifier))
         until = f"{certificate.not_valid_after_utc:%Y-%m-%d}"
         print(f"certs: {directory}: {identity}, valid until {until}", file=sys.stderr)
-EOF
+PY
+}
+
+# What the host's users dial (SLUICE_HOST, published ports) besides the service's own name.
+published() {
+    local host=$1
+    echo "$host"
+    [ "$host" = 127.0.0.1 ] || echo 127.0.0.1
+    [ "$host" = localhost ] || echo localhost
 }
 
 control_plane() {
-    host=${SLUICE_HOST:?set SLUICE_HOST in deploy/.env}
+    local host=${SLUICE_HOST:-127.0.0.1}
     chmod 700 .
     if [ ! -f ca/ca.crt ]; then
-        for dir in $SERVERS admin; do
-            [ ! -e "$dir/ca.crt" ] || die "ca/ca.crt: missing, but $dir/ holds certificates of a CA: put the CA back in deploy/tls/ca (or move deploy/tls away to start a new CA, then issue every agent's certificate again)"
+        for dir in rm aggregator kafka mosquitto influxdb; do
+            [ ! -e "$dir/ca.crt" ] || die "ca/ca.crt: missing, but $dir/ holds certificates of a CA: put the CA back in deploy/tls/ca (or move deploy/tls away to start a new CA, then issue every worker's certificate again)"
         done
-        sluice ca init --ca-dir ca --cluster sluice
+        sluice ca init --ca-dir ca --cluster sluice >/dev/null
+        echo "certs: a new cluster CA in deploy/tls/ca" >&2
     fi
-    # shellcheck disable=SC2086 # (word splitting wanted)
-    inspect "$host" $SERVERS
-    issue rm rm rm "$host"
-    issue aggregator aggregator aggregator "$host" aggregator
-    issue kafka broker kafka "$host" kafka
-    issue mosquitto broker mosquitto "$host" mosquitto
+    inspect "$host" rm aggregator mosquitto
+    mapfile -t outside < <(published "$host")
+    issue rm rm rm rm "${outside[@]}"
+    issue aggregator aggregator aggregator aggregator "${outside[@]}"
+    issue mosquitto broker mosquitto mosquitto "${outside[@]}"
+    issue kafka broker kafka kafka
+    issue influxdb broker influxdb influxdb
     issue admin admin admin
-    # Kafka reads its key and certificate chain from one PEM file.
-    cat kafka/tls.key kafka/tls.crt >kafka/keystore.pem.new
-    mv kafka/keystore.pem.new kafka/keystore.pem
-    chown -R "$KAFKA_UID:$KAFKA_UID" kafka
-    chown -R "$MOSQUITTO_UID:$MOSQUITTO_UID" mosquitto
-    # shellcheck disable=SC2086
-    inspect "" $SERVERS admin
+    chown -R mosquitto:mosquitto mosquitto
+    inspect "" rm aggregator kafka mosquitto influxdb admin
 }
 
 case "${1:-}" in
@@ -102,18 +101,21 @@ case "${1:-}" in
     control_plane
     ;;
 agent)
-    [ $# -ge 3 ] || die "usage: agent NODE_ID HOST [HOST...] (HOST: the worker's SLUICE_NODE_HOST)"
+    [ $# -ge 2 ] || die "usage: agent NODE_ID [HOST...]"
     node=$2
     shift 2
+    [[ "$node" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]] || die "$node: a node id here is a DNS label: lowercase letters, digits and '-', at most 63"
     [ ! -e "agents/$node" ] || die "agents/$node: exists already (move it aside to issue it anew)"
-    issue "agents/$node" agent "$node" "$@"
+    issue "agents/$node" agent "$node" "$node" "$@"
+    inspect "" "agents/$node"
     ;;
 client | admin)
     [ $# -eq 2 ] || die "usage: $1 NAME"
     [ ! -e "people/$2" ] || die "people/$2: exists already (move it aside to issue it anew)"
     issue "people/$2" "$1" "$2"
+    inspect "" "people/$2"
     ;;
 *)
-    die "$1: unknown (no arguments, agent NODE_ID HOST..., client NAME or admin NAME)"
+    die "$1: unknown (no arguments, agent NODE_ID [HOST...], client NAME or admin NAME)"
     ;;
 esac

@@ -673,7 +673,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
     p.add_argument(
         "--wide", action="store_true", help="every column (default: those that fit the terminal)"
     )
-    p.add_argument("--aggregator", help="aggregator address (default: the one the RM names)")
+    p.add_argument(
+        "--aggregator",
+        help="aggregator address (default: $SLUICE_AGGREGATOR, then the one the RM names)",
+    )
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_nodes)
 
@@ -693,7 +696,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:  # noqa: P
 
     p = sub.add_parser("candidates", help="the aggregator's candidate machines and versions")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--aggregator", help="aggregator address (default: the one the RM names)")
+    p.add_argument(
+        "--aggregator",
+        help="aggregator address (default: $SLUICE_AGGREGATOR, then the one the RM names)",
+    )
     _add_cluster_options(p)
     p.set_defaults(handler=cmd_candidates)
 

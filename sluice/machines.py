@@ -1,13 +1,14 @@
 """What the CLI shows of the data plane: each machine's approximated load and latest indicators
 (``sluice nodes``) and the aggregator's candidate list with its versions (``sluice candidates``).
 
-The aggregator is found through ``--aggregator``, else the data plane the resource manager
-names (``GetClusterInfo``).
+The aggregator is found through ``--aggregator``, else ``$SLUICE_AGGREGATOR``, else the data
+plane the resource manager names (``GetClusterInfo``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -27,9 +28,13 @@ TIMEOUT = 10.0
 
 
 def aggregator_address(flag: str | None, client: RMClient) -> str:
-    """``flag``, else the aggregator the RM names; UserError when there is none."""
+    """``flag``, else ``$SLUICE_AGGREGATOR``, else the aggregator the RM names; UserError when
+    there is none.  (The RM names it as its agents and job masters reach it, which a user
+    outside the cluster's network may not: deploy/ names it by service name.)"""
     if flag:
         return flag
+    if os.environ.get("SLUICE_AGGREGATOR"):
+        return os.environ["SLUICE_AGGREGATOR"]
     info = client.jobs.GetClusterInfo(rm_pb.GetClusterInfoRequest(), timeout=TIMEOUT)
     address: str = info.data_plane.aggregator_address
     if not address:

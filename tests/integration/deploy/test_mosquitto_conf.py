@@ -1,8 +1,9 @@
 """deploy/mosquitto.conf with a real Mosquitto 2 (Debian's): it serves only clients holding a
 certificate of the cluster's CA, a job master's chain included, over TLS.
 
-The file is run as it is, with the paths of its mount (/mosquitto/...) moved to a temporary
-directory and the port to a free one.  As root Mosquitto drops to its user before it reads its
+The file is run as it is, with the paths the compose file mounts (/etc/sluice/tls,
+/etc/sluice/mosquitto/mosquitto.acl, the volume /var/lib/mosquitto) moved to a temporary directory
+and the port to a free one.  As root Mosquitto drops to its user before it reads its
 key, so the broker's directory is handed to that user, as deploy/certs.sh does for the image.
 """
 
@@ -74,9 +75,15 @@ def broker(pki: Path) -> Iterator[int]:
     text = CONF.read_text()
     assert "listener 8883\n" in text
     text = text.replace("listener 8883\n", f"listener {port} 127.0.0.1\n")
-    text = text.replace("/mosquitto/config/mosquitto.acl", str(mount / "mosquitto.acl"))
-    text = text.replace("/mosquitto/tls", str(mount / "tls"))
-    text = text.replace("/mosquitto/data/", f"{mount / 'data'}/")
+    for target, moved in (
+        ("/etc/sluice/mosquitto/mosquitto.acl", mount / "mosquitto.acl"),
+        ("/etc/sluice/tls/", mount / "tls"),
+        ("/var/lib/mosquitto/", mount / "data"),
+    ):
+        assert target in text, target
+        text = text.replace(target, f"{moved}/" if target.endswith("/") else str(moved))
+    settings = [line for line in text.splitlines() if not line.startswith("#")]
+    assert not [line for line in settings if "/etc/" in line or "/var/" in line], settings
     (pki / "mosquitto.conf").write_text(text)
     log = (pki / "mosquitto.log").open("wb")
     process = subprocess.Popen(

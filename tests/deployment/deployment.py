@@ -1,0 +1,167 @@
+"""A deployment of deploy/ for the end-to-end test: a copy of the directory with its own
+project name, image tag and free ports, driven through its own scripts as an operator would,
+and a CLI on the host with a person's certificate, as on a user's laptop."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice.brokers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+# What a copy of deploy/ leaves out: what its scripts make, and the wheels kept between runs.
+MADE_HERE = ("tls", "workers", ".env", ".build")
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """``condition()``'s first truthy value, polled; AssertionError naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.5)
+
+
+@dataclass
+class Deployment:
+    directory: Path
+    settings: dict[str, str]
+    person: str = "e2e"
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def prepare(cls, root: Path) -> Deployment:
+        """deploy/ copied to ``root``/deploy with a .env of its own."""
+        directory = root / "deploy"
+        shutil.copytree(REPO / "deploy", directory, ignore=shutil.ignore_patterns(*MADE_HERE))
+        project = f"e2e{secrets.token_hex(3)}"
+        settings = {
+            "COMPOSE_PROJECT_NAME": project,
+            "SLUICE_IMAGE": f"sluice:{project}",
+            "SLUICE_HOST": "127.0.0.1",
+            "SLUICE_BIND": "127.0.0.1",
+            "SLUICE_RM_PORT": str(free_port()),
+            "SLUICE_AGGREGATOR_PORT": str(free_port()),
+            "SLUICE_MQTT_PORT": str(free_port()),
+            "SLUICE_NODE_TIMEOUT": "10",
+            "SLUICE_AGGREGATOR_PERIOD": "2",
+            "SLUICE_LOG_LEVEL": "info",
+            # BIG-C's queues (the test writes config/queues.yaml) and ROSE's speculative tasks.
+            "SLUICE_RM_OPTIONS": "--queues /etc/sluice/config/queues.yaml --oversubscription up",
+            # The host's own load (CI's two busy cores) is not what the test is about: agents
+            # admit speculative tasks and the aggregator lists machines whatever it is.
+            "SLUICE_AGENT_OPTIONS": "--admission-thresholds 1,1,1 --throttle-hold 1",
+            "SLUICE_AGGREGATOR_OPTIONS": " ".join(
+                f"--load-threshold {metric}=off" for metric in ("cpu_ut", "mem_ut", "load_avg_1")
+            ),
+        }
+        text = "".join(f"{key}={value}\n" for key, value in settings.items())
+        (directory / ".env").write_text(text)
+        return cls(directory, settings)
+
+    def change_settings(self, **changes: str) -> None:
+        """Rewrite .env with ``changes``, as an operator edits it."""
+        self.settings |= changes
+        text = "".join(f"{key}={value}\n" for key, value in self.settings.items())
+        (self.directory / ".env").write_text(text)
+
+    @property
+    def project(self) -> str:
+        return self.settings["COMPOSE_PROJECT_NAME"]
+
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLUICE_", "COMPOSE_"))}
+        env["SLUICE_SOURCE"] = str(REPO)
+        env["SLUICE_BUILD_DIR"] = str(REPO / "deploy" / ".build")  # wheels kept between runs
+        return env
+
+    def script(self, name: str, *args: str, timeout: float = 600, check: bool = True) -> str:
+        """Run deploy/``name`` ARGS as an operator would; its output (stdout and stderr)."""
+        started = time.monotonic()
+        done = subprocess.run(
+            ["bash", str(self.directory / name), *args],
+            check=False,
+            env=self._environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+        )
+        self.timings[" ".join([name, *args])] = time.monotonic() - started
+        if check and done.returncode != 0:
+            raise AssertionError(f"deploy/{name} {' '.join(args)} failed:\n{done.stdout}")
+        return done.stdout
+
+    def compose(self, *args: str, timeout: float = 120) -> str:
+        return self.script("compose.sh", *args, timeout=timeout)
+
+    def container(self, service: str) -> str:
+        container_id = self.compose("ps", "-q", service).strip()
+        assert container_id, f"{service}: no container"
+        return container_id
+
+    def docker(self, *args: str, timeout: float = 120) -> str:
+        done = subprocess.run(
+            ["docker", *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+        assert done.returncode == 0, f"docker {' '.join(args)}: {done.stderr.strip()}"
+        return done.stdout
+
+    # ------------------------------------------------------------------ the user's CLI
+
+    def cli(self, *args: str, timeout: float = 60, check: bool = True) -> str:
+        """`sluice ARGS` on the host, with the person's certificate and the published ports."""
+        env = self._environment()
+        env |= {
+            "SLUICE_RM": f"127.0.0.1:{self.settings['SLUICE_RM_PORT']}",
+            "SLUICE_AGGREGATOR": f"127.0.0.1:{self.settings['SLUICE_AGGREGATOR_PORT']}",
+            "SLUICE_TLS_DIR": str(self.person_tls),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "sluice", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"sluice {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    @property
+    def person_tls(self) -> Path:
+        return self.directory / "tls" / "people" / self.person
+
+    def submit(self, spec: str) -> str:
+        path = self.directory / f"job-{secrets.token_hex(4)}.yaml"
+        path.write_text(spec)
+        return self.cli("submit", str(path)).strip().split()[-1]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        detail: dict[str, Any] = json.loads(self.cli("job", job_id, "--json"))
+        return detail
+
+    def nodes(self) -> list[dict[str, Any]]:
+        listing: list[dict[str, Any]] = json.loads(self.cli("nodes", "--json"))
+        return listing
+
+    def ready_nodes(self) -> set[str]:
+        try:
+            return {n["node_id"] for n in self.nodes() if n["state"] == "ready"}
+        except AssertionError:  # the RM restarting
+            return set()
