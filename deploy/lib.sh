@@ -14,3 +14,10 @@ while IFS= read -r line || [ -n "$line" ]; do
 done <"$deploy_dir/.env"
 unset line key
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-sluice}
+
+# The person up.sh issues a certificate for, and deploy/sluice acts as: whoever runs it (the
+# user behind sudo, if any), as a certificate name.
+deploy_person() {
+    local person=${SUDO_USER:-${USER:-$(id -un)}}
+    echo "$person" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n-' '-'
+}

@@ -44,16 +44,16 @@ for i in $(seq "$workers"); do
     [ -e "$here/workers/worker-$i.yml" ] || "$here/add-worker.sh" "worker-$i"
 done
 
-person=${SUDO_USER:-${USER:-$(id -un)}}
-person=$(echo "$person" | tr -c 'a-z0-9\n-' '-')
+person=$(deploy_person)
 if [ ! -e "$here/tls/people/$person/tls.crt" ]; then
     "$compose" run --rm -T certs client "$person" >/dev/null
 fi
 host=${SLUICE_HOST:-127.0.0.1}
-say "$COMPOSE_PROJECT_NAME is up in $((SECONDS - started))s; your CLI:"
+say "$COMPOSE_PROJECT_NAME is up in $((SECONDS - started))s; as $person:"
 cat >&2 <<TEXT
+    deploy/sluice nodes
+    deploy/sluice submit sluice/examples/analytics.yaml --wait
+  or with a sluice CLI of your own:
     export SLUICE_RM=$host:${SLUICE_RM_PORT:-7070} SLUICE_AGGREGATOR=$host:${SLUICE_AGGREGATOR_PORT:-7071}
     export SLUICE_TLS_DIR=$here/tls/people/$person
-    sluice nodes
-    sluice submit examples/analytics.yaml --wait
 TEXT
