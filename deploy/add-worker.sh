@@ -18,10 +18,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"
 # shellcheck source=deploy/lib.sh
 source "$here/lib.sh"
-die() {
-    echo "add-worker: $*" >&2
-    exit 1
-}
 
 [ $# -ge 1 ] || die "usage: add-worker.sh NAME [--cpus N] [--memory-mb MB] [--runtime docker|process]"
 name=$1

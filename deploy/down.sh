@@ -10,10 +10,6 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"
-die() {
-    echo "down: $*" >&2
-    exit 1
-}
 volumes=()
 case "${1:-}" in
 "") ;;

@@ -33,11 +33,6 @@
 # as: see mmdebstrap(1) --mode) and access to the Docker Engine.
 set -euo pipefail
 
-say() { printf '== images: %s\n' "$*" >&2; }
-die() {
-    printf 'images: %s\n' "$*" >&2
-    exit 1
-}
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=deploy/lib.sh
 source "$here/lib.sh"

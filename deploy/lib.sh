@@ -5,6 +5,15 @@
 # reads the same file, since compose.sh runs it with this directory as the project directory.
 
 deploy_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+deploy_script=$(basename "$0" .sh)
+
+# One line on stderr naming the script: an error (then exit 1), or progress.
+die() {
+    echo "$deploy_script: $*" >&2
+    exit 1
+}
+say() { echo "== $deploy_script: $*" >&2; }
+
 [ -f "$deploy_dir/.env" ] || cp "$deploy_dir/.env.example" "$deploy_dir/.env"
 while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in '' | '#'*) continue ;; esac

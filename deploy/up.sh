@@ -10,11 +10,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"
 # shellcheck source=deploy/lib.sh
 source "$here/lib.sh"
-die() {
-    echo "up: $*" >&2
-    exit 1
-}
-say() { echo "== up: $*" >&2; }
 
 workers=2 build=()
 while [ $# -gt 0 ]; do

@@ -113,6 +113,20 @@ def task_containers(deployment: Deployment, job_id: str) -> list[str]:
     ).split()  # fmt: skip
 
 
+def attempt_containers(
+    deployment: Deployment, job_id: str, task_id: str, attempt: int, *, running_only: bool = False
+) -> list[str]:
+    """The containers of one attempt of a task (the docker runtime names them ``...-<job>.
+    <task>.<attempt>-<hash>``)."""
+    listing = deployment.docker(
+        "ps", *(() if running_only else ("-a",)), "--format", "{{.ID}} {{.Names}}",
+        "--filter", f"label=sluice.cluster={deployment.project}",
+        "--filter", f"label=sluice.job={job_id}", "--filter", f"label=sluice.task={task_id}",
+    )  # fmt: skip
+    marker = f"-{job_id}.{task_id}.{attempt}-"
+    return [line.split()[0] for line in listing.splitlines() if marker in line]
+
+
 def health(deployment: Deployment, service: str) -> str:
     return deployment.docker(
         "inspect", "--format", "{{.State.Health.Status}}", deployment.container(service)
@@ -339,9 +353,21 @@ def test_a_killed_worker_is_declared_lost_and_its_tasks_run_elsewhere(
 
     again = wait_until(rerun_elsewhere, 120, f"{victim['task_id']} running again elsewhere")
     assert again["node_id"] != node
-    # The worker comes back: it registers again, and what it ran is not run twice.
+    # The killed agent's task container runs on (the docker runtime's tasks are containers of
+    # their own) until its agent is back: then it stops what the RM ran elsewhere, no ghost.
+    orphan = attempt_containers(deployment, job_id, victim["task_id"], victim["attempt"])
+    assert orphan, "the lost attempt's container is gone before its agent came back"
     deployment.compose("start", f"agent-{node}")
     wait_until(lambda: deployment.ready_nodes() == set(WORKERS), 120, f"{node} back")
+    wait_until(
+        lambda: (
+            not attempt_containers(
+                deployment, job_id, victim["task_id"], victim["attempt"], running_only=True
+            )
+        ),
+        60,
+        "the lost attempt's container stopped by its returning agent",
+    )
     kill(deployment, job_id)
 
 
