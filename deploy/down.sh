@@ -30,7 +30,7 @@ for file in "$here"/workers/*.yml; do
     [ -z "$id" ] || [ "$(docker inspect --format '{{.State.Running}}' "$id" 2>/dev/null)" != true ] \
         || addresses+=("$name:7072")
 done
-if [ ${#addresses[@]} -gt 0 ] && [ -n "$("$compose" ps -q rm 2>/dev/null)" ]; then
+if [ ${#addresses[@]} -gt 0 ]; then
     "$compose" run --rm -T --entrypoint sluice-drain cli "${addresses[@]}" >&2 \
         || echo "down: some agents did not drain (above); their task containers are removed below" >&2
 fi
