@@ -8,8 +8,8 @@
 # waits until it is healthy.
 #
 # What it loses: everything the RM learnt after the backup was taken.  Jobs submitted since
-# are gone (their ids are given out again to new jobs), and jobs, tasks and containers are as
-# the backup had them.  The agents register again with the restarted RM and report what they
+# are gone, and jobs, tasks and containers are as the backup had them; but the counters of ids
+# are kept from the state it replaces, so no job, container or event id is given out twice.  The agents register again with the restarted RM and report what they
 # run: tasks the backup believes running that no agent reports are LOST and run again; tasks
 # an agent runs that the backup does not know are stopped by it.  The workers, certificates
 # and metrics are not touched.
@@ -66,12 +66,43 @@ else
     say "the RM is not running: the current state is not backed up first"
 fi
 
-# 3. The RM stopped, its database replaced (the write-ahead log of the old one with it).
+# 3. The RM stopped, its database replaced (the write-ahead log of the old one with it).  The
+# counters the RM numbers jobs, containers and events by are carried over from the state
+# replaced when it had gone further: an id given out after the backup is never given out again
+# (an agent still knows job-000042's containers, a user still holds the id).
 say "stopping the RM"
 "$compose" stop rm 2>&1 | grep -v '^Stopping' >&2 || true
-"$compose" run --rm -T --no-deps -v "$file:/restore.db:ro" --entrypoint sh rm -c \
-    "rm -f $state $state-wal $state-shm && cp /restore.db $state" \
-    || die "putting $1 in place failed (above); the RM is stopped: deploy/compose.sh start rm"
+carried=$("$compose" run --rm -T --no-deps -v "$file:/restore.db:ro" --entrypoint python rm -c '
+import os, shutil, sqlite3, sys
+state = sys.argv[1]
+current = {}
+if os.path.exists(state):
+    try:
+        db = sqlite3.connect(state)
+        current = dict(db.execute("SELECT name, value FROM counters"))
+        db.close()
+    except sqlite3.Error as error:
+        print(f"restore: the state replaced is unreadable ({error}): its counters are not carried over", file=sys.stderr)
+staged = state + ".restoring"
+shutil.copyfile("/restore.db", staged)
+db = sqlite3.connect(staged)
+before = dict(db.execute("SELECT name, value FROM counters"))
+with db:
+    db.executemany(
+        "INSERT INTO counters(name, value) VALUES (?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
+        current.items(),
+    )
+db.execute("PRAGMA journal_mode=DELETE")
+db.close()
+for suffix in ("-wal", "-shm", ""):
+    if os.path.exists(state + suffix):
+        os.remove(state + suffix)
+os.rename(staged, state)
+ahead = [f"{name} {before.get(name, 0)}->{value}" for name, value in sorted(current.items()) if value > before.get(name, 0)]
+print(", ".join(ahead) or "none")
+' "$state") || die "putting $1 in place failed (above); the RM is stopped: deploy/compose.sh start rm"
+say "$1 in place; counters carried over from the state it replaced: $carried"
 
 # 4. Started again: it reads the restored state; the agents register again.
 "$compose" start rm 2>&1 | grep -v '^Starting' >&2 || true
