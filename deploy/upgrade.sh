@@ -14,8 +14,8 @@
 # container and run again (a new attempt).
 #
 # Kafka (Tansu) keeps messages in memory: if its service is recreated, messages not yet
-# consumed are lost (metrics of a few seconds; task outcomes are reported again by the agents'
-# heartbeats).  Roll back by checking out the previous source and running upgrade.sh again.
+# consumed are lost (a few seconds of metrics and task events; the RM's record of each task
+# comes from the agents' heartbeats).  Roll back by checking out the previous source and running upgrade.sh again.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"

@@ -58,6 +58,14 @@ def succeeds(deployment: Deployment, name: str) -> str:
     return job_id
 
 
+def progress(output: str) -> str:
+    """A drill's output, its progress lines (with their timings) printed for the log."""
+    for line in output.splitlines():
+        if line.startswith("== "):
+            print(line)
+    return output
+
+
 def compose_labelled(deployment: Deployment, kind: str, label: str) -> list[str]:
     """Containers or volumes of this deployment's project with the compose ``label``."""
     listing = ("ps", "-aq") if kind == "container" else ("volume", "ls", "-q")
@@ -82,7 +90,7 @@ def test_a_removed_worker_is_drained_its_task_runs_elsewhere_and_nothing_of_it_i
     victim = next(t for t in tasks if t["node_id"] != master)
     node = victim["node_id"]
 
-    output = deployment.script("remove-worker.sh", node, timeout=300)
+    output = progress(deployment.script("remove-worker.sh", node, timeout=300))
     assert f"{node} removed" in output, output
     assert node not in deployment.ready_nodes()
 
@@ -124,7 +132,7 @@ def test_a_restore_brings_back_the_backed_up_state_and_loses_what_came_after(
 ) -> None:
     before = succeeds(deployment, "before-backup")
     backup = tmp_path / "rm.db"
-    output = deployment.script("backup.sh", str(backup))
+    output = progress(deployment.script("backup.sh", str(backup)))
     assert backup.stat().st_size > 0 and "jobs" in output, output
     after = succeeds(deployment, "after-backup")
 
@@ -134,7 +142,7 @@ def test_a_restore_brings_back_the_backed_up_state_and_loses_what_came_after(
     refused = deployment.script("restore.sh", str(wrong), check=False)
     assert "refused" in refused, refused
 
-    deployment.script("restore.sh", str(backup), timeout=300)
+    progress(deployment.script("restore.sh", str(backup), timeout=300))
     assert final_job_state(deployment, before) == "succeeded"
     gone = deployment.cli("job", after, check=False)
     assert not gone, f"{after}, submitted after the backup, is still there: {gone}"
@@ -161,7 +169,7 @@ def test_rotating_the_certificates_changes_every_servers_and_keeps_the_jobs(
     job_id = deployment.submit(job_spec("through-rotation", 2, "sleep 600", 0.5))
     before = wait_until(lambda: running_tasks(deployment, job_id, 2), 120, "two tasks running")
 
-    deployment.script("rotate-certs.sh", timeout=600)
+    progress(deployment.script("rotate-certs.sh", timeout=600))
     renewed = {d: certificate_serial(tls / d) for d in ROTATED}
     assert not {d for d in ROTATED if renewed[d] == serials[d]}, "not re-issued"
     assert certificate_serial(deployment.person_tls) == person  # a person's is not touched
@@ -185,7 +193,7 @@ def test_a_rolling_upgrade_restarts_no_running_task(deployment: Deployment) -> N
     containers = set(task_containers(deployment, f"sluice.job={job_id}"))
     agents = {w: deployment.container(f"agent-{w}") for w in WORKERS}
 
-    output = deployment.script("upgrade.sh", "--from-debian", timeout=600)
+    output = progress(deployment.script("upgrade.sh", "--from-debian", timeout=600))
     assert "upgraded in" in output, output
     assert all(deployment.container(f"agent-{w}") != agents[w] for w in WORKERS)
     wait_until(lambda: all_ready(deployment), 60, "both workers ready")
