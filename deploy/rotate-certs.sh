@@ -10,6 +10,8 @@
 # is healthy, and each worker's agent is recreated in turn, waiting until the RM lists it
 # ready (its running tasks are adopted, as by upgrade.sh).  Old and new certificates are of the
 # same CA, so every link keeps working while some services have the new one and some the old.
+# The RM's new key changes the secret of its grant tokens and passes: those handed out before
+# are refused by the agents afterwards (deploy/DRILLS.md says what that costs).
 #
 # Not touched: the CA itself, and people's certificates (tls/people/NAME).  To re-issue a
 # person's:  mv deploy/tls/people/NAME deploy/tls/rotated-NAME-$(date +%F)
