@@ -165,3 +165,79 @@ class Deployment:
             return {n["node_id"] for n in self.nodes() if n["state"] == "ready"}
         except AssertionError:  # the RM restarting
             return set()
+
+
+# ---------------------------------------------------------------------------- for the drills
+# (tests/deployment/test_drills.py): jobs, their tasks and containers, certificates.
+
+FINAL_JOB_STATES = frozenset({"succeeded", "failed", "killed"})
+
+
+def job_spec(name: str, tasks: int, command: str, cpu: float) -> str:
+    """A one-phase job of ``tasks`` tasks running ``sh -c command``, each ``cpu`` cores."""
+    import yaml
+
+    phase = {
+        "name": "work",
+        "tasks": tasks,
+        "command": ["sh", "-c", command],
+        "resources": {"cpu": cpu, "memory_mb": 32},
+    }
+    return str(yaml.safe_dump({"name": name, "phases": [phase]}))
+
+
+def running_tasks(deployment: Deployment, job_id: str, count: int) -> list[dict[str, Any]] | None:
+    """The job's running task attempts when there are exactly ``count``, else None."""
+    tasks = [t for t in deployment.job(job_id)["tasks"] if t["state"] == "running"]
+    return tasks if len(tasks) == count else None
+
+
+def final_job_state(deployment: Deployment, job_id: str) -> str | None:
+    state: str = deployment.job(job_id)["summary"]["state"]
+    return state if state in FINAL_JOB_STATES else None
+
+
+def task_containers(deployment: Deployment, *labels: str) -> list[str]:
+    """The docker runtime's containers of this deployment with every ``label=value`` given."""
+    filters = [f"label=sluice.cluster={deployment.project}", *(f"label={x}" for x in labels)]
+    return deployment.docker("ps", "-aq", *(a for f in filters for a in ("--filter", f))).split()
+
+
+def kill_job(deployment: Deployment, job_id: str) -> None:
+    """Kill the job and wait until it is final and its task containers are gone."""
+    deployment.cli("kill", job_id)
+    wait_until(lambda: final_job_state(deployment, job_id), 60, f"{job_id} killed")
+    wait_until(
+        lambda: not task_containers(deployment, f"sluice.job={job_id}"),
+        60,
+        f"{job_id}'s containers gone",
+    )
+
+
+def certificate_serial(directory: Path) -> int:
+    """The serial number of the certificate in a TLS directory (its tls.crt)."""
+    from cryptography import x509
+
+    pem = (directory / "tls.crt").read_bytes()
+    return int(x509.load_pem_x509_certificate(pem).serial_number)
+
+
+def presented_serial(port: int, tls: Path) -> int:
+    """The serial number of the certificate the server on 127.0.0.1:``port`` presents, asked
+    with the client certificate in ``tls`` (a gRPC server wants ALPN h2)."""
+    import socket
+    import ssl
+
+    from cryptography import x509
+
+    context = ssl.create_default_context(cafile=str(tls / "ca.crt"))
+    context.check_hostname = False
+    context.load_cert_chain(str(tls / "tls.crt"), str(tls / "tls.key"))
+    context.set_alpn_protocols(["h2"])
+    with (
+        socket.create_connection(("127.0.0.1", port), 10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as connection,
+    ):
+        der = connection.getpeercert(binary_form=True)
+    assert der is not None
+    return int(x509.load_der_x509_certificate(der).serial_number)
