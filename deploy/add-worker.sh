@@ -57,16 +57,23 @@ bundle="$here/remote/$name"
     || die "--remote: needs lab mode: SLUICE_HOST in .env must be an address of this host the other machines reach (it is $SLUICE_HOST), SLUICE_BIND one they reach it on"
 
 # In lab mode a worker here publishes its agent on a port of this host: PORT, or the first one
-# from SLUICE_AGENT_PORT that no other worker file names and nothing listens on.
+# from SLUICE_AGENT_PORT that no other worker file names and nothing listens on (on
+# SLUICE_BIND; an address this host cannot bind is left to Docker to report).
 port_taken() {
     grep -qs -e ":$1:7072\"" "$here"/workers/*.yml && return 0
-    ! python3 -c 'import socket, sys
-s = socket.socket()
-s.bind((sys.argv[1], int(sys.argv[2])))' "${SLUICE_BIND:-127.0.0.1}" "$1" 2>/dev/null
+    python3 -c 'import errno, socket, sys
+try:
+    socket.socket().bind((sys.argv[1], int(sys.argv[2])))
+except OSError as error:
+    sys.exit(0 if error.errno == errno.EADDRINUSE else 1)
+sys.exit(1)' "${SLUICE_BIND:-127.0.0.1}" "$1"
 }
 if [ -z "$remote" ] && [ -n "$SLUICE_LAB" ] && [ -z "$port" ]; then
     port=${SLUICE_AGENT_PORT:-7072}
-    while port_taken "$port"; do port=$((port + 1)); done
+    while port_taken "$port"; do
+        port=$((port + 1))
+        [ "$port" -lt $((${SLUICE_AGENT_PORT:-7072} + 1000)) ] || die "no free port from SLUICE_AGENT_PORT ${SLUICE_AGENT_PORT:-7072} on (1000 tried)"
+    done
 fi
 if [ -n "$remote" ]; then
     port=${port:-7072} address=$remote:${port:-7072} also=$remote
