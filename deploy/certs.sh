@@ -5,7 +5,8 @@
 #   (no arguments)     the cluster CA and the control plane's certificates, each only if it is
 #                      missing; `compose.sh up` runs it before any service starts
 #   agent NODE [HOST]  a worker's agent certificate, into agents/NODE, naming NODE (its address
-#                      on the compose network) and HOST if given (deploy/add-worker.sh)
+#                      on the compose network) and HOST if given (deploy/add-worker.sh: in lab
+#                      mode SLUICE_HOST for a worker here, its own ADDRESS for a remote one)
 #   client|admin NAME  a person's certificate, into people/NAME
 #
 # Layout: ca/ (ca.crt, ca.key: mounted by this service only), rm/ (with the job master CA),
@@ -84,12 +85,12 @@ control_plane() {
         sluice ca init --ca-dir ca --cluster sluice >/dev/null
         echo "certs: a new cluster CA in deploy/tls/ca" >&2
     fi
-    inspect "$host" rm aggregator mosquitto
+    inspect "$host" rm aggregator mosquitto kafka
     mapfile -t outside < <(published "$host")
     issue rm rm rm rm "${outside[@]}"
     issue aggregator aggregator aggregator aggregator "${outside[@]}"
     issue mosquitto broker mosquitto mosquitto "${outside[@]}"
-    issue kafka broker kafka kafka
+    issue kafka broker kafka kafka "${outside[@]}" # lab mode: workers elsewhere dial SLUICE_HOST
     issue influxdb broker influxdb influxdb
     issue admin admin admin
     chown -R mosquitto:mosquitto mosquitto

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compose.sh ARGS...: Docker Compose on this deployment: the control plane
 # (docker-compose.yml) and every worker added so far (workers/*.yml), under the project name
-# of .env's COMPOSE_PROJECT_NAME (default sluice).  Compose v2 (`docker compose`) where it is
+# of .env's COMPOSE_PROJECT_NAME (default sluice), and in lab mode docker-compose.lab.yml.  Compose v2 (`docker compose`) where it is
 # installed, else v1 (`docker-compose`, Debian's 1.29): the files work with both.
 #
 #     deploy/compose.sh ps
@@ -14,6 +14,8 @@ cd "$here"
 source "$here/lib.sh"
 
 files=(-f docker-compose.yml)
+# Lab mode (lib.sh): Kafka's front published as well, for workers on other machines.
+[ -z "$SLUICE_LAB" ] || files+=(-f docker-compose.lab.yml)
 shopt -s nullglob
 for worker in workers/*.yml; do files+=(-f "$worker"); done
 

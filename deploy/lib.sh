@@ -30,3 +30,30 @@ deploy_person() {
     local person=${SUDO_USER:-${USER:-$(id -un)}}
     echo "$person" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n-' '-'
 }
+
+# The addresses the deployment hands out, derived from SLUICE_HOST (docker-compose.yml and the
+# worker files interpolate them; each default there is the single-host value):
+#
+#   single-host mode (SLUICE_HOST 127.0.0.1 or localhost, the default): every worker is a
+#     container on this host's network, so the RM hands out the services' names: rm:7070,
+#     kafka:9093, mqtts://mosquitto:8883, aggregator:7071; a worker is NAME:7072.
+#   lab mode (SLUICE_HOST a routable address of this host): workers may be other machines,
+#     where those names do not resolve, so every address handed out is SLUICE_HOST and a port
+#     published on SLUICE_BIND, for every client alike (the containers here included); a
+#     worker here publishes its agent on a host port of its own (add-worker.sh).
+case "${SLUICE_HOST:=127.0.0.1}" in
+127.0.0.1 | localhost | ::1 | "") SLUICE_LAB="" ;;
+*) SLUICE_LAB=1 ;;
+esac
+if [ -n "$SLUICE_LAB" ]; then
+    SLUICE_RM_ADDRESS=$SLUICE_HOST:${SLUICE_RM_PORT:-7070}
+    SLUICE_AGGREGATOR_ADDRESS=$SLUICE_HOST:${SLUICE_AGGREGATOR_PORT:-7071}
+    SLUICE_KAFKA_ADDRESS=$SLUICE_HOST:${SLUICE_KAFKA_PORT:-9093}
+    SLUICE_MQTT_URL=mqtts://$SLUICE_HOST:${SLUICE_MQTT_PORT:-8883}
+else
+    SLUICE_RM_ADDRESS=rm:7070
+    SLUICE_AGGREGATOR_ADDRESS=aggregator:7071
+    SLUICE_KAFKA_ADDRESS=kafka:9093
+    SLUICE_MQTT_URL=mqtts://mosquitto:8883
+fi
+export SLUICE_HOST SLUICE_LAB SLUICE_RM_ADDRESS SLUICE_AGGREGATOR_ADDRESS SLUICE_KAFKA_ADDRESS SLUICE_MQTT_URL

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The deployment's end-to-end test (issue 30): builds the image as a host without a registry
-# must (deploy/images.sh --from-debian), brings deploy/ up with three workers, uses it from this
+# must (deploy/images.sh --from-debian), brings deploy/ up with three workers (and, in lab mode,
+# with a worker started from its remote bundle: test_lab.py), uses it from this
 # host, breaks it on purpose, and tears it down to nothing (tests/deployment/).  Called by
 # scripts/test.sh; bounded to 12 minutes.  Needs root (mmdebstrap, cgroups) and Docker.
 set -euo pipefail

@@ -241,3 +241,105 @@ def presented_serial(port: int, tls: Path) -> int:
         der = connection.getpeercert(binary_form=True)
     assert der is not None
     return int(x509.load_der_x509_certificate(der).serial_number)
+
+
+# ---------------------------------------------------------------------------- lab mode
+
+
+def host_address() -> str:
+    """This machine's own routable IPv4 address: the source of its route to the internet
+    (``ip -4 route get 1.1.1.1``), the address other machines of a lab would dial."""
+    route = subprocess.run(
+        ["ip", "-4", "route", "get", "1.1.1.1"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return route[route.index("src") + 1]
+
+
+def without_deployment_settings() -> dict[str, str]:
+    """This process's environment without Compose's and the deployment's variables (one
+    exported would override a .env)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SLUICE_", "COMPOSE_"))}
+
+
+@dataclass
+class LabDeployment(Deployment):
+    """A deployment in lab mode: SLUICE_HOST (and SLUICE_BIND) is ``host``, a routable
+    address of this machine, so every address the cluster hands out is ``host`` and a
+    published port; the user's CLI dials ``host`` too."""
+
+    @classmethod
+    def prepare_lab(cls, root: Path, host: str) -> LabDeployment:
+        base = Deployment.prepare(root)
+        lab = cls(base.directory, base.settings)
+        lab.change_settings(
+            SLUICE_HOST=host,
+            SLUICE_BIND=host,
+            SLUICE_KAFKA_PORT=str(free_port()),
+            SLUICE_AGENT_PORT=str(free_port()),
+        )
+        return lab
+
+    @property
+    def host(self) -> str:
+        return self.settings["SLUICE_HOST"]
+
+    def cli(self, *args: str, timeout: float = 60, check: bool = True) -> str:
+        """`sluice ARGS` on the host, with the person's certificate, dialling SLUICE_HOST."""
+        env = self._environment()
+        env |= {
+            "SLUICE_RM": f"{self.host}:{self.settings['SLUICE_RM_PORT']}",
+            "SLUICE_TLS_DIR": str(self.person_tls),
+        }  # the aggregator: the address the RM hands out, SLUICE_HOST's
+        done = subprocess.run(
+            [sys.executable, "-m", "sluice", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"sluice {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def start_script(self, name: str, *args: str) -> subprocess.Popen[str]:
+        """deploy/``name`` ARGS started, not waited for (its output: stdout, stderr joined)."""
+        return subprocess.Popen(
+            ["bash", str(self.directory / name), *args],
+            env=self._environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+@dataclass
+class RemoteWorker:
+    """A worker's bundle (deploy/remote/NAME, from add-worker.sh --remote), brought up as an
+    operator would on the other machine: Docker Compose in its directory, with its .env."""
+
+    directory: Path
+
+    @property
+    def project(self) -> str:
+        for line in (self.directory / ".env").read_text().splitlines():
+            if line.startswith("COMPOSE_PROJECT_NAME="):
+                return line.partition("=")[2]
+        raise AssertionError(f"{self.directory}/.env: no COMPOSE_PROJECT_NAME")
+
+    def compose(self, *args: str, timeout: float = 180, check: bool = True) -> str:
+        v2 = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+        command = ["docker", "compose"] if v2.returncode == 0 else ["docker-compose"]
+        done = subprocess.run(
+            [*command, *args],
+            cwd=self.directory,
+            env=without_deployment_settings(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(command)} {' '.join(args)}: {done.stdout}")
+        return done.stdout

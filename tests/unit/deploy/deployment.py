@@ -152,15 +152,18 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 # What the stub compose.sh answers `run --rm -T cli sluice nodes --json` with: every worker
-# file's name, READY, so add-worker.sh's wait ends at once.
+# file's and remote bundle's name, READY, so add-worker.sh's wait ends at once.
 _STUB_COMPOSE = """#!/bin/bash
 here=$(cd "$(dirname "$0")" && pwd)
 echo "$*" >>"$here/compose.calls"
 case "$*" in
 *"sluice nodes --json"*)
     nodes=""
-    for file in "$here"/workers/*.yml; do
-        nodes="$nodes{\\"node_id\\": \\"$(basename "$file" .yml)\\", \\"state\\": \\"READY\\"},"
+    for file in "$here"/workers/*.yml "$here"/remote/*/.env; do
+        [ -e "$file" ] || continue
+        name=$(basename "$file" .yml)
+        [ "$name" != .env ] || name=$(basename "$(dirname "$file")")
+        nodes="$nodes{\\"node_id\\": \\"$name\\", \\"state\\": \\"READY\\"},"
     done
     echo "[${nodes%,}]"
     ;;

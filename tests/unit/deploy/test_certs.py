@@ -129,7 +129,7 @@ CONTROL_PLANE = {
     "rm": ("rm", "rm", {"rm", "HOST"}),
     "aggregator": ("aggregator", "aggregator", {"aggregator", "HOST"}),
     "mosquitto": ("broker", "mosquitto", {"mosquitto", "HOST"}),
-    "kafka": ("broker", "kafka", {"kafka"}),
+    "kafka": ("broker", "kafka", {"kafka", "HOST"}),  # lab mode: Tansu advertises SLUICE_HOST
     "influxdb": ("broker", "influxdb", {"influxdb"}),
     "admin": ("admin", "admin", set()),
 }

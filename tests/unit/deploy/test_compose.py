@@ -203,7 +203,7 @@ def checks_of(svc: dict[str, Any]) -> dict[str, str]:
 
 # (service, the ports its health check wants listened on, where the service says it listens)
 LISTENING = [
-    ("kafka", "9092,9093", "Tansu on 127.0.0.1:9092 (sluice-kafka), the front on kafka:9093"),
+    ("kafka", "9092,9093", "Tansu on 127.0.0.1:9092 (sluice-kafka), the front on FRONT_PORT"),
     ("mosquitto", "8883", "mosquitto.conf's listener"),
     ("influxdb", "8086", "the front on the entrypoint's PORT"),
 ]
@@ -215,7 +215,7 @@ def test_health_checks_wait_for_the_ports_the_service_serves(name: str, ports: s
     assert checks_of(svc)["listening"] == ports
     entrypoint = svc["entrypoint"]
     served = {
-        "kafka": lambda: f"9092,{host_port(entrypoint[1])[1]}",
+        "kafka": lambda: f"9092,{entrypoint[2]}",
         "mosquitto": lambda: mosquitto_settings()["listener"][0],
         "influxdb": lambda: entrypoint[1],
     }[name]()
@@ -315,7 +315,8 @@ def test_rm_hands_agents_and_job_masters_the_services_names():
     rm = sluice_args(services["rm"])
     assert rm.advertise == "rm:7070"
     assert (rm.kafka, rm.kafka_tls) == ("kafka:9093", True)
-    assert services["kafka"]["entrypoint"] == ["sluice-kafka", rm.kafka]  # what Tansu advertises
+    # What Tansu advertises, and its front's port in the container.
+    assert services["kafka"]["entrypoint"] == ["sluice-kafka", rm.kafka, "9093"]
     assert rm.mqtt == "mqtts://mosquitto:8883"
     assert mosquitto_settings()["listener"] == ["8883"]
     assert rm.aggregator == sluice_args(services["aggregator"]).advertise == "aggregator:7071"
