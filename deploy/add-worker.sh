@@ -239,24 +239,10 @@ YAML
     echo "add-worker: $name started at $address; waiting until the RM lists it ready" >&2
 fi
 
-ready() {
-    "$compose" run --rm -T cli sluice nodes --json 2>/dev/null | python3 -c '
-import json, sys
-name = sys.argv[1]
-nodes = json.load(sys.stdin)
-nodes = nodes.get("nodes", nodes) if isinstance(nodes, dict) else nodes
-sys.exit(0 if any(n.get("node_id") == name and str(n.get("state", "")).lower().endswith("ready") for n in nodes) else 1)
-' "$name"
-}
-wait_for=120
-[ -z "$remote" ] || wait_for=${SLUICE_REMOTE_WAIT:-1800}
-deadline=$((SECONDS + wait_for))
-while [ "$SECONDS" -lt "$deadline" ]; do
-    if ready; then
-        echo "add-worker: $name ready at $address (${runtime} runtime) in $((SECONDS - started))s" >&2
-        exit 0
-    fi
-    sleep 2
-done
-[ -z "$remote" ] || die "$name did not register with the RM within $wait_for s: on $remote, docker-compose logs agent (in the bundle's directory)"
-die "$name did not register with the RM within 2 minutes: deploy/compose.sh logs agent-$name"
+if [ -n "$remote" ]; then
+    wait_node "$name" ready "${SLUICE_REMOTE_WAIT:-1800}" \
+        "on $remote, docker-compose logs agent (in the bundle's directory)"
+else
+    wait_node "$name" ready 120
+fi
+say "$name ready at $address (${runtime} runtime) in $(elapsed "$started")"

@@ -51,7 +51,6 @@ registry_base=python:3.11-slim-bookworm
 # writable.
 packages=(python3 python3-venv ca-certificates busybox-static stunnel4 mosquitto influxdb mount)
 
-elapsed() { echo "$((SECONDS - ${1}))s"; }
 
 usage() {
     sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'

@@ -13,12 +13,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"
-drill=remove-worker
 case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 # shellcheck source=deploy/lib.sh
 source "$here/lib.sh"
-# shellcheck source=deploy/drills-lib.sh
-source "$here/drills-lib.sh"
 
 case "${1:-}" in
 "") die "usage: remove-worker.sh NAME (one of: $(workers | tr '\n' ' '))" ;;

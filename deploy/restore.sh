@@ -16,12 +16,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"
-drill=restore
 case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 # shellcheck source=deploy/lib.sh
 source "$here/lib.sh"
-# shellcheck source=deploy/drills-lib.sh
-source "$here/drills-lib.sh"
 
 [ $# -eq 1 ] || die "usage: restore.sh FILE (a backup.sh file, e.g. deploy/backups/rm-...db)"
 [ -f "$1" ] && [ -r "$1" ] || die "$1: no such readable file"

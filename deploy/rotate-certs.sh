@@ -19,12 +19,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 compose="$here/compose.sh"
-drill=rotate-certs
 case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 # shellcheck source=deploy/lib.sh
 source "$here/lib.sh"
-# shellcheck source=deploy/drills-lib.sh
-source "$here/drills-lib.sh"
 
 [ $# -eq 0 ] || die "$1: unknown argument (rotate-certs.sh takes none)"
 [ -f "$here/tls/ca/ca.key" ] || die "tls/ca/ca.key: missing: the CA's key is needed to issue certificates (put it back in deploy/tls/ca)"

@@ -24,15 +24,8 @@ started=$SECONDS
 "$here/images.sh" "${build[@]}"
 say "control plane"
 "$compose" up -d --remove-orphans 2>&1 | grep -v -e 'is up-to-date' >&2 || true
-for service in rm aggregator; do
-    for _ in $(seq 90); do
-        id=$("$compose" ps -q "$service" 2>/dev/null || true)
-        status=$( [ -z "$id" ] || docker inspect --format '{{.State.Health.Status}}' "$id" 2>/dev/null)
-        [ "$status" = healthy ] && break
-        sleep 2
-    done
-    [ "$status" = healthy ] || die "$service is not healthy after 3 minutes ($status): deploy/compose.sh logs $service"
-done
+wait_healthy rm
+wait_healthy aggregator
 say "control plane healthy in $((SECONDS - started))s"
 
 for i in $(seq "$workers"); do
