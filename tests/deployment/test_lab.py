@@ -11,10 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from node_agent.agent import task_key
+from node_agent.runtime.task_state import encode_name
 from sluice.brokers import free_port
 from tests.deployment.deployment import (
     LabDeployment,
@@ -35,7 +38,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabDeployment]:
     bundle = deployment.directory / "remote" / REMOTE
     try:
         deployment.script("up.sh", "--workers", "0", "--from-debian", timeout=900)
-        deployment.script("add-worker.sh", LOCAL, "--cpus", "1", timeout=300)
+        # The process runtime here (tasks in cgroups inside the agent's container), the docker
+        # runtime on the remote worker: both runtimes run in the deployment.
+        deployment.script(
+            "add-worker.sh", LOCAL, "--cpus", "1", "--runtime", "process", timeout=300
+        )
         deployment.compose("run", "--rm", "-T", "certs", "client", deployment.person)
         yield deployment
     finally:
@@ -103,7 +110,8 @@ def test_both_workers_are_ready_at_sluice_host_addresses(
 
 def test_a_job_runs_across_both_workers(lab: LabDeployment, remote: RemoteWorker) -> None:
     """Two tasks of 0.75 CPU on workers of 1 CPU: one on each worker, so the job master, on
-    one of them, starts a task on the other at its SLUICE_HOST address."""
+    one of them, starts a task on the other at its SLUICE_HOST address; the local worker's runs
+    in a cgroup under its agent's container (the process runtime)."""
     document = {
         "name": "across",
         "phases": [
@@ -116,6 +124,19 @@ def test_a_job_runs_across_both_workers(lab: LabDeployment, remote: RemoteWorker
         ],
     }
     job_id = lab.submit(yaml.safe_dump(document))
+
+    def local_task() -> dict[str, Any] | None:
+        tasks = lab.job(job_id)["tasks"]
+        return next((t for t in tasks if t["node_id"] == LOCAL and t["state"] == "running"), None)
+
+    task = wait_until(local_task, 120, f"the task on {LOCAL} running")
+    # The process runtime's task runs in a cgroup of its own under the agent container's: its
+    # limits are within the container's, and removing the container removes it.
+    agent = lab.docker("inspect", "--format", "{{.Id}}", lab.container(f"agent-{LOCAL}")).strip()
+    key = encode_name(task_key(job_id, task["task_id"], task["attempt"]))
+    found = list(Path("/sys/fs/cgroup/cpu/docker", agent).glob(f"**/{key}"))
+    found += list(Path("/sys/fs/cgroup/docker", agent).glob(f"**/{key}"))  # cgroup v2
+    assert found, f"{key}: no cgroup under the agent container's ({agent[:12]})"
 
     def final() -> str | None:
         state: str = lab.job(job_id)["summary"]["state"]
