@@ -4,6 +4,7 @@ and a CLI on the host with a person's certificate, as on a user's laptop."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -11,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,10 @@ class Deployment:
         directory = root / "deploy"
         shutil.copytree(REPO / "deploy", directory, ignore=shutil.ignore_patterns(*MADE_HERE))
         project = f"e2e{secrets.token_hex(3)}"
+        # scripts/test_deployment.sh removes what a run it started left up, by these names.
+        if os.environ.get("SLUICE_E2E_PROJECTS"):
+            with Path(os.environ["SLUICE_E2E_PROJECTS"]).open("a") as listed:
+                listed.write(f"{project}\n")
         settings = {
             "COMPOSE_PROJECT_NAME": project,
             "SLUICE_IMAGE": f"sluice:{project}",
@@ -123,14 +128,17 @@ class Deployment:
 
     # ------------------------------------------------------------------ the user's CLI
 
+    def cli_addresses(self) -> dict[str, str]:
+        """Where the user's CLI finds the RM and the aggregator: their published ports."""
+        return {
+            "SLUICE_RM": f"127.0.0.1:{self.settings['SLUICE_RM_PORT']}",
+            "SLUICE_AGGREGATOR": f"127.0.0.1:{self.settings['SLUICE_AGGREGATOR_PORT']}",
+        }
+
     def cli(self, *args: str, timeout: float = 60, check: bool = True) -> str:
         """`sluice ARGS` on the host, with the person's certificate and the published ports."""
         env = self._environment()
-        env |= {
-            "SLUICE_RM": f"127.0.0.1:{self.settings['SLUICE_RM_PORT']}",
-            "SLUICE_AGGREGATOR": f"127.0.0.1:{self.settings['SLUICE_AGGREGATOR_PORT']}",
-            "SLUICE_TLS_DIR": str(self.person_tls),
-        }
+        env |= {**self.cli_addresses(), "SLUICE_TLS_DIR": str(self.person_tls)}
         done = subprocess.run(
             [sys.executable, "-m", "sluice", *args],
             env=env,
@@ -283,24 +291,9 @@ class LabDeployment(Deployment):
     def host(self) -> str:
         return self.settings["SLUICE_HOST"]
 
-    def cli(self, *args: str, timeout: float = 60, check: bool = True) -> str:
-        """`sluice ARGS` on the host, with the person's certificate, dialling SLUICE_HOST."""
-        env = self._environment()
-        env |= {
-            "SLUICE_RM": f"{self.host}:{self.settings['SLUICE_RM_PORT']}",
-            "SLUICE_TLS_DIR": str(self.person_tls),
-        }  # the aggregator: the address the RM hands out, SLUICE_HOST's
-        done = subprocess.run(
-            [sys.executable, "-m", "sluice", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"sluice {' '.join(args)}: {done.stderr.strip()}")
-        return done.stdout
+    def cli_addresses(self) -> dict[str, str]:
+        """The RM at SLUICE_HOST; the aggregator as the RM hands it out, SLUICE_HOST's too."""
+        return {"SLUICE_RM": f"{self.host}:{self.settings['SLUICE_RM_PORT']}"}
 
     def start_script(self, name: str, *args: str) -> subprocess.Popen[str]:
         """deploy/``name`` ARGS started, not waited for (its output: stdout, stderr joined)."""
@@ -343,3 +336,21 @@ class RemoteWorker:
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(command)} {' '.join(args)}: {done.stdout}")
         return done.stdout
+
+
+@contextlib.contextmanager
+def brought_up(deployment: Deployment, *up_args: str) -> Iterator[Deployment]:
+    """``deployment`` up (``up.sh UP_ARGS --from-debian``, a person's certificate issued) for
+    a module's tests; afterwards down with its volumes and its image, whatever happened, and
+    how long each step took printed."""
+    try:
+        deployment.script("up.sh", *up_args, "--from-debian", timeout=900)
+        deployment.compose("run", "--rm", "-T", "certs", "client", deployment.person)
+        yield deployment
+    finally:
+        if (deployment.directory / ".env").exists():
+            deployment.script("down.sh", "--volumes", check=False)
+        image = deployment.settings["SLUICE_IMAGE"]
+        subprocess.run(["docker", "image", "rm", image], capture_output=True, check=False)
+        for step, seconds in deployment.timings.items():
+            print(f"{deployment.directory.parent.name}: {step}: {seconds:.1f} s")

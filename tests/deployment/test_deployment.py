@@ -23,7 +23,7 @@ import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
 from policies.oversubscription.candidate_sync import decode_machine_list
-from tests.deployment.deployment import Deployment, wait_until
+from tests.deployment.deployment import Deployment, brought_up, wait_until
 
 pytestmark = pytest.mark.deployment
 
@@ -56,15 +56,8 @@ DIAS = {
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     deployment = Deployment.prepare(tmp_path_factory.mktemp("deployment"))
     (deployment.directory / "config" / "queues.yaml").write_text(yaml.safe_dump(QUEUES))
-    try:
-        deployment.script("up.sh", "--workers", str(len(WORKERS)), "--from-debian", timeout=900)
-        deployment.compose("run", "--rm", "-T", "certs", "client", deployment.person)
+    with brought_up(deployment, "--workers", str(len(WORKERS))):
         yield deployment
-    finally:
-        if (deployment.directory / ".env").exists():
-            deployment.script("down.sh", "--volumes", check=False)
-        for step, seconds in deployment.timings.items():
-            print(f"deployment: {step}: {seconds:.1f} s")
 
 
 # ---------------------------------------------------------------------------- helpers

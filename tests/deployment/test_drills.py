@@ -7,7 +7,6 @@ run in file order, each leaving it as it found it: both workers ready, no job ru
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from tests.deployment.deployment import (
     Deployment,
+    brought_up,
     certificate_serial,
     final_job_state,
     job_spec,
@@ -34,17 +34,8 @@ WORKERS = ("worker-1", "worker-2")
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     deployment = Deployment.prepare(tmp_path_factory.mktemp("drills"))
-    try:
-        deployment.script("up.sh", "--workers", str(len(WORKERS)), "--from-debian", timeout=900)
-        deployment.compose("run", "--rm", "-T", "certs", "client", deployment.person)
+    with brought_up(deployment, "--workers", str(len(WORKERS))):
         yield deployment
-    finally:
-        if (deployment.directory / ".env").exists():
-            deployment.script("down.sh", "--volumes", check=False)
-            image = deployment.settings["SLUICE_IMAGE"]
-            subprocess.run(["docker", "image", "rm", image], capture_output=True, check=False)
-        for step, seconds in deployment.timings.items():
-            print(f"drills: {step}: {seconds:.1f} s")
 
 
 def all_ready(deployment: Deployment) -> bool:

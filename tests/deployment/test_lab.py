@@ -22,6 +22,7 @@ from sluice.brokers import free_port
 from tests.deployment.deployment import (
     LabDeployment,
     RemoteWorker,
+    brought_up,
     host_address,
     wait_until,
 )
@@ -36,22 +37,17 @@ FINAL = {"succeeded", "failed", "killed"}
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabDeployment]:
     deployment = LabDeployment.prepare_lab(tmp_path_factory.mktemp("lab"), host_address())
     bundle = deployment.directory / "remote" / REMOTE
-    try:
-        deployment.script("up.sh", "--workers", "0", "--from-debian", timeout=900)
-        # The process runtime here (tasks in cgroups inside the agent's container), the docker
-        # runtime on the remote worker: both runtimes run in the deployment.
-        deployment.script(
-            "add-worker.sh", LOCAL, "--cpus", "1", "--runtime", "process", timeout=300
-        )
-        deployment.compose("run", "--rm", "-T", "certs", "client", deployment.person)
-        yield deployment
-    finally:
-        if (bundle / ".env").exists():
-            RemoteWorker(bundle).compose("down", "--volumes", check=False)
-        if (deployment.directory / ".env").exists():
-            deployment.script("down.sh", "--volumes", check=False)
-        for step, seconds in deployment.timings.items():
-            print(f"lab: {step}: {seconds:.1f} s")
+    with brought_up(deployment, "--workers", "0"):
+        try:
+            # The process runtime here (tasks in cgroups inside the agent's container), the
+            # docker runtime on the remote worker: both runtimes run in the deployment.
+            deployment.script(
+                "add-worker.sh", LOCAL, "--cpus", "1", "--runtime", "process", timeout=300
+            )
+            yield deployment
+        finally:
+            if (bundle / ".env").exists():
+                RemoteWorker(bundle).compose("down", "--volumes", check=False)
 
 
 @pytest.fixture(scope="module")
