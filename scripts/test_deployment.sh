@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The deployment's end-to-end test (issue 30): builds the image as a host without a registry
 # must (deploy/images.sh --from-debian), brings deploy/ up with three workers (and, in lab mode,
-# with a worker started from its remote bundle: test_lab.py), uses it from this
-# host, breaks it on purpose, and tears it down to nothing (tests/deployment/).  Called by
-# scripts/test.sh; the tests' budget is 12 minutes, the image build before them has 15.  Needs root (mmdebstrap, cgroups) and Docker.
+# with a worker started from its remote bundle: test_lab.py), uses it from this host, breaks it
+# on purpose, and tears it down to nothing (tests/deployment/).  Called by scripts/test.sh; the
+# tests' budget is 12 minutes, the image build before them has 15.  Needs root (mmdebstrap,
+# cgroups) and Docker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
